@@ -1,13 +1,24 @@
 // `parity train`: plain training with any trainer, dataset and dtype, with a
-// progress line on a terminal, a JSONL log, .npz weights and a JSON summary.
-// MPI trainers run one process per rank; only rank 0 prints and writes.
-#define _POSIX_C_SOURCE 200809L
+// progress line on a terminal, a JSONL log, .npz weights and a JSON summary,
+// checkpoints and --resume (bit for bit), a clean stop on SIGINT/SIGTERM,
+// and a NaN/Inf check every step. MPI trainers run one process per rank;
+// only rank 0 prints and writes. Tests: tests/test_cli.sh,
+// tests/test_resume.sh, tests/test_faults.sh.
+#define _GNU_SOURCE   // strsignal
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include <jansson.h>
 
@@ -18,11 +29,16 @@
 #include "par_run.h"
 #include "par_mpi_launch.h"
 
+#ifdef PARITY_HAVE_MPI
+#include <mpi.h>
+#endif
+
 typedef struct train_opts {
     const char *dataset, *model, *act, *trainer, *mode, *dtype;
     const char *log, *save, *init_save, *init_load, *fault;
+    const char *ckpt_dir, *resume;
     int epochs, batch, chunk, threads, ranks, json, quiet, help, no_digest;
-    int steps;
+    int steps, ckpt_every, keep, check_every;
     double lr;
     uint64_t seed;
 } train_opts;
@@ -32,14 +48,75 @@ typedef struct train_ctx {
     const par_model *m;
     const par_dataset *ds;
     par_dtype dt;
-    int rank, tty;
+    int rank, tty, mpi;            // mpi: more than one rank (collective agreement)
     par_log *log;
     long total_steps;
     double t_start, t_last_print, t_eval;
     size_t samples;
     double last_loss;
     double val_loss, val_acc, test_loss, test_acc;
+    // Checkpoints (rank 0 writes them).
+    par_ckpt_dir *ck;
+    par_ckpt_logtrack *track;
+    par_ckpt_meta meta;            // config and writer filled once; position per checkpoint
+    int checkpointing;             // --checkpoint-dir or --resume (same on every rank)
+    long every;
+    long last_ckpt;                // step of the newest checkpoint, -1 if none
+    long resumed_from;             // step the run resumed at, -1 if it did not
+    // A hook's own failure, held until the ranks have agreed to stop.
+    par_status pending;
+    int peer_failed;               // another rank failed: stop quietly
+    int stop_sig;                  // SIGINT or SIGTERM: stopped cleanly at a step
 } train_ctx;
+
+// The signal that asks for a clean stop (SIGINT or SIGTERM; under MPI also
+// SIGUSR1 / SIGUSR2, which mpirun forwards, standing for them).
+static volatile sig_atomic_t stop_request;
+
+static void on_signal(int sig)
+{
+    stop_request = (sig == SIGINT || sig == SIGUSR1) ? SIGINT : SIGTERM;
+}
+
+static void catch_stop_signals(int mpi)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;   // a second signal ends the process at once
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (mpi) {
+        sigaction(SIGUSR1, &sa, NULL);
+        sigaction(SIGUSR2, &sa, NULL);
+    }
+}
+
+// MPI: every rank contributes v[0..n), all get the maxima. No-op for one process.
+static void agree_max(const train_ctx *c, int *v, int n)
+{
+#ifdef PARITY_HAVE_MPI
+    if (c->mpi) MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+#else
+    (void)c, (void)v, (void)n;
+#endif
+}
+
+// After a hook's local work: all ranks learn whether any failed. The rank
+// that failed returns its error, the others stop quietly.
+static par_status agree_status(train_ctx *c, par_status local)
+{
+    if (!c->mpi) return local;
+    int v = local != PAR_OK;
+    agree_max(c, &v, 1);
+    if (local != PAR_OK) return local;
+    if (v) {
+        c->peer_failed = 1;
+        return PAR_RUN_STOP;
+    }
+    return PAR_OK;
+}
 
 static double now(void)
 {
@@ -48,19 +125,20 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// Local work of a step (log line, progress); a failure is held in c->pending
+// until after_step, where the ranks agree on it.
 static par_status on_step(void *vctx, int epoch, long step, size_t B, double loss,
                           const void *params)
 {
     train_ctx *c = vctx;
     c->samples += B;
     c->last_loss = loss;
-    PAR_FAIL_IF(!isfinite(loss), PAR_ERR_NUMERIC,
-                "loss is %g at epoch %d step %ld (learning rate too large?)", loss, epoch, step);
     if (c->rank != 0) return PAR_OK;
     if (c->log) {
         char sha[65];
         if (!c->o->no_digest) par_sha256_hex(sha, params, c->m->n_params * par_dtype_size(c->dt));
-        PAR_TRY(par_log_step(c->log, epoch, step, loss, c->o->no_digest ? NULL : sha));
+        c->pending = par_log_step(c->log, epoch, step, loss, c->o->no_digest ? NULL : sha);
+        if (c->pending != PAR_OK) return c->mpi ? PAR_OK : c->pending;
     }
     double t = now();
     if (c->tty && (t - c->t_last_print > 0.2 || step == c->total_steps)) {
@@ -73,25 +151,67 @@ static par_status on_step(void *vctx, int epoch, long step, size_t B, double los
     return PAR_OK;
 }
 
+// Rank 0 writes the checkpoint of point pt.
+static par_status write_checkpoint(train_ctx *c, const par_run_point *pt, const void *params)
+{
+    par_ckpt_meta *mt = &c->meta;
+    mt->step = pt->step;
+    mt->epoch = pt->epoch;
+    mt->pos = pt->pos;
+    mt->has_log = c->track != NULL;
+    if (c->track) PAR_TRY(par_ckpt_log_sync(c->track, &mt->log));
+    PAR_TRY(par_ckpt_write(c->ck, mt, c->m, c->dt, params, c->o->keep));
+    c->last_ckpt = pt->step;
+    return PAR_OK;
+}
+
+// After every step: the ranks agree on stop requests and failures, and a
+// checkpoint is written every c->every steps, at the last step, and on stop.
+static par_status after_step(void *vctx, const par_run_point *pt, const void *params)
+{
+    train_ctx *c = vctx;
+    int v[2] = {stop_request, c->pending != PAR_OK};
+    agree_max(c, v, 2);
+    if (v[1]) {
+        if (c->pending != PAR_OK) return c->pending;
+        c->peer_failed = 1;
+        return PAR_RUN_STOP;
+    }
+    const int due = c->every > 0 && (pt->step % c->every == 0 || pt->step == c->total_steps);
+    if ((due || v[0]) && c->checkpointing) {
+        par_status st = c->rank == 0 && c->ck ? write_checkpoint(c, pt, params) : PAR_OK;
+        PAR_TRY(agree_status(c, st));
+    }
+    if (v[0]) {
+        c->stop_sig = v[0];
+        return PAR_RUN_STOP;
+    }
+    return PAR_OK;
+}
+
 static par_status on_epoch(void *vctx, int epoch, long step, const void *params)
 {
     train_ctx *c = vctx;
-    if (c->rank != 0) return PAR_OK;
-    double t0 = now();
-    const par_dataset *ds = c->ds;
-    int T = c->o->threads;
-    PAR_TRY(par_evaluate(c->m, c->dt, params, &ds->train, ds->n_train, ds->n_val, T, &c->val_loss,
-                         &c->val_acc));
-    PAR_TRY(par_evaluate(c->m, c->dt, params, &ds->test, 0, ds->test.n, T, &c->test_loss,
-                         &c->test_acc));
-    c->t_eval += now() - t0;
-    if (c->log)
-        PAR_TRY(par_log_epoch(c->log, epoch, step, c->val_loss, c->val_acc, c->test_loss,
-                              c->test_acc));
-    if (c->tty)
-        fprintf(stderr, "\repoch %d/%d  step %ld  loss %.4f  val acc %.4f  test acc %.4f      \n",
-                epoch + 1, c->o->epochs, step, c->last_loss, c->val_acc, c->test_acc);
-    return PAR_OK;
+    par_status st = PAR_OK;
+    if (c->rank == 0) {
+        double t0 = now();
+        const par_dataset *ds = c->ds;
+        int T = c->o->threads;
+        st = par_evaluate(c->m, c->dt, params, &ds->train, ds->n_train, ds->n_val, T,
+                          &c->val_loss, &c->val_acc);
+        if (st == PAR_OK)
+            st = par_evaluate(c->m, c->dt, params, &ds->test, 0, ds->test.n, T, &c->test_loss,
+                              &c->test_acc);
+        c->t_eval += now() - t0;
+        if (st == PAR_OK && c->log)
+            st = par_log_epoch(c->log, epoch, step, c->val_loss, c->val_acc, c->test_loss,
+                               c->test_acc);
+        if (st == PAR_OK && c->tty)
+            fprintf(stderr,
+                    "\repoch %d/%d  step %ld  loss %.4f  val acc %.4f  test acc %.4f      \n",
+                    epoch + 1, c->o->epochs, step, c->last_loss, c->val_acc, c->test_acc);
+    }
+    return agree_status(c, st);
 }
 
 static void print_json(const train_ctx *c, const void *w, long steps, double seconds,
@@ -111,6 +231,10 @@ static void print_json(const train_ctx *c, const void *w, long steps, double sec
         c->last_loss, "val_loss", c->val_loss, "val_accuracy", c->val_acc, "test_loss",
         c->test_loss, "test_accuracy", c->test_acc, "weights_sha256", sha, "seconds", seconds,
         "samples_per_second", seconds > 0 ? (double)c->samples / seconds : 0.0);
+    if (c->resumed_from >= 0)
+        json_object_set_new(j, "resumed_from_step", json_integer(c->resumed_from));
+    if (c->last_ckpt >= 0)
+        json_object_set_new(j, "last_checkpoint_step", json_integer(c->last_ckpt));
     if (stats->steps > 0) {   // MPI trainers: the busiest rank's traffic and wait
         json_object_set_new(j, "bytes_sent_per_step", json_real(stats->bytes_sent_max));
         json_object_set_new(j, "comm_seconds_per_step", json_real(stats->comm_seconds_max));
@@ -123,12 +247,282 @@ static void print_json(const train_ctx *c, const void *w, long steps, double sec
 
 static const char *const HINT_DATA = "run data/fetch.sh (or ci/setup.sh) to install the datasets";
 
+// ---- --ranks: mpirun as a child, watched ----
+
+static volatile sig_atomic_t parent_sig, parent_sig_count;
+
+static void on_parent_signal(int sig)
+{
+    parent_sig = sig;
+    parent_sig_count++;
+}
+
+typedef struct mpirun_watch {
+    char line[4096];
+    size_t len;
+    int in_box;               // between two lines of dashes (an mpirun message box)
+    char box[8192];
+    size_t box_len;
+    int dead_rank, dead_sig;  // from "process rank R ... exited on signal S"
+    char other[8192];         // mpirun boxes we did not recognise, printed at the end
+    size_t other_len;
+} mpirun_watch;
+
+static int is_dashes(const char *s, size_t n)
+{
+    if (n < 20) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != '-') return 0;
+    return 1;
+}
+
+static void append(char *buf, size_t cap, size_t *len, const char *s, size_t n)
+{
+    if (*len + n + 1 >= cap) n = *len + 1 < cap ? cap - *len - 1 : 0;
+    memcpy(buf + *len, s, n);
+    *len += n;
+    buf[*len] = '\0';
+}
+
+// One complete line of mpirun's stderr (with its '\n', if any).
+static void watch_line(mpirun_watch *w, const char *s, size_t n)
+{
+    size_t k = n && s[n - 1] == '\n' ? n - 1 : n;
+    if (is_dashes(s, k)) {
+        if (w->in_box) {   // a box ends: keep what matters, drop the noise
+            const char *p = strstr(w->box, "process rank ");
+            int r, sig;
+            if (p && strstr(p, "exited on signal") &&
+                sscanf(p, "process rank %d", &r) == 1 &&
+                sscanf(strstr(p, "exited on signal"), "exited on signal %d", &sig) == 1) {
+                w->dead_rank = r;
+                w->dead_sig = sig;
+            } else if (!strstr(w->box, "terminated normally, but") &&
+                       !strstr(w->box, "exited with non-zero status")) {
+                append(w->other, sizeof w->other, &w->other_len, w->box, w->box_len);
+            }
+            w->box_len = 0;
+            w->box[0] = '\0';
+        }
+        w->in_box = !w->in_box;
+        return;
+    }
+    if (w->in_box) {
+        append(w->box, sizeof w->box, &w->box_len, s, n);
+    } else if (strncmp(s, "mpirun: Forwarding signal", 25) != 0) {
+        fwrite(s, 1, n, stderr);
+        fflush(stderr);
+    }
+}
+
+static void watch_bytes(mpirun_watch *w, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (w->len + 1 < sizeof w->line) w->line[w->len++] = s[i];
+        if (s[i] == '\n' || w->len + 1 >= sizeof w->line) {
+            watch_line(w, w->line, w->len);
+            w->len = 0;
+        }
+    }
+}
+
+// Runs the job under mpirun as a child whose stderr passes through us:
+// SIGINT/SIGTERM are passed on as SIGUSR1/SIGUSR2 (mpirun forwards those to
+// every rank, which stop cleanly at the same step; another signal 2 s later
+// is passed on as SIGTERM: mpirun kills the job), mpirun's own message boxes about
+// exit codes are dropped, and a rank that died is named in one line.
+static int launch_ranks(int argc, char **argv, const train_opts *o)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0) {
+        fprintf(stderr, "parity train: cannot create a pipe for mpirun: %s\n", strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    const pid_t parent = getpid();
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "parity train: cannot fork mpirun: %s\n", strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    if (pid == 0) {
+        close(pfd[0]);
+        dup2(pfd[1], STDERR_FILENO);
+        close(pfd[1]);
+        int dn = open("/dev/null", O_RDONLY);   // mpirun must not read the terminal
+        if (dn >= 0) dup2(dn, STDIN_FILENO);
+        setpgid(0, 0);   // a terminal's Ctrl-C reaches us, and we pass it on
+#ifdef __linux__
+        prctl(PR_SET_PDEATHSIG, SIGTERM);   // we die (kill -9): mpirun ends the job
+        if (getppid() != parent) _exit(EXIT_RUNTIME);
+#else
+        (void)parent;
+#endif
+        _exit(par_mpi_relaunch(argc, argv, o->ranks));
+    }
+    close(pfd[1]);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_parent_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    mpirun_watch *w = calloc(1, sizeof *w);
+    int seen = 0, forwarded = 0, status = 0;
+    double t_first = 0;
+    char buf[4096];
+    for (;;) {
+        // The first signal asks for a clean stop; one that comes 2 s later
+        // or more (not a duplicate, e.g. from `timeout` to its group) ends
+        // the job at once.
+        if (parent_sig_count > seen) {
+            seen = parent_sig_count;
+            if (forwarded == 0) {
+                kill(pid, parent_sig == SIGINT ? SIGUSR1 : SIGUSR2);
+                forwarded = 1;
+                t_first = now();
+            } else if (forwarded == 1 && now() - t_first >= 2.0) {
+                kill(pid, SIGTERM);
+                forwarded = 2;
+            }
+        }
+        struct pollfd pf = {pfd[0], POLLIN, 0};
+        int r = poll(&pf, 1, 200);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) continue;
+        ssize_t n = read(pfd[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (w) watch_bytes(w, buf, (size_t)n);
+        else fwrite(buf, 1, (size_t)n, stderr);
+    }
+    close(pfd[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        if (parent_sig_count > seen && now() - t_first >= 2.0) kill(pid, SIGTERM);
+        seen = parent_sig_count;
+    }
+    if (w && w->len) watch_line(w, w->line, w->len);
+    const char *ck = o->ckpt_dir ? o->ckpt_dir : o->resume;
+    int rc;
+    if (w && w->dead_rank >= 0 && w->dead_sig > 0) {
+        fprintf(stderr, "parity train: MPI rank %d died (signal %d, %s); mpirun ended the job\n",
+                w->dead_rank, w->dead_sig, strsignal(w->dead_sig));
+        if (ck) fprintf(stderr, "hint: continue from the last checkpoint: parity train --resume %s "
+                                "(with the same flags)\n", ck);
+        rc = EXIT_RUNTIME;
+    } else if (WIFEXITED(status) &&
+               (WEXITSTATUS(status) <= EXIT_RUNTIME || WEXITSTATUS(status) == 128 + SIGINT ||
+                WEXITSTATUS(status) == 128 + SIGTERM)) {
+        rc = WEXITSTATUS(status);   // the ranks' agreed exit code; they said why
+        if (w && w->other_len) fputs(w->other, stderr);
+    } else {
+        if (w && w->other_len) fputs(w->other, stderr);
+        if (WIFSIGNALED(status))
+            fprintf(stderr, "parity train: mpirun was killed by signal %d (%s)\n",
+                    WTERMSIG(status), strsignal(WTERMSIG(status)));
+        else
+            fprintf(stderr, "parity train: the MPI job failed (mpirun exit status %d)\n",
+                    WEXITSTATUS(status));
+        if (ck) fprintf(stderr, "hint: continue from the last checkpoint: parity train --resume %s "
+                                "(with the same flags)\n", ck);
+        rc = EXIT_RUNTIME;
+    }
+    free(w);
+    return rc;
+}
+
+// ---- checkpoints: config and resume ----
+
+static void fill_config(par_ckpt_config *cf, const train_opts *o, const par_model *m,
+                        par_act act, par_dtype dt, const par_dataset *ds, const void *init)
+{
+    memset(cf, 0, sizeof *cf);
+    snprintf(cf->model, sizeof cf->model, "%s", m->spec);
+    snprintf(cf->act, sizeof cf->act, "%s", par_act_name(act));
+    snprintf(cf->dtype, sizeof cf->dtype, "%s", par_dtype_name(dt));
+    snprintf(cf->optimizer, sizeof cf->optimizer, "sgd");
+    cf->batch = o->batch;
+    cf->chunk = o->chunk;
+    cf->lr = o->lr;
+    cf->seed = o->seed;
+    par_sha256_hex(cf->init_sha256, init, m->n_params * par_dtype_size(dt));
+    snprintf(cf->dataset, sizeof cf->dataset, "%s", o->dataset);
+    cf->n_train_file = ds->train.n;
+    cf->n_test = ds->test.n;
+    cf->n_train = ds->n_train;
+    cf->n_val = ds->n_val;
+    cf->features = ds->train.n_features;
+    cf->classes = ds->n_classes;
+    const void *parts[4] = {ds->train.pixels, ds->train.labels, ds->test.pixels, ds->test.labels};
+    const size_t sizes[4] = {ds->train.n * ds->train.n_features, ds->train.n,
+                             ds->test.n * ds->test.n_features, ds->test.n};
+    par_sha256_parts(cf->data_sha256, parts, sizes, 4);
+}
+
+// Rank 0: the newest valid checkpoint of dir, checked against this run's
+// config; its weights into params and its position into *pt.
+static par_status find_resume(par_ckpt_meta *found, par_run_point *pt, const char *dir,
+                              const par_ckpt_config *run, const par_model *m, par_dtype dt,
+                              void *params)
+{
+    char skipped[1024];
+    PAR_TRY(par_ckpt_find(found, dir, skipped, sizeof skipped));
+    if (skipped[0])
+        fprintf(stderr, "parity train: warning: skipped damaged checkpoints: %s\n", skipped);
+    char why[600];
+    PAR_FAIL_IF(par_ckpt_config_diff(why, sizeof why, &found->cfg, run), PAR_ERR_CONFIG,
+                "%s/ckpt-%010ld.json is from another run: %s", dir, found->step, why);
+    PAR_TRY(par_ckpt_load(dir, found, m, dt, params));
+    pt->epoch = found->epoch;
+    pt->pos = (size_t)found->pos;
+    pt->step = found->step;
+    return PAR_OK;
+}
+
+#ifdef PARITY_HAVE_MPI
+// Rank 0's resume status, point, checkpoint settings and weights to every
+// rank (all ranks must take the same decisions in after_step). Returns the
+// status this rank continues with.
+static par_status share_resume(train_ctx *c, par_status st, par_run_point *pt,
+                               par_ckpt_meta *found, void *params, size_t bytes)
+{
+    if (!c->mpi) return st;
+    int s0 = (int)st;
+    MPI_Bcast(&s0, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (s0 != PAR_OK && c->rank != 0 && st == PAR_OK) {
+        c->peer_failed = 1;   // rank 0 says why
+        return PAR_RUN_STOP;
+    }
+    if (s0 != PAR_OK) return st;
+    long v[5] = {pt->epoch, (long)pt->pos, pt->step, found->every, found->keep};
+    MPI_Bcast(v, 5, MPI_LONG, 0, MPI_COMM_WORLD);
+    pt->epoch = (int)v[0];
+    pt->pos = (size_t)v[1];
+    pt->step = v[2];
+    found->every = v[3];
+    found->keep = (int)v[4];
+    for (size_t off = 0; off < bytes; off += (size_t)1 << 30) {
+        size_t n = bytes - off < ((size_t)1 << 30) ? bytes - off : (size_t)1 << 30;
+        MPI_Bcast((char *)params + off, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+    }
+    return st;
+}
+#else
+static par_status share_resume(train_ctx *c, par_status st, par_run_point *pt,
+                               par_ckpt_meta *found, void *params, size_t bytes)
+{
+    (void)c, (void)pt, (void)found, (void)params, (void)bytes;
+    return st;
+}
+#endif
+
 int cmd_train(int argc, char **argv)
 {
     train_opts o = {
         .dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
         .trainer = "serial", .mode = "exact", .dtype = "f32", .epochs = 1, .batch = 64,
-        .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42,
+        .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42, .check_every = 1,
     };
     const cli_opt opts[] = {
         {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  mnist, fashion-mnist or a folder of IDX files (fashion-mnist)"},
@@ -149,6 +543,11 @@ int cmd_train(int argc, char **argv)
         {"--save", CLI_STR, &o.save, "FILE.npz  final weights"},
         {"--init-save", CLI_STR, &o.init_save, "FILE.npz  initial weights"},
         {"--init-load", CLI_STR, &o.init_load, "FILE.npz  start from these weights"},
+        {"--checkpoint-dir", CLI_STR, &o.ckpt_dir, "DIR       write checkpoints there (one run per folder)"},
+        {"--checkpoint-every", CLI_INT, &o.ckpt_every, "N       checkpoint every N steps (default: once per epoch), and at the end"},
+        {"--keep", CLI_INT, &o.keep, "K         keep the newest K checkpoints (3)"},
+        {"--resume", CLI_STR, &o.resume, "DIR       continue the run of DIR's newest valid checkpoint"},
+        {"--check-every", CLI_INT, &o.check_every, "N         NaN/Inf check of all weights every N steps (1; 0: loss only)"},
         {"--no-digest", CLI_FLAG, &o.no_digest, "          no per-step SHA-256 of the weights in --log (saves ~2 ms/step)"},
         {"--json", CLI_FLAG, &o.json, "          print a JSON summary on stdout"},
         {"--quiet", CLI_FLAG, &o.quiet, "          no progress line even on a terminal"},
@@ -162,6 +561,8 @@ int cmd_train(int argc, char **argv)
     if (rc) return rc;
     if (o.help) {
         cli_usage("parity train [flags]", opts);
+        printf("\nSIGINT/SIGTERM: the run finishes its step, writes a checkpoint (with\n"
+               "--checkpoint-dir) and exits 130/143; --resume DIR continues it bit for bit.\n");
         return EXIT_OK;
     }
 
@@ -199,12 +600,21 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "hint: use --trainer omp or hybrid for threads\n");
         return EXIT_USAGE;
     }
+    if ((o.ckpt_every > 0 || o.keep > 0) && !o.ckpt_dir && !o.resume) {
+        fprintf(stderr, "parity train: --checkpoint-every and --keep need --checkpoint-dir DIR\n");
+        return EXIT_USAGE;
+    }
+    if (o.resume && o.init_save) {
+        fprintf(stderr, "parity train: --init-save: a resumed run does not start from its "
+                        "initial weights\n");
+        fprintf(stderr, "hint: drop --init-save (the first run wrote them, if asked)\n");
+        return EXIT_USAGE;
+    }
 
-    // MPI trainers: relaunch under mpirun for --ranks, else join the job.
+    // MPI trainers: launch mpirun for --ranks and watch it, else join the job.
     int rank = 0, size = 1;
     if (tr->caps & PAR_CAP_RANKS) {
-        if (o.ranks > 0 && !par_mpi_under_launcher())
-            return par_mpi_relaunch(argc, argv, o.ranks);
+        if (o.ranks > 0 && !par_mpi_under_launcher()) return launch_ranks(argc, argv, &o);
         if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("train", PAR_ERR_MPI, NULL);
     } else if (o.ranks > 1) {
         fprintf(stderr, "parity train: --ranks %d: trainer %s is not an MPI trainer\n", o.ranks,
@@ -212,28 +622,94 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "hint: use --trainer mpi, hybrid or root\n");
         return EXIT_USAGE;
     }
+    catch_stop_signals((tr->caps & PAR_CAP_RANKS) != 0);
 
+    train_ctx c = {.o = &o, .m = &m, .dt = dt, .rank = rank, .mpi = size > 1,
+                   .tty = !o.quiet && rank == 0 && isatty(STDERR_FILENO), .last_ckpt = -1,
+                   .resumed_from = -1};
+    c.checkpointing = o.ckpt_dir || o.resume;
+    const char *ckdir = o.ckpt_dir ? o.ckpt_dir : o.resume;
+
+    // Preparation. Every rank passes every collective below whatever fails,
+    // and all agree before training, so that no rank waits for another.
     par_dataset ds;
     st = par_dataset_open(&ds, o.dataset, 10);
-    if (st != PAR_OK) {
-        rc = cli_fail("train", st, HINT_DATA);
-        return par_mpi_finish(rc);
-    }
+    const char *hint = st != PAR_OK ? HINT_DATA : NULL;
+    c.ds = &ds;
     const size_t sz = par_dtype_size(dt);
     void *init = malloc(m.n_params * sz), *final = malloc(m.n_params * sz);
-    if (!init || !final) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    if (st == PAR_OK && (!init || !final))
+        st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
     if (st == PAR_OK) {
         if (o.init_load) st = par_weights_load(o.init_load, &m, dt, init);
         else par_model_init(&m, dt, o.seed, init);
+        char where[160];
+        if (st == PAR_OK && o.init_load && par_find_nonfinite(where, sizeof where, &m, dt, init))
+            st = par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__, "%s: %s is not finite",
+                               o.init_load, where);
     }
     if (st == PAR_OK && o.init_save && rank == 0) st = par_weights_save(o.init_save, &m, dt, init);
-
-    train_ctx c = {.o = &o, .m = &m, .ds = &ds, .dt = dt, .rank = rank,
-                   .tty = !o.quiet && rank == 0 && isatty(STDERR_FILENO)};
-    const long per_epoch = (long)((ds.n_train + (size_t)o.batch - 1) / (size_t)o.batch);
+    const long per_epoch =
+        st == PAR_OK ? (long)((ds.n_train + (size_t)o.batch - 1) / (size_t)o.batch) : 1;
     c.total_steps = per_epoch * o.epochs;
     if (o.steps > 0 && o.steps < c.total_steps) c.total_steps = o.steps;
-    if (st == PAR_OK && o.log && rank == 0) st = par_log_open(&c.log, o.log);
+
+    // Checkpoint folder (rank 0 locks it before looking), config, resume.
+    par_ckpt_meta found;
+    memset(&found, 0, sizeof found);
+    par_run_point start = {0, 0, 0};
+    if (st == PAR_OK && rank == 0 && c.checkpointing) {
+        fill_config(&c.meta.cfg, &o, &m, act, dt, &ds, init);
+        const int same = o.resume && strcmp(ckdir, o.resume) == 0;   // resume in place
+        st = par_ckpt_dir_open(&c.ck, ckdir, !same, !same);
+        if (st == PAR_OK && o.resume) st = find_resume(&found, &start, o.resume, &c.meta.cfg, &m,
+                                                       dt, init);
+    }
+    if (o.resume) st = share_resume(&c, st, &start, &found, init, init ? m.n_params * sz : 0);
+    c.every = o.ckpt_every > 0 ? o.ckpt_every : o.resume && found.every > 0 ? found.every
+                                                                            : per_epoch;
+    if (o.keep == 0) o.keep = o.resume && found.keep > 0 ? found.keep : 3;
+    if (c.checkpointing) {
+        snprintf(c.meta.trainer, sizeof c.meta.trainer, "%s", tr->name);
+        snprintf(c.meta.mode, sizeof c.meta.mode, "%s", par_mode_name(mode));
+        c.meta.threads = o.threads;
+        c.meta.ranks = size;
+        c.meta.every = c.every;
+        c.meta.keep = o.keep;
+    }
+    // The test-only fault counts steps from the start of the whole run.
+    if (o.resume && fault.step > 0) {
+        if (fault.step <= start.step) fault.kind = PAR_FAULT_NONE;
+        else fault.step -= start.step;
+    }
+
+    // The log: a resumed run first writes the lines up to its checkpoint again.
+    char replayed_from[1200] = "";
+    char *prefix = NULL;
+    if (st == PAR_OK && o.log && rank == 0) {
+        if (o.resume && !found.has_log)
+            st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
+                               "--log %s: the run of %s had no --log, so its log cannot be "
+                               "continued", o.log, o.resume);
+        if (st == PAR_OK && o.resume)
+            st = par_ckpt_log_find(&prefix, replayed_from, sizeof replayed_from, &found.log,
+                                   o.log);
+        if (st == PAR_OK) st = par_log_open(&c.log, o.log);
+        if (st == PAR_OK && c.checkpointing) st = par_ckpt_log_track(&c.track, o.log);
+        if (st == PAR_OK && o.resume)
+            st = par_ckpt_log_replay(c.log, c.track, &found.log, prefix, replayed_from);
+        free(prefix);
+    }
+    c.last_ckpt = o.resume && st == PAR_OK ? start.step : -1;
+    c.resumed_from = c.last_ckpt;
+    {
+        int v = st != PAR_OK;
+        agree_max(&c, &v, 1);
+        if (v && st == PAR_OK) {
+            st = PAR_RUN_STOP;
+            c.peer_failed = 1;
+        }
+    }
 
     long steps = 0;
     par_trainer_stats stats = {0};
@@ -244,19 +720,65 @@ int cmd_train(int argc, char **argv)
                     o.fault ? &fault : NULL},
             .ds = &ds, .seed = o.seed, .epochs = o.epochs, .max_steps = o.steps,
         };
+        const par_run_ext rx = {o.resume ? &start : NULL, 1, o.check_every > 0 ? o.check_every : -1,
+                                after_step};
         const par_run_hooks hooks = {&c, on_step, on_epoch};
         c.t_start = c.t_last_print = now();
-        st = par_run(&ro, &hooks, final, &steps, &stats);
+        st = par_run_ex(&ro, &rx, &hooks, final, &steps, &stats);
     }
     const double seconds = now() - c.t_start - c.t_eval;
     if (st == PAR_OK && o.save && rank == 0) st = par_weights_save(o.save, &m, dt, final);
     if (c.log) {
-        if (st == PAR_OK) st = par_log_close(c.log);
-        else par_log_discard(c.log);
+        // With checkpoints the log of a stopped or failed run is kept (whole
+        // lines up to its last step) for --resume; without, it is dropped.
+        if (st == PAR_OK || c.checkpointing) {
+            par_status lst = par_log_close(c.log);
+            if (st == PAR_OK) st = lst;
+            if (lst == PAR_OK && replayed_from[0] && strcmp(replayed_from, found.log.tmp) == 0)
+                remove(replayed_from);   // the killed run's temp log: now in o.log
+        } else {
+            par_log_discard(c.log);
+        }
     }
     if (st == PAR_OK && o.json && rank == 0) print_json(&c, final, steps, seconds, &stats);
-    rc = st == PAR_OK ? EXIT_OK
-                      : cli_fail("train", st, st == PAR_ERR_NUMERIC ? "lower --lr" : NULL);
+
+    if (st == PAR_OK) {
+        rc = EXIT_OK;
+    } else if (st == PAR_RUN_STOP && c.peer_failed) {
+        rc = EXIT_OK;   // another rank failed and says why; the exit codes are combined
+    } else if (st == PAR_RUN_STOP) {
+        rc = 128 + c.stop_sig;
+        if (rank == 0) {
+            const char *name = c.stop_sig == SIGINT ? "SIGINT" : "SIGTERM";
+            if (c.ck)
+                fprintf(stderr, "parity train: stopped by %s after step %ld; checkpoint "
+                                "%s/ckpt-%010ld written\nhint: continue with: parity train "
+                                "--resume %s (and the same flags)\n", name, steps, ckdir,
+                        c.last_ckpt, ckdir);
+            else
+                fprintf(stderr, "parity train: stopped by %s after step %ld; nothing saved\n"
+                                "hint: with --checkpoint-dir DIR a stopped run can be "
+                                "continued (--resume DIR)\n", name, steps);
+        }
+    } else if (c.mpi && rank != 0 && (st == PAR_ERR_NUMERIC || st == PAR_ERR_CONFIG)) {
+        rc = st == PAR_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;   // rank 0 says the same
+    } else {
+        char h[1400];
+        if (st == PAR_ERR_NUMERIC && c.last_ckpt >= 0)
+            snprintf(h, sizeof h, "lower --lr; the weights of the last good checkpoint (step "
+                     "%ld) are %s/ckpt-%010ld.npz (usable with --init-load)", c.last_ckpt, ckdir,
+                     c.last_ckpt);
+        else if (st == PAR_ERR_NUMERIC)
+            snprintf(h, sizeof h, "lower --lr");
+        else if (c.last_ckpt >= 0)
+            snprintf(h, sizeof h, "the newest checkpoint (step %ld) is kept: fix the cause, "
+                     "then --resume %s", c.last_ckpt, ckdir);
+        else
+            snprintf(h, sizeof h, "%s", hint ? hint : "");
+        rc = cli_fail("train", st, h[0] ? h : NULL);
+    }
+    par_ckpt_log_untrack(c.track);
+    par_ckpt_dir_close(c.ck);
     free(init);
     free(final);
     par_dataset_free(&ds);

@@ -68,4 +68,128 @@ par_status par_log_close(par_log *log);
 // Drops the temp file without renaming (after a failed run); frees log.
 void par_log_discard(par_log *log);
 
+// ---- checkpoints (par_ckpt.c) ----
+// A checkpoint of step S is two files in the checkpoint folder, each written
+// atomically (temp file, fsync, rename, then the folder is fsynced), the
+// .json last, so a checkpoint without its .json does not exist:
+//   ckpt-SSSSSSSSSS.npz   the weights, one array per view exactly as
+//                         par_weights_save writes them (numpy-readable, and
+//                         usable as --init-load); optimizer state would go
+//                         in members "opt.<view>" (SGD has none)
+//   ckpt-SSSSSSSSSS.json  format and version, the run's position (epoch,
+//                         records of that epoch done, step), the config it
+//                         belongs to and its SHA-256, the SHA-256 of the
+//                         .npz, where the JSONL log stood, who wrote it.
+// A checkpoint is valid when its .json parses, its .npz has the recorded
+// SHA-256 and loads for the model. The folder holds one run: `.lock`
+// (flock) keeps a second writer out.
+
+// Everything a resumed run must share with the run that wrote the
+// checkpoint. The trainer, mode, threads, ranks, epochs and steps may
+// differ (exact mode is bitwise the same for every trainer).
+typedef struct par_ckpt_config {
+    char model[128], act[16], dtype[8], optimizer[16];
+    long batch, chunk;
+    double lr;                  // as given (the trainer rounds it to dtype)
+    uint64_t seed;
+    char init_sha256[65];       // of the initial weights (seed or --init-load)
+    char dataset[512];          // name or folder as given (not hashed)
+    uint64_t n_train_file, n_test, n_train, n_val, features, classes;
+    char data_sha256[65];       // of the pixels and labels of both files
+} par_ckpt_config;
+
+// Where the JSONL log stood at the checkpoint: its first `bytes` bytes
+// (`lines` lines, SHA-256 `sha256`) are the log up to the checkpoint's step.
+typedef struct par_ckpt_log {
+    char path[1024];            // --log as given
+    char tmp[1100];             // the temp file it was being written to
+    long lines;
+    uint64_t bytes;
+    char sha256[65];
+} par_ckpt_log;
+
+typedef struct par_ckpt_meta {
+    int version;                // PAR_CKPT_VERSION
+    long step;                  // steps done
+    int epoch;                  // epoch in progress (0-based)
+    uint64_t pos;               // records of that epoch's order done
+    par_ckpt_config cfg;
+    char config_sha256[65];
+    char npz[64];               // file name of the weights in the folder
+    char npz_sha256[65];
+    int has_log;
+    par_ckpt_log log;
+    char trainer[16], mode[8];  // of the run that wrote it (information)
+    int threads, ranks;
+    long every;                 // its --checkpoint-every and --keep
+    int keep;
+} par_ckpt_meta;
+
+#define PAR_CKPT_VERSION 1
+
+// SHA-256 of the canonical text of c (every field but the dataset name).
+void par_ckpt_config_sha256(char out[65], const par_ckpt_config *c);
+
+// 0 if a and b agree on every hashed field; else 1 with "--flag: checkpoint
+// X, this run Y" for the first field that differs in why.
+int par_ckpt_config_diff(char *why, size_t cap, const par_ckpt_config *ckpt,
+                         const par_ckpt_config *run);
+
+// SHA-256 over n buffers in order, as one stream.
+void par_sha256_parts(char out[65], const void *const *parts, const size_t *sizes, int n);
+
+// An open checkpoint folder, locked against other writers.
+typedef struct par_ckpt_dir par_ckpt_dir;
+
+// Opens (creating it when `create`, one level) and locks folder `path`,
+// removes temp files that a killed run left there, and checks that it can
+// write there. With `fresh`, fails (PAR_ERR_CONFIG) if the folder already
+// holds checkpoints, naming the newest.
+par_status par_ckpt_dir_open(par_ckpt_dir **d, const char *path, int create, int fresh);
+void par_ckpt_dir_close(par_ckpt_dir *d);
+const char *par_ckpt_dir_path(const par_ckpt_dir *d);
+
+// Writes the checkpoint of meta->step (fills meta->npz, meta->npz_sha256 and
+// meta->config_sha256), then deletes all but the newest `keep` checkpoints.
+// On failure nothing new is left in the folder and older checkpoints are
+// untouched.
+par_status par_ckpt_write(par_ckpt_dir *d, par_ckpt_meta *meta, const par_model *m, par_dtype dt,
+                          const void *params, int keep);
+
+// The newest valid checkpoint of folder `path` into *meta. Checkpoints that
+// are not valid are skipped; `skipped` (cap bytes, may be NULL) gets one
+// "name: reason" per skipped one, "; "-separated. PAR_ERR_IO or
+// PAR_ERR_FORMAT when there is no valid one, with the reasons.
+par_status par_ckpt_find(par_ckpt_meta *meta, const char *path, char *skipped, size_t cap);
+
+// Loads the weights of a found checkpoint (n_params of dt) for model m,
+// checking the .npz's SHA-256 again.
+par_status par_ckpt_load(const char *path, const par_ckpt_meta *meta, const par_model *m,
+                         par_dtype dt, void *params);
+
+// Parses the text of a checkpoint .json (from `path`, for messages).
+par_status par_ckpt_meta_parse(par_ckpt_meta *meta, const char *text, size_t len,
+                               const char *path);
+
+// Follows the temp file of a par_log ("<log_path>.tmp.<pid>", see par_log_open)
+// so that checkpoints can record where the log stood.
+typedef struct par_ckpt_logtrack par_ckpt_logtrack;
+par_status par_ckpt_log_track(par_ckpt_logtrack **t, const char *log_path);
+// Makes the log durable up to now (fsync) and describes it in *out.
+par_status par_ckpt_log_sync(par_ckpt_logtrack *t, par_ckpt_log *out);
+void par_ckpt_log_untrack(par_ckpt_logtrack *t);
+
+// Continuing a log, in two steps (the first before par_log_open, which
+// could truncate the file that holds the lines, should the pid be reused):
+// par_ckpt_log_find reads the first from->bytes bytes recorded by a
+// checkpoint (from from->tmp, then from->path, then also_path) into
+// *prefix (malloc'd; the file used goes to used) after checking their
+// SHA-256; par_ckpt_log_replay writes those lines again through `log`
+// (par_log_step and par_log_epoch write the same bytes for the same values)
+// and checks that the tracked temp file now holds exactly those bytes.
+par_status par_ckpt_log_find(char **prefix, char *used, size_t cap, const par_ckpt_log *from,
+                             const char *also_path);
+par_status par_ckpt_log_replay(par_log *log, par_ckpt_logtrack *t, const par_ckpt_log *from,
+                               const char *prefix, const char *src);
+
 #endif

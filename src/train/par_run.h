@@ -1,11 +1,29 @@
 // The training loop shared by `parity train`, the harness and bisect:
 // epochs of shuffled mini-batches (order = f(seed, epoch)), one trainer
-// step per batch, hooks after every step and every epoch. Also evaluation.
+// step per batch, hooks after every step and every epoch. It can start
+// from a saved point (resume), stop cleanly when a hook asks, and check
+// every step for NaN/Inf. Also evaluation.
 #ifndef PAR_RUN_H
 #define PAR_RUN_H
 
 #include "par_data.h"
 #include "par_trainer.h"
+
+// Where a run stands after `step` steps: `pos` records of epoch `epoch`'s
+// order consumed (pos == n_train: that epoch's batches are all done, its
+// on_epoch not yet run). With the parameters (and optimizer state, none for
+// SGD) this is the whole state of a run: the order of an epoch is a pure
+// function of (seed, epoch), so the RNG position is (epoch, pos).
+typedef struct par_run_point {
+    int epoch;
+    size_t pos;
+    long step;
+} par_run_point;
+
+// A hook returns this (not an error: it is positive) to end the run cleanly
+// after the current step: no on_epoch, final parameters copied as usual,
+// and par_run returns PAR_RUN_STOP.
+#define PAR_RUN_STOP ((par_status)1)
 
 typedef struct par_run_hooks {
     void *ctx;
@@ -26,12 +44,35 @@ typedef struct par_run_opts {
     long max_steps;                // 0: no limit; else stop after this many steps
 } par_run_opts;
 
+// What par_run_ex adds (zero-initialise for nothing): resume, clean stops,
+// NaN/Inf checks.
+typedef struct par_run_ext {
+    // NULL: from the start. Else resume at this point; cfg.init_params are
+    // the parameters at that point. Must be consistent with the dataset and
+    // batch: step = epoch * ceil(n_train / batch) + ceil(pos / batch).
+    const par_run_point *start;
+    // Non-zero: after every step check the loss, and every weight (O(N))
+    // after every `weights_every`-th step; on NaN/Inf fail with
+    // PAR_ERR_NUMERIC naming the step, the tensor (view) and the element,
+    // and the first non-finite gradient element if any. The check reads only
+    // values that are equal on every rank, so MPI ranks stop together.
+    int check_finite;
+    long weights_every;            // 0 or 1: every step; N > 1: every N; < 0: never
+    // Optional: after on_step, with the point reached (what a checkpoint
+    // records); ctx is the hooks' ctx. May return PAR_RUN_STOP.
+    par_status (*after_step)(void *ctx, const par_run_point *pt, const void *params);
+} par_run_ext;
+
 // Runs the loop; copies the final parameters into final_params (n_params of
-// dtype) if it is not NULL. *steps_done = steps taken. If stats is not NULL
+// dtype) if it is not NULL. *steps_done = the step count reached (counting
+// the steps before o->start). Returns PAR_OK, PAR_RUN_STOP or an error. If stats is not NULL
 // it receives the trainer's communication counters (zero for trainers
 // without them; collective for MPI trainers).
 par_status par_run(const par_run_opts *o, const par_run_hooks *h, void *final_params,
                    long *steps_done, par_trainer_stats *stats);
+// The same with the additions of x (may be NULL).
+par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run_hooks *h,
+                      void *final_params, long *steps_done, par_trainer_stats *stats);
 
 // Mean loss and accuracy of records [first, first + count) of `im`, forward
 // pass only, `threads` threads, in batches of up to 500. The loss is summed
@@ -42,5 +83,11 @@ par_status par_evaluate(const par_model *m, par_dtype dt, const void *params,
 
 // The training order of epoch e: a permutation of [0, n_train).
 par_status par_epoch_order(size_t **order, size_t n_train, uint64_t seed, int epoch);
+
+// The first non-finite element of params (n elements of dt) laid out as m's
+// views: returns 0 if all are finite, else 1 with "view[i][j] = value" in
+// where (cap bytes).
+int par_find_nonfinite(char *where, size_t cap, const par_model *m, par_dtype dt,
+                       const void *params);
 
 #endif

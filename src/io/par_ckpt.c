@@ -1,0 +1,752 @@
+// Checkpoints of a training run (format in par_io.h): weights as .npz plus a
+// JSON sidecar written last, both atomically, the last K kept; finding the
+// newest valid one; and the JSONL log's position, so that a resumed run's
+// log equals an uninterrupted run's. Not a general store: one run per
+// folder, guarded by flock. Tested by tests/test_resume.sh and
+// tests/test_faults.sh; the JSON parser is fuzzed by tests/fuzz/fuzz_ckpt.c.
+#define _DEFAULT_SOURCE  // flock, DT_* (with _POSIX_C_SOURCE 200809L)
+#define _POSIX_C_SOURCE 200809L
+
+#include "par_io.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CKPT_FORMAT "parity-checkpoint"
+
+struct par_ckpt_dir {
+    char path[1024];
+    int lock_fd;
+};
+
+struct par_ckpt_logtrack {
+    char path[1024], tmp[1100];
+    uint64_t bytes;
+    long lines;
+    crypto_hash_sha256_state sha;
+};
+
+// ---- config ----
+
+static void config_text(char *buf, size_t cap, const par_ckpt_config *c)
+{
+    snprintf(buf, cap,
+             "parity checkpoint config v1\nmodel=%s\nact=%s\ndtype=%s\noptimizer=%s\n"
+             "batch=%ld\nchunk=%ld\nlr=%a\nseed=%" PRIu64 "\ninit_sha256=%s\n"
+             "records=%" PRIu64 "+%" PRIu64 "\nsplit=%" PRIu64 "/%" PRIu64 "\nfeatures=%" PRIu64
+             "\nclasses=%" PRIu64 "\ndata_sha256=%s\n",
+             c->model, c->act, c->dtype, c->optimizer, c->batch, c->chunk, c->lr, c->seed,
+             c->init_sha256, c->n_train_file, c->n_test, c->n_train, c->n_val, c->features,
+             c->classes, c->data_sha256);
+}
+
+void par_ckpt_config_sha256(char out[65], const par_ckpt_config *c)
+{
+    char text[2048];
+    config_text(text, sizeof text, c);
+    par_sha256_hex(out, text, strlen(text));
+}
+
+void par_sha256_parts(char out[65], const void *const *parts, const size_t *sizes, int n)
+{
+    crypto_hash_sha256_state st;
+    crypto_hash_sha256_init(&st);
+    for (int i = 0; i < n; i++) crypto_hash_sha256_update(&st, parts[i], sizes[i]);
+    unsigned char h[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final(&st, h);
+    sodium_bin2hex(out, 65, h, sizeof h);
+}
+
+int par_ckpt_config_diff(char *why, size_t cap, const par_ckpt_config *a,
+                         const par_ckpt_config *b)
+{
+#define STR(field, flag)                                                                    \
+    if (strcmp(a->field, b->field) != 0) {                                                  \
+        snprintf(why, cap, "%s: checkpoint %s, this run %s", flag, a->field, b->field);     \
+        return 1;                                                                           \
+    }
+#define NUM(field, flag, fmt)                                                               \
+    if (a->field != b->field) {                                                             \
+        snprintf(why, cap, "%s: checkpoint " fmt ", this run " fmt, flag, a->field, b->field); \
+        return 1;                                                                           \
+    }
+    STR(model, "--model")
+    STR(act, "--act")
+    STR(dtype, "--dtype")
+    STR(optimizer, "optimizer")
+    NUM(batch, "--batch", "%ld")
+    NUM(chunk, "--chunk", "%ld")
+    if (memcmp(&a->lr, &b->lr, sizeof a->lr) != 0) {
+        snprintf(why, cap, "--lr: checkpoint %.17g, this run %.17g", a->lr, b->lr);
+        return 1;
+    }
+    NUM(seed, "--seed", "%" PRIu64)
+    if (strcmp(a->init_sha256, b->init_sha256) != 0) {
+        snprintf(why, cap, "initial weights (--seed or --init-load): checkpoint SHA-256 %.16s..., "
+                 "this run %.16s...", a->init_sha256, b->init_sha256);
+        return 1;
+    }
+    NUM(n_train_file, "--dataset (training records)", "%" PRIu64)
+    NUM(n_test, "--dataset (test records)", "%" PRIu64)
+    NUM(n_train, "--dataset (training split)", "%" PRIu64)
+    NUM(n_val, "--dataset (validation split)", "%" PRIu64)
+    NUM(features, "--dataset (features)", "%" PRIu64)
+    NUM(classes, "--dataset (classes)", "%" PRIu64)
+    if (strcmp(a->data_sha256, b->data_sha256) != 0) {
+        snprintf(why, cap, "--dataset: checkpoint %s (SHA-256 %.16s...), this run %s (%.16s...)",
+                 a->dataset, a->data_sha256, b->dataset, b->data_sha256);
+        return 1;
+    }
+#undef STR
+#undef NUM
+    return 0;
+}
+
+// ---- small file helpers ----
+
+static par_status sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    PAR_FAIL_IF(fd < 0, PAR_ERR_IO, "cannot open folder %s: %s", dir, strerror(errno));
+    int rc = fsync(fd);
+    int err = errno;
+    close(fd);
+    // Some file systems cannot fsync a folder (EINVAL): the rename is all we have.
+    PAR_FAIL_IF(rc != 0 && err != EINVAL && err != EROFS, PAR_ERR_IO, "cannot sync folder %s: %s",
+                dir, strerror(err));
+    return PAR_OK;
+}
+
+// Writes n bytes to path atomically: path.tmp.<pid>, fsync, rename.
+static par_status write_atomic(const char *path, const char *data, size_t n)
+{
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    PAR_FAIL_IF(fd < 0, PAR_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    size_t done = 0;
+    int err = 0;
+    while (done < n) {
+        ssize_t w = write(fd, data + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            err = w < 0 ? errno : EIO;
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (!err && fsync(fd) != 0) err = errno;
+    if (close(fd) != 0 && !err) err = errno;
+    if (!err && rename(tmp, path) != 0) err = errno;
+    if (err) {
+        unlink(tmp);
+        return par_set_error(PAR_ERR_IO, __FILE__, __LINE__, "cannot write %s: %s", path,
+                             strerror(err));
+    }
+    return PAR_OK;
+}
+
+// Reads a whole small file (at most max bytes) into a NUL-terminated buffer.
+static par_status read_small(char **out, size_t *len, const char *path, size_t max)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    PAR_FAIL_IF(!f, PAR_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    char *buf = malloc(max + 1);
+    if (!buf) {
+        fclose(f);
+        PAR_FAIL_IF(1, PAR_ERR_ALLOC, "%s: out of memory", path);
+    }
+    size_t n = fread(buf, 1, max + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || n > max) {
+        free(buf);
+        PAR_FAIL_IF(bad, PAR_ERR_IO, "cannot read %s", path);
+        PAR_FAIL_IF(1, PAR_ERR_FORMAT, "%s: larger than %zu bytes", path, max);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return PAR_OK;
+}
+
+// "ckpt-" + 10 digits + suffix: the step, or -1.
+static long ckpt_step(const char *name, const char *suffix)
+{
+    if (strncmp(name, "ckpt-", 5) != 0) return -1;
+    long step = 0;
+    int i = 5;
+    for (; i < 15; i++) {
+        if (name[i] < '0' || name[i] > '9') return -1;
+        step = 10 * step + (name[i] - '0');
+    }
+    return strcmp(name + i, suffix) == 0 ? step : -1;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    const long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+// Steps of the ckpt-*.json files in dir, newest first (malloc'd).
+static par_status list_ckpts(long **steps, size_t *n, const char *dir)
+{
+    *steps = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    PAR_FAIL_IF(!d, PAR_ERR_IO, "cannot open checkpoint folder %s: %s", dir, strerror(errno));
+    size_t k = 0, cap = 64;
+    long *s = malloc(cap * sizeof *s);
+    struct dirent *e;
+    while (s && (e = readdir(d)) != NULL) {
+        long step = ckpt_step(e->d_name, ".json");
+        if (step < 0) continue;
+        if (k == cap) {
+            long *t = realloc(s, 2 * cap * sizeof *s);
+            if (!t) {
+                free(s);
+                s = NULL;
+                break;
+            }
+            s = t;
+            cap *= 2;
+        }
+        s[k++] = step;
+    }
+    closedir(d);
+    PAR_FAIL_IF(!s, PAR_ERR_ALLOC, "%s: out of memory listing checkpoints", dir);
+    qsort(s, k, sizeof *s, cmp_desc);
+    *steps = s;
+    *n = k;
+    return PAR_OK;
+}
+
+// ---- the folder ----
+
+const char *par_ckpt_dir_path(const par_ckpt_dir *d) { return d->path; }
+
+void par_ckpt_dir_close(par_ckpt_dir *d)
+{
+    if (!d) return;
+    if (d->lock_fd >= 0) close(d->lock_fd);  // releases the flock
+    free(d);
+}
+
+// Removes the temp files a killed writer left (we hold the lock: no other
+// writer can be using them).
+static void remove_stale(const char *dir)
+{
+    DIR *dd = opendir(dir);
+    if (!dd) return;
+    struct dirent *e;
+    char p[2048];
+    while ((e = readdir(dd)) != NULL) {
+        if (strncmp(e->d_name, "ckpt-", 5) == 0 && strstr(e->d_name, ".tmp.")) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    }
+    closedir(dd);
+}
+
+static par_status dir_open(par_ckpt_dir *d, const char *path, int create, int fresh)
+{
+    struct stat sb;
+    if (create && stat(path, &sb) != 0) {
+        PAR_FAIL_IF(mkdir(path, 0777) != 0 && errno != EEXIST, PAR_ERR_IO,
+                    "cannot create checkpoint folder %s: %s", path, strerror(errno));
+    }
+    PAR_FAIL_IF(stat(path, &sb) != 0, PAR_ERR_IO, "checkpoint folder %s: %s", path,
+                strerror(errno));
+    PAR_FAIL_IF(!S_ISDIR(sb.st_mode), PAR_ERR_IO, "checkpoint folder %s: not a folder", path);
+    char lock[1100];
+    snprintf(lock, sizeof lock, "%s/.lock", path);
+    d->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    PAR_FAIL_IF(d->lock_fd < 0, PAR_ERR_IO, "cannot write in checkpoint folder %s: %s", path,
+                strerror(errno));
+    PAR_FAIL_IF(flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0, PAR_ERR_IO,
+                "checkpoint folder %s is in use by another run (%s is locked)", path, lock);
+    remove_stale(path);
+    // Fail now, not after hours of training, if nothing can be written here.
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s/ckpt-probe.tmp.%ld", path, (long)getpid());
+    PAR_TRY(write_atomic(probe, "", 0));
+    unlink(probe);
+    if (fresh) {
+        long *steps;
+        size_t n;
+        PAR_TRY(list_ckpts(&steps, &n, path));
+        long newest = n ? steps[0] : -1;
+        free(steps);
+        PAR_FAIL_IF(newest >= 0, PAR_ERR_CONFIG,
+                    "checkpoint folder %s already holds checkpoints (newest: step %ld)", path,
+                    newest);
+    }
+    return PAR_OK;
+}
+
+par_status par_ckpt_dir_open(par_ckpt_dir **out, const char *path, int create, int fresh)
+{
+    *out = NULL;
+    PAR_FAIL_IF(!path || !*path, PAR_ERR_CONFIG, "no checkpoint folder given");
+    PAR_FAIL_IF(strlen(path) >= sizeof((par_ckpt_dir *)0)->path - 32, PAR_ERR_CONFIG,
+                "checkpoint folder %.64s...: path too long", path);
+    par_ckpt_dir *d = calloc(1, sizeof *d);
+    PAR_FAIL_IF(!d, PAR_ERR_ALLOC, "out of memory");
+    snprintf(d->path, sizeof d->path, "%s", path);
+    d->lock_fd = -1;
+    par_status st = dir_open(d, path, create, fresh);
+    if (st != PAR_OK) {
+        par_ckpt_dir_close(d);
+        return st;
+    }
+    *out = d;
+    return PAR_OK;
+}
+
+// ---- JSON ----
+
+static json_t *config_json(const par_ckpt_config *c)
+{
+    // Exact values as text: lr as a hex float, seed as a decimal string (u64).
+    char hex[64], seed[32];
+    snprintf(hex, sizeof hex, "%a", c->lr);
+    snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
+    return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:f, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, "
+                     "s:I, s:I, s:I, s:s}}",
+                     "model", c->model, "act", c->act, "dtype", c->dtype, "optimizer",
+                     c->optimizer, "batch", (json_int_t)c->batch, "chunk", (json_int_t)c->chunk,
+                     "lr", c->lr, "lr_hex", hex, "seed", seed, "init_sha256", c->init_sha256,
+                     "dataset", c->dataset, "data", "train_file_records",
+                     (json_int_t)c->n_train_file, "test_records", (json_int_t)c->n_test,
+                     "train_records", (json_int_t)c->n_train, "validation_records",
+                     (json_int_t)c->n_val, "features", (json_int_t)c->features, "classes",
+                     (json_int_t)c->classes, "sha256", c->data_sha256);
+}
+
+static char *meta_dump(const par_ckpt_meta *m)
+{
+    json_t *cfg = config_json(&m->cfg);
+    if (!cfg) return NULL;
+    json_t *log = json_null();
+    if (m->has_log) {
+        log = json_pack("{s:s, s:s, s:I, s:I, s:s}", "path", m->log.path, "tmp", m->log.tmp,
+                        "lines", (json_int_t)m->log.lines, "bytes", (json_int_t)m->log.bytes,
+                        "sha256", m->log.sha256);
+    }
+    json_t *j = json_pack(
+        "{s:s, s:i, s:I, s:i, s:I, s:o, s:s, s:{s:s, s:s}, s:[], s:o, s:{s:s, s:s, s:i, s:i, "
+        "s:I, s:i}}",
+        "format", CKPT_FORMAT, "version", m->version, "step", (json_int_t)m->step, "epoch",
+        m->epoch, "epoch_records_done", (json_int_t)m->pos, "config", cfg, "config_sha256",
+        m->config_sha256, "weights", "file", m->npz, "sha256", m->npz_sha256, "optimizer_state",
+        "log", log, "writer", "trainer", m->trainer, "mode", m->mode,
+        "threads", m->threads, "ranks", m->ranks, "checkpoint_every", (json_int_t)m->every,
+        "keep", m->keep);
+    if (!j) return NULL;
+    char *s = json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    json_decref(j);
+    return s;
+}
+
+// Field helpers for the parser: each sets *err on a missing or wrong field.
+static const char *get_str(json_t *o, const char *key, const char **err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_string(v)) {
+        if (!*err) *err = key;
+        return "";
+    }
+    return json_string_value(v);
+}
+
+static int64_t get_int(json_t *o, const char *key, int64_t lo, int64_t hi, const char **err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        if (!*err) *err = key;
+        return 0;
+    }
+    return (int64_t)json_integer_value(v);
+}
+
+static void copy_str(char *dst, size_t cap, const char *src, const char *key, const char **err)
+{
+    const size_t n = strlen(src);
+    if (n >= cap && !*err) *err = key;
+    const size_t k = n < cap ? n : cap - 1;
+    memcpy(dst, src, k);
+    dst[k] = '\0';
+}
+
+static int is_hex64(const char *s)
+{
+    if (strlen(s) != 64) return 0;
+    for (int i = 0; i < 64; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+par_status par_ckpt_meta_parse(par_ckpt_meta *m, const char *text, size_t len, const char *path)
+{
+    memset(m, 0, sizeof *m);
+    json_error_t je;
+    json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    PAR_FAIL_IF(!j, PAR_ERR_FORMAT, "%s: not JSON (line %d: %s)", path, je.line, je.text);
+    const char *err = NULL;
+    const int64_t BIG = INT64_C(1) << 53;
+    if (!json_is_object(j)) err = "(top level is not an object)";
+    else if (strcmp(get_str(j, "format", &err), CKPT_FORMAT) != 0 && !err) err = "format";
+    m->version = (int)get_int(j, "version", 1, 1000, &err);
+    if (!err && m->version != PAR_CKPT_VERSION) {
+        json_decref(j);
+        return par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__,
+                             "%s: checkpoint version %d, this parity reads version %d", path,
+                             m->version, PAR_CKPT_VERSION);
+    }
+    m->step = (long)get_int(j, "step", 0, BIG, &err);
+    m->epoch = (int)get_int(j, "epoch", 0, 1000000000, &err);
+    m->pos = (uint64_t)get_int(j, "epoch_records_done", 0, BIG, &err);
+    json_t *c = json_object_get(j, "config");
+    if (!json_is_object(c) && !err) err = "config";
+    par_ckpt_config *cf = &m->cfg;
+    copy_str(cf->model, sizeof cf->model, get_str(c, "model", &err), "model", &err);
+    copy_str(cf->act, sizeof cf->act, get_str(c, "act", &err), "act", &err);
+    copy_str(cf->dtype, sizeof cf->dtype, get_str(c, "dtype", &err), "dtype", &err);
+    copy_str(cf->optimizer, sizeof cf->optimizer, get_str(c, "optimizer", &err), "optimizer",
+             &err);
+    cf->batch = (long)get_int(c, "batch", 1, 1000000000, &err);
+    cf->chunk = (long)get_int(c, "chunk", 1, 1000000000, &err);
+    const char *hex = get_str(c, "lr_hex", &err), *seed = get_str(c, "seed", &err);
+    char *end = NULL;
+    cf->lr = strtod(hex, &end);
+    if ((!end || *end || end == hex || !isfinite(cf->lr)) && !err) err = "lr_hex";
+    errno = 0;
+    cf->seed = strtoull(seed, &end, 10);
+    if ((*seed < '0' || *seed > '9' || *end || errno) && !err) err = "seed";
+    copy_str(cf->init_sha256, sizeof cf->init_sha256, get_str(c, "init_sha256", &err),
+             "init_sha256", &err);
+    copy_str(cf->dataset, sizeof cf->dataset, get_str(c, "dataset", &err), "dataset", &err);
+    json_t *d = json_object_get(c, "data");
+    if (!json_is_object(d) && !err) err = "data";
+    cf->n_train_file = (uint64_t)get_int(d, "train_file_records", 0, BIG, &err);
+    cf->n_test = (uint64_t)get_int(d, "test_records", 0, BIG, &err);
+    cf->n_train = (uint64_t)get_int(d, "train_records", 0, BIG, &err);
+    cf->n_val = (uint64_t)get_int(d, "validation_records", 0, BIG, &err);
+    cf->features = (uint64_t)get_int(d, "features", 0, BIG, &err);
+    cf->classes = (uint64_t)get_int(d, "classes", 0, BIG, &err);
+    copy_str(cf->data_sha256, sizeof cf->data_sha256, get_str(d, "sha256", &err), "data.sha256",
+             &err);
+    copy_str(m->config_sha256, sizeof m->config_sha256, get_str(j, "config_sha256", &err),
+             "config_sha256", &err);
+    json_t *w = json_object_get(j, "weights");
+    if (!json_is_object(w) && !err) err = "weights";
+    copy_str(m->npz, sizeof m->npz, get_str(w, "file", &err), "weights.file", &err);
+    copy_str(m->npz_sha256, sizeof m->npz_sha256, get_str(w, "sha256", &err), "weights.sha256",
+             &err);
+    json_t *os = json_object_get(j, "optimizer_state");
+    if ((!json_is_array(os) || json_array_size(os) != 0) && !err)
+        err = "optimizer_state (SGD has none)";
+    json_t *lg = json_object_get(j, "log");
+    if (json_is_object(lg)) {
+        m->has_log = 1;
+        copy_str(m->log.path, sizeof m->log.path, get_str(lg, "path", &err), "log.path", &err);
+        copy_str(m->log.tmp, sizeof m->log.tmp, get_str(lg, "tmp", &err), "log.tmp", &err);
+        m->log.lines = (long)get_int(lg, "lines", 0, BIG, &err);
+        m->log.bytes = (uint64_t)get_int(lg, "bytes", 0, BIG, &err);
+        copy_str(m->log.sha256, sizeof m->log.sha256, get_str(lg, "sha256", &err), "log.sha256",
+                 &err);
+        if (!err && !is_hex64(m->log.sha256)) err = "log.sha256";
+    } else if (!json_is_null(lg) && !err) {
+        err = "log";
+    }
+    json_t *wr = json_object_get(j, "writer");
+    if (json_is_object(wr)) {   // information only
+        snprintf(m->trainer, sizeof m->trainer, "%s", get_str(wr, "trainer", &err));
+        snprintf(m->mode, sizeof m->mode, "%s", get_str(wr, "mode", &err));
+        m->threads = (int)get_int(wr, "threads", 0, 1 << 20, &err);
+        m->ranks = (int)get_int(wr, "ranks", 0, 1 << 24, &err);
+        m->every = (long)get_int(wr, "checkpoint_every", 0, BIG, &err);
+        m->keep = (int)get_int(wr, "keep", 0, 1 << 20, &err);
+    } else if (!err) {
+        err = "writer";
+    }
+    if (!err && (!is_hex64(m->npz_sha256) || !is_hex64(m->config_sha256) ||
+                 !is_hex64(cf->data_sha256) || !is_hex64(cf->init_sha256)))
+        err = "a SHA-256 field (64 lowercase hex digits)";
+    if (!err && ckpt_step(m->npz, ".npz") != m->step) err = "weights.file (ckpt-<step>.npz)";
+    json_decref(j);
+    PAR_FAIL_IF(err, PAR_ERR_FORMAT, "%s: field '%s' missing or malformed", path, err);
+    char want[65];
+    par_ckpt_config_sha256(want, cf);
+    PAR_FAIL_IF(strcmp(want, m->config_sha256) != 0, PAR_ERR_FORMAT,
+                "%s: config_sha256 does not match its config (edited or damaged)", path);
+    return PAR_OK;
+}
+
+// ---- writing ----
+
+// Deletes checkpoint `step`: the .json first, so it stops existing at once.
+static void remove_ckpt(const char *dir, long step)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/ckpt-%010ld.json", dir, step);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/ckpt-%010ld.npz", dir, step);
+    unlink(p);
+}
+
+par_status par_ckpt_write(par_ckpt_dir *d, par_ckpt_meta *meta, const par_model *m, par_dtype dt,
+                          const void *params, int keep)
+{
+    PAR_FAIL_IF(keep < 1, PAR_ERR_CONFIG, "--keep %d: expected >= 1", keep);
+    PAR_FAIL_IF(meta->step < 0 || meta->step > 9999999999L, PAR_ERR_CONFIG,
+                "step %ld cannot be checkpointed", meta->step);
+    meta->version = PAR_CKPT_VERSION;
+    par_ckpt_config_sha256(meta->config_sha256, &meta->cfg);
+    snprintf(meta->npz, sizeof meta->npz, "ckpt-%010ld.npz", meta->step);
+    char npz[1200], js[1200];
+    snprintf(npz, sizeof npz, "%s/%s", d->path, meta->npz);
+    snprintf(js, sizeof js, "%s/ckpt-%010ld.json", d->path, meta->step);
+    // A checkpoint of this step already there (a resumed run passing it
+    // again) is replaced: invalidate it first.
+    unlink(js);
+    par_status st = par_weights_save(npz, m, dt, params);
+    if (st == PAR_OK) st = par_sha256_file(meta->npz_sha256, npz);
+    char *text = NULL;
+    if (st == PAR_OK) {
+        text = meta_dump(meta);
+        if (!text) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "%s: cannot encode", js);
+    }
+    if (st == PAR_OK) st = write_atomic(js, text, strlen(text));
+    free(text);
+    if (st == PAR_OK) st = sync_dir(d->path);
+    if (st != PAR_OK) {
+        unlink(npz);
+        return st;
+    }
+    long *steps;
+    size_t n;
+    if (list_ckpts(&steps, &n, d->path) == PAR_OK) {
+        for (size_t i = (size_t)keep; i < n; i++) remove_ckpt(d->path, steps[i]);
+        free(steps);
+    }
+    return PAR_OK;
+}
+
+// ---- finding and loading ----
+
+static par_status read_meta(par_ckpt_meta *meta, const char *dir, long step)
+{
+    char js[1200], npz[1200], sha[65];
+    snprintf(js, sizeof js, "%s/ckpt-%010ld.json", dir, step);
+    char *text = NULL;
+    size_t len = 0;
+    PAR_TRY(read_small(&text, &len, js, 1 << 20));
+    par_status st = par_ckpt_meta_parse(meta, text, len, js);
+    free(text);
+    PAR_TRY(st);
+    PAR_FAIL_IF(meta->step != step, PAR_ERR_FORMAT, "%s: says step %ld", js, meta->step);
+    snprintf(npz, sizeof npz, "%s/%s", dir, meta->npz);
+    PAR_TRY(par_sha256_file(sha, npz));
+    PAR_FAIL_IF(strcmp(sha, meta->npz_sha256) != 0, PAR_ERR_FORMAT,
+                "%s: SHA-256 differs from the one recorded in %s (damaged)", npz, js);
+    return PAR_OK;
+}
+
+par_status par_ckpt_find(par_ckpt_meta *meta, const char *dir, char *skipped, size_t cap)
+{
+    if (skipped && cap) skipped[0] = '\0';
+    long *steps;
+    size_t n;
+    PAR_TRY(list_ckpts(&steps, &n, dir));
+    char why[1024] = "";
+    for (size_t i = 0; i < n; i++) {
+        if (read_meta(meta, dir, steps[i]) == PAR_OK) {
+            free(steps);
+            return PAR_OK;
+        }
+        const char *msg = par_last_error();
+        const char *colon = strstr(msg, ": ");  // drop "file.c:line: "
+        msg = colon && colon - msg < 32 ? colon + 2 : msg;
+        if (skipped && cap) {
+            size_t k = strlen(skipped);
+            if (k < cap) snprintf(skipped + k, cap - k, "%s%s", k ? "; " : "", msg);
+        }
+        size_t k = strlen(why);
+        if (k < sizeof why)
+            snprintf(why + k, sizeof why - k, "%s%s", k ? "; " : "", msg);
+    }
+    free(steps);
+    PAR_FAIL_IF(n == 0, PAR_ERR_IO, "no checkpoint in %s (no ckpt-*.json)", dir);
+    return par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__, "no valid checkpoint in %s: %s", dir,
+                         why);
+}
+
+par_status par_ckpt_load(const char *dir, const par_ckpt_meta *meta, const par_model *m,
+                         par_dtype dt, void *params)
+{
+    char npz[1200], sha[65];
+    snprintf(npz, sizeof npz, "%s/%s", dir, meta->npz);
+    PAR_TRY(par_sha256_file(sha, npz));
+    PAR_FAIL_IF(strcmp(sha, meta->npz_sha256) != 0, PAR_ERR_FORMAT,
+                "%s: SHA-256 differs from its checkpoint's record (damaged)", npz);
+    return par_weights_load(npz, m, dt, params);
+}
+
+// ---- the log ----
+
+par_status par_ckpt_log_track(par_ckpt_logtrack **out, const char *log_path)
+{
+    *out = NULL;
+    PAR_FAIL_IF(strlen(log_path) >= sizeof((par_ckpt_logtrack *)0)->path, PAR_ERR_CONFIG,
+                "--log %.64s...: path too long", log_path);
+    par_ckpt_logtrack *t = calloc(1, sizeof *t);
+    PAR_FAIL_IF(!t, PAR_ERR_ALLOC, "out of memory");
+    // Absolute, so that a run resumed from another folder finds the log.
+    char cwd[512] = "";
+    if (log_path[0] != '/' && !getcwd(cwd, sizeof cwd)) cwd[0] = '\0';
+    snprintf(t->path, sizeof t->path, "%s%s%s", cwd, cwd[0] ? "/" : "", log_path);
+    snprintf(t->tmp, sizeof t->tmp, "%s.tmp.%ld", t->path, (long)getpid());  // par_log's name
+    crypto_hash_sha256_init(&t->sha);
+    *out = t;
+    return PAR_OK;
+}
+
+void par_ckpt_log_untrack(par_ckpt_logtrack *t) { free(t); }
+
+par_status par_ckpt_log_sync(par_ckpt_logtrack *t, par_ckpt_log *out)
+{
+    int fd = open(t->tmp, O_RDONLY);
+    PAR_FAIL_IF(fd < 0, PAR_ERR_IO, "cannot open log %s: %s", t->tmp, strerror(errno));
+    int err = fsync(fd) != 0 ? errno : 0;
+    unsigned char buf[1 << 15];
+    while (!err) {
+        ssize_t r = pread(fd, buf, sizeof buf, (off_t)t->bytes);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) err = errno;
+        if (r <= 0) break;
+        crypto_hash_sha256_update(&t->sha, buf, (size_t)r);
+        for (ssize_t i = 0; i < r; i++) t->lines += buf[i] == '\n';
+        t->bytes += (uint64_t)r;
+    }
+    close(fd);
+    PAR_FAIL_IF(err, PAR_ERR_IO, "cannot sync log %s: %s", t->tmp, strerror(err));
+    snprintf(out->path, sizeof out->path, "%s", t->path);
+    snprintf(out->tmp, sizeof out->tmp, "%s", t->tmp);
+    out->lines = t->lines;
+    out->bytes = t->bytes;
+    crypto_hash_sha256_state copy = t->sha;
+    unsigned char h[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final(&copy, h);
+    sodium_bin2hex(out->sha256, sizeof out->sha256, h, sizeof h);
+    return PAR_OK;
+}
+
+// The first n bytes of path if they have SHA-256 sha (malloc'd), else NULL.
+static char *read_prefix(const char *path, uint64_t n, const char *sha)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < n ||
+        n > ((uint64_t)1 << 34))
+        return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc((size_t)n + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
+    fclose(f);
+    char have[65];
+    if (!buf || got != n) {
+        free(buf);
+        return NULL;
+    }
+    par_sha256_hex(have, buf, (size_t)n);
+    if (strcmp(have, sha) != 0) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static double num_or_nan(json_t *v) { return json_is_number(v) ? json_number_value(v) : NAN; }
+
+// One line of the log again through par_log.
+static par_status replay_line(par_log *log, const char *line, size_t len, const char *src)
+{
+    json_error_t je;
+    json_t *j = json_loadb(line, len, 0, &je);
+    PAR_FAIL_IF(!j, PAR_ERR_FORMAT, "%s: a log line is not JSON (%s)", src, je.text);
+    const char *type = json_string_value(json_object_get(j, "type"));
+    json_t *ep = json_object_get(j, "epoch"), *st = json_object_get(j, "step");
+    par_status s = PAR_OK;
+    if (!type || !json_is_integer(ep) || !json_is_integer(st)) {
+        s = par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__, "%s: a log line has no type, "
+                          "epoch or step", src);
+    } else if (strcmp(type, "step") == 0) {
+        const char *w = json_string_value(json_object_get(j, "weights_sha256"));
+        s = par_log_step(log, (int)json_integer_value(ep), (long)json_integer_value(st),
+                         num_or_nan(json_object_get(j, "loss")), w);
+    } else if (strcmp(type, "epoch") == 0) {
+        s = par_log_epoch(log, (int)json_integer_value(ep), (long)json_integer_value(st),
+                          num_or_nan(json_object_get(j, "val_loss")),
+                          num_or_nan(json_object_get(j, "val_accuracy")),
+                          num_or_nan(json_object_get(j, "test_loss")),
+                          num_or_nan(json_object_get(j, "test_accuracy")));
+    } else {
+        s = par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__, "%s: log line of unknown type '%s'",
+                          src, type);
+    }
+    json_decref(j);
+    return s;
+}
+
+par_status par_ckpt_log_find(char **prefix, char *used, size_t cap, const par_ckpt_log *from,
+                             const char *also_path)
+{
+    *prefix = NULL;
+    const char *cands[3] = {from->tmp, from->path, also_path};
+    for (int i = 0; i < 3 && !*prefix; i++) {
+        if (!cands[i] || !*cands[i]) continue;
+        *prefix = read_prefix(cands[i], from->bytes, from->sha256);
+        if (*prefix) snprintf(used, cap, "%s", cands[i]);
+    }
+    PAR_FAIL_IF(!*prefix, PAR_ERR_IO,
+                "cannot continue log %s: none of %s, %s%s%s holds its first %" PRIu64
+                " bytes (SHA-256 %.16s...) as of the checkpoint", from->path, from->tmp,
+                from->path, also_path ? ", " : "", also_path ? also_path : "", from->bytes,
+                from->sha256);
+    return PAR_OK;
+}
+
+par_status par_ckpt_log_replay(par_log *log, par_ckpt_logtrack *t, const par_ckpt_log *from,
+                               const char *prefix, const char *src)
+{
+    par_status st = PAR_OK;
+    const char *p = prefix, *end = prefix + from->bytes;
+    while (st == PAR_OK && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        PAR_FAIL_IF(!nl, PAR_ERR_FORMAT, "%s: the log prefix does not end with a full line", src);
+        st = replay_line(log, p, (size_t)(nl - p), src);
+        p = nl + 1;
+    }
+    PAR_TRY(st);
+    par_ckpt_log now;
+    PAR_TRY(par_ckpt_log_sync(t, &now));
+    PAR_FAIL_IF(now.bytes != from->bytes || strcmp(now.sha256, from->sha256) != 0, PAR_ERR_FORMAT,
+                "log %s: its lines written again differ from %s (%" PRIu64 " bytes, expected %"
+                PRIu64 ")", t->tmp, src, now.bytes, from->bytes);
+    return PAR_OK;
+}
