@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what parity needs on a fresh Debian machine (as root): build tools,
 # zlib, MPFR, Open MPI, jansson, libzip, libsodium, gcovr, numpy (for the
-# .npz interop test), then the datasets (data/fetch.sh). Idempotent: installs
+# .npz interop test), gnuplot-nox (loss plots of `parity verify`), minisign
+# (signature interop test), then the datasets (data/fetch.sh). Idempotent: installs
 # only what is missing, and works offline once everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config zlib1g-dev libmpfr-dev libgmp-dev libopenmpi-dev
-      openmpi-bin libjansson-dev libzip-dev libsodium-dev gcovr python3-numpy)
+      openmpi-bin libjansson-dev libzip-dev libsodium-dev gcovr python3-numpy
+      gnuplot-nox minisign)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

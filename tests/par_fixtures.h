@@ -12,6 +12,7 @@
 #include "par_run.h"
 #include "par_test.h"
 #include "ref_train.h"
+#include "vf_lockstep.h"
 
 // n training records of 784 features, 10 classes. Real data if available.
 static inline void fixture_dataset(par_dataset *ds, size_t n)
@@ -119,79 +120,20 @@ static inline int trajectory_equal(const trajectory *a, const trajectory *b,
     return par_check(1, name);
 }
 
-// gamma_n = n u / (1 - n u) (Higham, Accuracy and Stability, 3.4).
-static inline double gamma_n(double n, double u) { return n * u / (1 - n * u); }
-
 // fast mode against the reference, one step at a time from the same weights
-// (lockstep with re-sync: after each step the fast trainer gets the
-// reference's new weights). From identical weights, forward and input
-// gradients are identical (fast mode changes only the order of the batch
-// reductions), so the derived bound applies exactly:
-//   |g_f - g_e| <= 2 gamma_B S, S = sum_s |dz_s x_s| (any summation order of
-//   B terms, both sides);
-//   t = fl(lr g), w' = fl(w - t) add at most 2u(1+gamma_B)(1+u) lr S + 2u|w|;
-//   tol_i = lr S_i (2 gamma_B + 4u (1 + gamma_B)(1 + u)) + 2u |w_i|.
-// The batch loss: a sum of B positive terms in any order, then / B:
-//   |l_f - l_e| <= (2 gamma_B + 3u) l_e.
-// Returns the number of violations over all steps; *worst = largest
-// |diff| / tol seen (< 1 passes).
+// (lockstep with re-sync), under the derived bound: the library version
+// vf_lockstep (verify/vf_lockstep.h, where the bound is derived), on the
+// batches of shuffle seed 7, epoch 0. Returns the number of violations over
+// all steps, (size_t)-1 on an error; *worst = largest |diff| / tol seen
+// (< 1 passes).
 static inline size_t fast_lockstep(const par_trainer_ops *ops, const par_run_cfg *cfg_fast,
                                    double lr_ref, const par_dataset *ds, int steps, double *worst)
 {
-    const par_model *m = cfg_fast->model;
-    const par_dtype dt = cfg_fast->dtype;
-    const size_t N = m->n_params, B = cfg_fast->batch, sz = par_dtype_size(dt);
-    const double u = dt == PAR_F32 ? 0x1p-24 : 0x1p-53, gB = gamma_n((double)B, u);
-    const double lr = dt == PAR_F32 ? (double)(float)lr_ref : lr_ref;
-    ref_trainer *ref;
-    void *state;
-    size_t bad = 0;
+    vf_lockstep_result r;
     *worst = 0;
-    if (ref_create(&ref, m, dt, cfg_fast->chunk, lr_ref, cfg_fast->init_params) != PAR_OK ||
-        ref_track_abs(ref) != PAR_OK || ops->create(cfg_fast, &state) != PAR_OK)
-        return (size_t)-1;
-    void *x = malloc(B * 784 * sz), *w0 = malloc(N * sz);
-    int32_t *labels = malloc(B * sizeof *labels);
-    size_t *order = NULL;
-    par_epoch_order(&order, ds->n_train, 7, 0);
-    for (int k = 0; k < steps && (size_t)(k + 1) * B <= ds->n_train; k++) {
-        par_data_gather(&ds->train, order + (size_t)k * B, B, dt, x, labels);
-        const par_batch batch = {x, labels, B};
-        memcpy(w0, ref_params(ref), N * sz);
-        double le, lf;
-        const void *wf;
-        size_t n;
-        ref_step(ref, x, labels, B, &le);
-        ops->set_params(state, w0);
-        ops->step(state, &batch, &lf);
-        ops->params(state, &wf, &n);
-        const double *S = ref_grad_abs(ref);
-        for (size_t i = 0; i < N; i++) {
-            double a, b, wi;
-            if (dt == PAR_F32) {
-                a = ((const float *)wf)[i];
-                b = ((const float *)ref_params(ref))[i];
-                wi = ((const float *)w0)[i];
-            } else {
-                a = ((const double *)wf)[i];
-                b = ((const double *)ref_params(ref))[i];
-                wi = ((const double *)w0)[i];
-            }
-            const double tol = lr * S[i] * (2 * gB + 4 * u * (1 + gB) * (1 + u)) + 2 * u * fabs(wi);
-            const double r = a == b ? 0 : fabs(a - b) / tol;
-            if (!(r <= 1)) bad++;
-            if (!(r <= *worst)) *worst = r;
-        }
-        const double lr_loss = lf == le ? 0 : fabs(lf - le) / ((2 * gB + 3 * u) * le);
-        if (!(lr_loss <= 1)) bad++;
-    }
-    ops->destroy(state);
-    ref_destroy(ref);
-    free(order);
-    free(x);
-    free(w0);
-    free(labels);
-    return bad;
+    if (vf_lockstep(&r, ops, cfg_fast, lr_ref, ds, 7, 1, steps, NULL) != PAR_OK) return (size_t)-1;
+    *worst = r.worst_ratio;
+    return r.violations;
 }
 
 #endif

@@ -30,6 +30,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "train") == 0) return cmd_train(argc, argv);
     if (strcmp(cmd, "data") == 0) return cmd_data(argc, argv);
     if (strcmp(cmd, "check") == 0) return cmd_check(argc, argv);
+    if (strcmp(cmd, "verify") == 0) return cmd_verify(argc, argv);
+    if (strcmp(cmd, "lockstep") == 0) return cmd_lockstep(argc, argv);
+    if (strcmp(cmd, "table") == 0) return cmd_table(argc, argv);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return EXIT_OK;

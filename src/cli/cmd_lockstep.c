@@ -1,0 +1,200 @@
+// `parity lockstep`: a trainer (normally in fast mode) stepped against the
+// reference from the reference's weights, each step checked under the
+// derived bound (verify/vf_lockstep.h). MPI trainers: --ranks R relaunches
+// under mpirun; every rank checks, rank 0 reports. Exit 0 within the bound,
+// 1 a violation, 2 usage, 3 runtime. Tests: tests/test_verify.sh.
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "par_engine.h"
+#include "par_io.h"
+#include "par_mpi_launch.h"
+#include "par_run.h"
+#include "vf_lockstep.h"
+
+#ifdef PARITY_HAVE_MPI
+#include <mpi.h>
+#endif
+
+typedef struct lockstep_opts {
+    const char *dataset, *model, *act, *trainer, *mode, *dtype, *init_load, *fault;
+    int epochs, steps, batch, chunk, threads, ranks, json, help;
+    double lr;
+    uint64_t seed;
+} lockstep_opts;
+
+#ifdef PARITY_HAVE_MPI
+static par_status bcast(void *ctx, void *buf, size_t bytes)
+{
+    (void)ctx;
+    PAR_FAIL_IF(bytes > (size_t)0x7fffffff, PAR_ERR_MPI, "broadcast of %zu bytes", bytes);
+    PAR_FAIL_IF(MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS, PAR_ERR_MPI,
+                "MPI_Bcast of the lockstep weights failed");
+    return PAR_OK;
+}
+#endif
+
+// Combines the ranks' results: the most violations and the worst ratios.
+static void combine(vf_lockstep_result *r, int size)
+{
+#ifdef PARITY_HAVE_MPI
+    if (size > 1) {
+        unsigned long v = r->violations, vmax = 0;
+        double q[2] = {r->worst_ratio, r->worst_loss_ratio}, qmax[2];
+        MPI_Allreduce(&v, &vmax, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Allreduce(q, qmax, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        r->violations = vmax;
+        r->worst_ratio = qmax[0];
+        r->worst_loss_ratio = qmax[1];
+    }
+#else
+    (void)r;
+    (void)size;
+#endif
+}
+
+static void param_name(char *buf, size_t n, const par_model *m, size_t i)
+{
+    int v = 0;
+    while (v + 1 < m->n_views && m->views[v + 1].offset <= i) v++;
+    const par_view *pv = &m->views[v];
+    const size_t k = i - pv->offset;
+    if (pv->ndim == 2) snprintf(buf, n, "%s[%zu,%zu]", pv->name, k / pv->shape[1], k % pv->shape[1]);
+    else snprintf(buf, n, "%s[%zu]", pv->name, k);
+}
+
+int cmd_lockstep(int argc, char **argv)
+{
+    lockstep_opts o = {
+        .dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
+        .trainer = "serial", .mode = "fast", .dtype = "f32", .epochs = 1, .batch = 64,
+        .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42,
+    };
+    const cli_opt opts[] = {
+        {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  mnist, fashion-mnist or a folder of IDX files (fashion-mnist)"},
+        {"--model", CLI_STR, &o.model, "SPEC      mlp:N0-N1-...-Nk (mlp:784-256-128-10)"},
+        {"--act", CLI_STR, &o.act, "relu|sigmoid|tanh  hidden activation (relu)"},
+        {"--trainer", CLI_STR, &o.trainer, "NAME      serial, omp, mpi, hybrid, root (serial)"},
+        {"--mode", CLI_STR, &o.mode, "exact|fast  (fast)"},
+        {"--dtype", CLI_STR, &o.dtype, "f32|f64   floating-point type (f32)"},
+        {"--epochs", CLI_INT, &o.epochs, "N         epochs (1)"},
+        {"--steps", CLI_INT, &o.steps, "K         check the first K steps (0: every step of --epochs)"},
+        {"--batch", CLI_INT, &o.batch, "B         samples per step (64)"},
+        {"--chunk", CLI_INT, &o.chunk, "C         samples per chunk (8)"},
+        {"--lr", CLI_DOUBLE, &o.lr, "LR        learning rate of SGD (0.01)"},
+        {"--seed", CLI_U64, &o.seed, "S         seed of initialisation and shuffling (42)"},
+        {"--threads", CLI_INT, &o.threads, "T         OpenMP threads per process (1)"},
+        {"--ranks", CLI_INT, &o.ranks, "R         launch R MPI ranks through mpirun (mpi/hybrid/root)"},
+        {"--init-load", CLI_STR, &o.init_load, "FILE.npz  start from these weights"},
+        {"--json", CLI_FLAG, &o.json, "          print {violations, worst_ratio, steps, ...} as JSON"},
+        {"--help", CLI_FLAG, &o.help, "          this text"},
+        {"--fault", CLI_STR, &o.fault, "SPEC      TESTS ONLY: inject a deliberate arithmetic fault"},
+        {NULL, CLI_FLAG, NULL, NULL},
+    };
+    const char *pos[1];
+    int n_pos;
+    int rc = cli_parse("lockstep", argc, argv, 2, opts, pos, 0, &n_pos);
+    if (rc) return rc;
+    if (o.help) {
+        cli_usage("parity lockstep --trainer T [--mode fast] [train flags] [--steps K] [--json]", opts);
+        return EXIT_OK;
+    }
+    par_model m;
+    par_act act;
+    par_mode mode;
+    par_dtype dt = PAR_F32;
+    par_status st = par_act_parse(&act, o.act);
+    if (st == PAR_OK) st = par_model_parse(&m, o.model, act);
+    if (st == PAR_OK) st = par_mode_parse(&mode, o.mode);
+    if (st == PAR_OK && o.fault) {
+        par_fault f;
+        st = par_fault_parse(&f, o.fault);
+        if (st == PAR_OK) par_fault_set(&f);
+    }
+    if (st != PAR_OK) return cli_fail("lockstep", st, "run 'parity lockstep --help'");
+    if (strcmp(o.dtype, "f64") == 0) dt = PAR_F64;
+    else if (strcmp(o.dtype, "f32") != 0) {
+        fprintf(stderr, "parity lockstep: --dtype '%s': expected f32 or f64\n", o.dtype);
+        return EXIT_USAGE;
+    }
+    const par_trainer_ops *tr = par_trainer_find(o.trainer);
+    if (!tr || strcmp(o.trainer, "reference") == 0) {
+        fprintf(stderr, "parity lockstep: --trainer '%s': expected one of", o.trainer);
+        for (int i = 0; par_trainers[i]; i++)
+            if (strcmp(par_trainers[i]->name, "reference") != 0) fprintf(stderr, " %s", par_trainers[i]->name);
+        fprintf(stderr, "\n");
+        return EXIT_USAGE;
+    }
+    if (o.epochs < 1 || o.batch < 1 || o.chunk < 1 || o.threads < 1 || !(o.lr > 0)) {
+        fprintf(stderr, "parity lockstep: --epochs, --batch, --chunk and --threads must be >= 1 "
+                        "and --lr > 0\n");
+        return EXIT_USAGE;
+    }
+    if (o.threads > 1 && !(tr->caps & PAR_CAP_THREADS)) {
+        fprintf(stderr, "parity lockstep: --threads %d: trainer %s runs one thread\n", o.threads, tr->name);
+        return EXIT_USAGE;
+    }
+    int rank = 0, size = 1;
+    if (tr->caps & PAR_CAP_RANKS) {
+        if (o.ranks > 0 && !par_mpi_under_launcher()) return par_mpi_relaunch(argc, argv, o.ranks);
+        if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("lockstep", PAR_ERR_MPI, NULL);
+    } else if (o.ranks > 1) {
+        fprintf(stderr, "parity lockstep: --ranks %d: trainer %s is not an MPI trainer\n", o.ranks, tr->name);
+        return EXIT_USAGE;
+    }
+
+    par_dataset ds;
+    st = par_dataset_open(&ds, o.dataset, 10);
+    if (st != PAR_OK)
+        return par_mpi_finish(cli_fail("lockstep", st, "run data/fetch.sh (or ci/setup.sh) to install the datasets"));
+    void *init = malloc(m.n_params * par_dtype_size(dt));
+    if (!init) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    else if (o.init_load) st = par_weights_load(o.init_load, &m, dt, init);
+    else par_model_init(&m, dt, o.seed, init);
+    vf_lockstep_result r = {0};
+    if (st == PAR_OK) {
+        const par_run_cfg cfg = {&m, dt, mode, (size_t)o.batch, (size_t)o.chunk, o.lr, o.threads, init, NULL};
+        // MPI trainers: rank 0 alone runs the reference and checks.
+        vf_lockstep_comm comm = {rank, NULL, NULL};
+#ifdef PARITY_HAVE_MPI
+        comm.bcast = bcast;
+#endif
+        st = vf_lockstep(&r, tr, &cfg, o.lr, &ds, o.seed, o.epochs, o.steps,
+                         size > 1 && comm.bcast ? &comm : NULL);
+    }
+    if (st == PAR_OK) combine(&r, size);
+    if (st == PAR_OK && rank == 0) {
+        char where[96] = "-";
+        if (r.worst_step > 0) param_name(where, sizeof where, &m, r.worst_index);
+        const char *verdict = r.violations == 0 ? "pass" : "fail";
+        if (o.json) {
+            json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:s, s:I, s:I, s:f, s:f, s:I, s:s, s:I, s:s}",
+                                  "trainer", tr->name, "mode", par_mode_name(mode), "threads",
+                                  o.threads, "ranks", size, "dtype", par_dtype_name(dt), "steps",
+                                  (json_int_t)r.steps, "violations", (json_int_t)r.violations,
+                                  "worst_ratio", r.worst_ratio, "worst_loss_ratio",
+                                  r.worst_loss_ratio, "worst_step", (json_int_t)r.worst_step,
+                                  "worst_param", where, "first_violation_step",
+                                  (json_int_t)r.first_violation_step, "verdict", verdict);
+            char *s = json_dumps(j, JSON_REAL_PRECISION(17));
+            if (s) printf("%s\n", s);
+            free(s);
+            json_decref(j);
+        } else {
+            printf("lockstep %s %s T=%d R=%d, %ld steps: %zu violations, worst |diff|/tol %.3g "
+                   "(%s, step %ld), worst loss ratio %.3g: %s\n", tr->name, par_mode_name(mode),
+                   o.threads, size, r.steps, r.violations, r.worst_ratio, where, r.worst_step,
+                   r.worst_loss_ratio, r.violations == 0 ? "PASS" : "FAIL");
+        }
+    }
+    rc = st != PAR_OK ? cli_fail("lockstep", st, NULL) : r.violations ? EXIT_VERIFY : EXIT_OK;
+    free(init);
+    par_dataset_free(&ds);
+    return par_mpi_finish(rc);
+}

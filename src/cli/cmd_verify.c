@@ -1,0 +1,242 @@
+// `parity verify SUITE [--out DIR]`: runs a verify suite (verify/suites/)
+// through the harness (verify/vf_harness.h): every config against the
+// reference, MPFR checks, timings of what passed, table.md, table.csv,
+// results.json, plots, and a signature when every verdict passed. Exit 0
+// passed and signed, 1 a verdict failed (not signed), 2 usage or suite
+// error, 3 runtime error. Tests: tests/test_verify.sh.
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "cli_sign.h"
+#include "vf_harness.h"
+#include "vf_sign.h"
+
+#ifndef PARITY_SOURCE_DIR
+#define PARITY_SOURCE_DIR ""
+#endif
+#ifndef PARITY_C_COMPILER
+#define PARITY_C_COMPILER "unknown"
+#endif
+#ifndef PARITY_C_FLAGS
+#define PARITY_C_FLAGS "unknown"
+#endif
+#ifndef PARITY_BUILD_TYPE
+#define PARITY_BUILD_TYPE "unknown"
+#endif
+
+static void fmt_time(char *buf, size_t n, double s)
+{
+    const long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+// One status line on a terminal: case, task, elapsed and an estimate of the rest.
+static void show_progress(void *ctx, const vf_progress *p)
+{
+    (void)ctx;
+    char el[32], left[48] = "estimating";
+    fmt_time(el, sizeof el, p->elapsed_s);
+    if (p->left_s >= 0) {
+        char t[32];
+        fmt_time(t, sizeof t, p->left_s);
+        snprintf(left, sizeof left, "about %s left", t);
+    }
+    fprintf(stderr, "\r\033[K[case %d/%d %s] %ld/%ld %s  (%s, %s)", p->i_case, p->n_cases,
+            p->case_name, p->done + 1, p->total, p->what, el, left);
+    fflush(stderr);
+}
+
+// Ctrl-C or a kill: end the running child's process group (mpirun and its
+// ranks run in their own session), then die of the same signal.
+static void on_signal(int sig)
+{
+    const pid_t p = vf_exec_running();
+    if (p > 0) kill(-p, SIGTERM);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static int is_file(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+// Creates dir (and parents) if missing; fails if it holds anything.
+static int prepare_out(const char *dir)
+{
+    char p[1300];
+    if (strlen(dir) > 600) {
+        fprintf(stderr, "parity verify: --out %.60s...: expected a path of at most 600 characters\n", dir);
+        return EXIT_USAGE;
+    }
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = '\0';
+        mkdir(p, 0755);
+        *q = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "parity verify: cannot create --out %s: %s\n", dir, strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "parity verify: cannot open --out %s: %s\n", dir, strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    struct dirent *e;
+    int empty = 1;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = 0;
+    closedir(d);
+    if (!empty) {
+        fprintf(stderr, "parity verify: --out %s is not empty\nhint: give a new folder (or leave "
+                        "--out out: results/<time>-<suite>/)\n", dir);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+int cmd_verify(int argc, char **argv)
+{
+    const char *out = NULL, *key = NULL;
+    int help = 0, timeout = 3600;
+    const cli_opt opts[] = {
+        {"--out", CLI_STR, &out, "DIR       output folder, new or empty (results/<UTC time>-<suite>/)"},
+        {"--key", CLI_STR, &key, "FILE      signing key (~/.config/parity/parity.key; make one with 'parity table keygen')"},
+        {"--timeout", CLI_INT, &timeout, "S         limit of each run in seconds (3600)"},
+        {"--help", CLI_FLAG, &help, "          this text"},
+        {NULL, CLI_FLAG, NULL, NULL},
+    };
+    const char *pos[1];
+    int n_pos, rc = cli_parse("verify", argc, argv, 2, opts, pos, 1, &n_pos);
+    if (rc) return rc;
+    if (help) {
+        cli_usage("parity verify SUITE [--out DIR] [--key FILE]\n\n"
+                  "SUITE is a suite file, or the name of one in verify/suites/ (quick, default,\n"
+                  "full). Format: verify/suites/README.md", opts);
+        return EXIT_OK;
+    }
+    if (n_pos != 1) {
+        fprintf(stderr, "parity verify: expected one SUITE (a file, or quick, default, full)\n"
+                        "hint: run 'parity verify --help'\n");
+        return EXIT_USAGE;
+    }
+    // The suite: a file, else a name under verify/suites/ of the source tree.
+    char suite_path[1024];
+    snprintf(suite_path, sizeof suite_path, "%s", pos[0]);
+    if (!is_file(suite_path) && !strchr(pos[0], '/') && PARITY_SOURCE_DIR[0]) {
+        snprintf(suite_path, sizeof suite_path, "%s/verify/suites/%s", PARITY_SOURCE_DIR, pos[0]);
+        if (!is_file(suite_path)) snprintf(suite_path, sizeof suite_path, "%s", pos[0]);
+    }
+    vf_suite *s = malloc(sizeof *s);
+    if (!s) return EXIT_RUNTIME;
+    par_status st = vf_suite_load(s, suite_path);
+    if (st != PAR_OK) {
+        fprintf(stderr, "parity verify: %s\n", s->error[0] ? s->error : cli_strip_origin(par_last_error()));
+        fprintf(stderr, "hint: the suite format is in verify/suites/README.md\n");
+        free(s);
+        return EXIT_USAGE;
+    }
+    // The signing key must be there before hours of work.
+    char def_key[1024];
+    if (!key) {
+        cli_default_key(def_key, sizeof def_key, 0);
+        key = def_key;
+    }
+    if (!is_file(key)) {
+        fprintf(stderr, "parity verify: no signing key %s\nhint: make one with 'parity table keygen'"
+                        " (or give --key FILE)\n", key[0] ? key : "(HOME is not set)");
+        free(s);
+        return EXIT_USAGE;
+    }
+    char out_def[1200];
+    if (!out) {
+        char stamp[32];
+        time_t t = time(NULL);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf(out_def, sizeof out_def, "results/%s-%s", stamp, s->name);
+        out = out_def;
+    }
+    rc = prepare_out(out);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+
+    char exe[4096], cmdline[4096] = "";
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "parity verify: cannot find its own executable\n");
+        free(s);
+        return EXIT_RUNTIME;
+    }
+    exe[n] = '\0';
+    for (int i = 0; i < argc; i++) {
+        const size_t used = strlen(cmdline);
+        snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "", argv[i]);
+    }
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int tty = isatty(STDERR_FILENO);
+    const vf_run_opts ro = {
+        .parity = exe, .out_dir = out,
+        .build = {PARITY_SOURCE_DIR[0] ? PARITY_SOURCE_DIR : NULL, PARITY_C_COMPILER,
+                  PARITY_C_FLAGS, PARITY_BUILD_TYPE, PARITY_MPIEXEC},
+        .command_line = cmdline, .cores = cores > 0 ? (int)cores : 1,
+        .timeout_s = timeout > 0 ? timeout : 3600, .ctx = NULL,
+        .progress = tty ? show_progress : NULL,
+    };
+    json_t *res = NULL;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
+    st = vf_run_suite(&res, s, &ro);
+    if (tty) fprintf(stderr, "\r\033[K");
+    if (st != PAR_OK) {
+        fprintf(stderr, "parity verify: %s\n", cli_strip_origin(par_last_error()));
+        if (strstr(par_last_error(), "fetch") || st == PAR_ERR_IO)
+            fprintf(stderr, "hint: run data/fetch.sh (or ci/setup.sh) if a dataset is missing; "
+                            "the run's logs are in %s/runs/\n", out);
+        if (res) vf_results_save(res, out);
+        json_decref(res);
+        free(s);
+        return st == PAR_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;
+    }
+    const int pass = vf_results_verdict(res) == PAR_OK;
+    char why[600], note[1400];
+    snprintf(why, sizeof why, "%s", json_string_value(json_object_get(res, "verdict_reason")));
+    if (pass)
+        snprintf(note, sizeof note, "signed, Ed25519 in the minisign format: `results.json.sig` "
+                 "(check with `parity table verify %s`)", out);
+    else snprintf(note, sizeof note, "**NOT signed**: %s", why);
+    st = vf_report_write(res, out, note);
+    json_decref(res);
+    free(s);
+    if (st != PAR_OK) {
+        fprintf(stderr, "parity verify: %s\n", cli_strip_origin(par_last_error()));
+        return EXIT_RUNTIME;
+    }
+    printf("%s: %s\ntable: %s/table.md\n", pass ? "PASS" : "FAIL", why, out);
+    if (!pass) {
+        printf("not signed: a table is signed only when every verdict passed\n");
+        return EXIT_VERIFY;
+    }
+    rc = cli_sign_dir("verify", out, key);
+    return rc;
+}

@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# Tests of `parity verify`, `parity lockstep` and `parity table`:
+#   sign   keys and signatures (minisign formats; interop with /usr/bin/minisign
+#          when installed), tampering, wrong keys, failing verdicts (fast)
+#   suite  suite-file mistakes: one "SUITE:LINE: key 'x': ..." line, exit 2 (fast)
+#   fault  a suite with a deliberately broken config (--fault): exit 1, the
+#          row marked FAIL with the first differing step and element, no signature
+#   quick  verify/suites/quick passes, is signed, `table verify` accepts it and
+#          rejects it after one flipped byte (a few minutes)
+# Usage: test_verify.sh sign|suite|fault|quick PATH/TO/parity  (needs fashion-mnist)
+set -u
+MODE=$1
+P=$2
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0
+fail=0
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+check() { # name, command...
+    local name=$1
+    shift
+    if "$@"; then echo "$name ... ok"; pass=$((pass + 1)); else echo "$name ... FAIL"; fail=$((fail + 1)); fi
+}
+finish() {
+    echo "$pass passed, $fail failed"
+    [ "$fail" = 0 ]
+    exit
+}
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+flip_byte() { # file offset: xor one byte with 1
+    python3 - "$1" "$2" <<'PY'
+import sys
+p, k = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(p, 'rb').read()); b[k] ^= 1; open(p, 'wb').write(b)
+PY
+}
+
+# A results folder whose verdicts all pass, without running anything.
+fake_results() { # dir verdict
+    mkdir -p "$1"
+    printf '| a | table |\n' >"$1/table.md"
+    cat >"$1/results.json" <<JSON
+{"format": "parity-results-1", "suite": {"name": "fake", "sha256": "00"},
+ "verdict": "$2", "verdict_reason": "test",
+ "cases": [{"name": "c", "configs": [{"trainer": "serial", "mode": "exact", "threads": 1,
+   "ranks": 1, "verdict": "$2"}], "checks": [{"verdict": "pass"}]}],
+ "files": {"table.md": "$(sha "$1/table.md")"}}
+JSON
+}
+
+case "$MODE" in
+sign)
+    K=$T/keys/parity.key
+    "$P" table keygen --key "$K" >"$T/out" 2>&1
+    check "keygen writes a key pair" test -s "$K" -a -s "$T/keys/parity.pub"
+    check "the secret key is mode 0600" test "$(stat -c %a "$K")" = 600
+    "$P" table keygen --key "$K" >/dev/null 2>"$T/err"
+    check "keygen refuses to overwrite (exit 2)" test $? = 2
+    fake_results "$T/a" pass
+    "$P" table sign "$T/a" --key "$K" >"$T/out" 2>"$T/err"
+    check "sign a passing results folder" test $? = 0 -a -s "$T/a/results.json.sig"
+    "$P" table verify "$T/a" --pub "$T/keys/parity.pub" >"$T/out" 2>"$T/err"
+    check "table verify accepts it" test $? = 0
+    if [ -x /usr/bin/minisign ]; then
+        /usr/bin/minisign -V -p "$T/keys/parity.pub" -m "$T/a/results.json" -x "$T/a/results.json.sig" >"$T/out" 2>&1
+        check "minisign -V accepts our signature" test $? = 0
+        /usr/bin/minisign -G -W -p "$T/ms.pub" -s "$T/ms.key" >/dev/null 2>&1
+        fake_results "$T/m" pass
+        "$P" table sign "$T/m" --key "$T/ms.key" >/dev/null 2>"$T/err"
+        check "a key made by minisign -G -W signs with parity" test $? = 0
+        "$P" table verify "$T/m" --pub "$T/ms.pub" >/dev/null 2>"$T/err"
+        check "... and parity verifies it with minisign's public key" test $? = 0
+        /usr/bin/minisign -V -p "$T/ms.pub" -m "$T/m/results.json" -x "$T/m/results.json.sig" >/dev/null 2>&1
+        check "... and so does minisign" test $? = 0
+        rm "$T/m/results.json.sig"
+        /usr/bin/minisign -S -s "$T/ms.key" -m "$T/m/results.json" -x "$T/m/results.json.sig" -t "by minisign" >/dev/null 2>&1
+        "$P" table verify "$T/m" --pub "$T/ms.pub" >"$T/out" 2>"$T/err"
+        check "parity verifies a signature made by minisign -S" test $? = 0
+        /usr/bin/minisign -S -s "$K" -m "$T/m/results.json" -x "$T/m/results.json.sig" >/dev/null 2>&1
+        /usr/bin/minisign -V -p "$T/keys/parity.pub" -m "$T/m/results.json" -x "$T/m/results.json.sig" >/dev/null 2>&1
+        check "minisign signs with a key made by parity table keygen" test $? = 0
+    else
+        echo "minisign interop ... skipped (/usr/bin/minisign not installed; ci/setup.sh installs it)"
+    fi
+    # One changed byte, anywhere that matters, fails with exit 1 and one line.
+    cp -r "$T/a" "$T/b"
+    flip_byte "$T/b/results.json" 40
+    "$P" table verify "$T/b" --pub "$T/keys/parity.pub" >"$T/out" 2>"$T/err"
+    check "a flipped byte in results.json: exit 1, one line" test $? = 1 -a "$(wc -l <"$T/err")" = 1
+    cp -r "$T/a" "$T/c"
+    echo "| forged | row |" >>"$T/c/table.md"
+    "$P" table verify "$T/c" --pub "$T/keys/parity.pub" >"$T/out" 2>"$T/err"
+    check "a changed table.md fails (SHA-256 in results.json)" test $? = 1
+    grep -q "table.md was changed" "$T/err"
+    check "... and says which file" test $? = 0
+    cp -r "$T/a" "$T/d"
+    sed -i 's/^trusted comment: .*/trusted comment: forged/' "$T/d/results.json.sig"
+    "$P" table verify "$T/d" --pub "$T/keys/parity.pub" >/dev/null 2>&1
+    check "a changed trusted comment fails" test $? = 1
+    "$P" table keygen --key "$T/other.key" >/dev/null
+    "$P" table verify "$T/a" --pub "$T/other.pub" >"$T/out" 2>"$T/err"
+    check "the wrong public key fails with exit 1" test $? = 1 -a "$(wc -l <"$T/err")" = 1
+    rm "$T/b/results.json.sig"
+    "$P" table verify "$T/b" --pub "$T/keys/parity.pub" >/dev/null 2>&1
+    check "a missing signature fails" test $? = 1
+    # Failing or missing verdicts: never signed, never verified.
+    fake_results "$T/f" fail
+    "$P" table sign "$T/f" --key "$K" >"$T/out" 2>"$T/err"
+    check "sign refuses a failed verdict (exit 1)" test $? = 1 -a ! -e "$T/f/results.json.sig"
+    grep -q "refusing to sign" "$T/err"
+    check "... saying so" test $? = 0
+    fake_results "$T/g" pass
+    python3 - "$T/g/results.json" <<'PY'
+import json, sys
+p = sys.argv[1]; d = json.load(open(p))
+del d['cases'][0]['configs'][0]['verdict']
+json.dump(d, open(p, 'w'))
+PY
+    "$P" table sign "$T/g" --key "$K" >/dev/null 2>&1
+    check "sign refuses a missing config verdict" test $? = 1
+    # A signed table whose results.json says fail (signed by someone else's tool):
+    fake_results "$T/h" fail
+    /usr/bin/minisign -S -s "$T/ms.key" -m "$T/h/results.json" -x "$T/h/results.json.sig" >/dev/null 2>&1 ||
+        "$P" table sign "$T/h" --key "$K" >/dev/null 2>&1
+    if [ -e "$T/h/results.json.sig" ]; then
+        "$P" table verify "$T/h" --pub "$T/ms.pub" >/dev/null 2>"$T/err"
+        check "a validly signed results.json with a failed verdict does not verify" test $? = 1
+    fi
+    ;;
+suite)
+    # expect_suite NAME PATTERN: the suite in $T/NAME exits 2 with PATTERN in one line.
+    expect_suite() {
+        local name=$1 pat=$2
+        "$P" verify "$T/$name" --out "$T/out-$name" --key "$T/none.key" >"$T/out" 2>"$T/err" </dev/null
+        local rc=$?
+        local first
+        first=$(head -n 1 "$T/err")
+        if [ "$rc" = 2 ] && [[ "$first" == *"$pat"* ]] && [ "$(grep -vc '^hint:' "$T/err")" = 1 ]; then
+            echo "suite $name -> 2: $first ... ok"
+            pass=$((pass + 1))
+        else
+            echo "suite $name -> 2 '$pat' ... FAIL (got $rc: $(cat "$T/err"))"
+            fail=$((fail + 1))
+        fi
+    }
+    ok='[case a]
+steps = 5
+trainers = serial'
+    printf '%s\nstpes = 3\n' "$ok" >"$T/unknown"
+    expect_suite unknown "$T/unknown:4: key 'stpes': unknown key"
+    printf '%s\nbatch = -3\n' "$ok" >"$T/badint"
+    expect_suite badint "$T/badint:4: key 'batch': '-3': expected an integer"
+    printf '%s\nlr = fast\n' "$ok" >"$T/badlr"
+    expect_suite badlr "$T/badlr:4: key 'lr': 'fast': expected a finite number > 0"
+    printf '%s\nsteps = 6\n' "$ok" >"$T/dup"
+    expect_suite dup "$T/dup:4: key 'steps': duplicate key in [case a] (first set on line 2)"
+    printf 'steps = 5\n%s\n' "$ok" >"$T/outside"
+    expect_suite outside "$T/outside:1: key 'steps': outside a section"
+    printf '# no steps\n[case a]\ntrainers = serial\n' >"$T/missing"
+    expect_suite missing "$T/missing:2: key 'steps': missing in [case a]"
+    printf '[case a]\nsteps = 5\n' >"$T/notrainers"
+    expect_suite notrainers "$T/notrainers:1: key 'trainers': missing"
+    printf '[case a]\nsteps = 5\ntrainers = serial, gpu\n' >"$T/trainer"
+    expect_suite trainer "$T/trainer:3: key 'trainers': 'gpu': expected one of serial, omp"
+    printf '[case a]\nsteps = 5\ntrainers = reference\n' >"$T/reftr"
+    expect_suite reftr "$T/reftr:3: key 'trainers': 'reference' is always run as the baseline"
+    printf '%s\nmodes = exact, slow\n' "$ok" >"$T/mode"
+    expect_suite mode "$T/mode:4: key 'modes': 'slow': expected exact or fast"
+    printf '%s\nthreads = 1,,2\n' "$ok" >"$T/list"
+    expect_suite list "$T/list:4: key 'threads': expected a list"
+    printf '%s\ndtype = f16\n' "$ok" >"$T/dtype"
+    expect_suite dtype "$T/dtype:4: key 'dtype': 'f16': expected f32 or f64"
+    printf '%s\nmodel = cnn:1\n' "$ok" >"$T/model"
+    expect_suite model "$T/model:4: key 'model': 'cnn:1': expected mlp:"
+    printf '%s\ncheck_steps = first, middle\n' "$ok" >"$T/cs"
+    expect_suite cs "$T/cs:4: key 'check_steps': 'middle': expected a step number"
+    printf '%s\ncheck_steps = 9\n' "$ok" >"$T/cs2"
+    expect_suite cs2 "$T/cs2:4: key 'check_steps': 9: expected a step from 1 to steps (5)"
+    printf '%s\nfault = bogus\n' "$ok" >"$T/fault"
+    expect_suite fault "$T/fault:4: key 'fault': 'bogus': expected ulp:STEP:INDEX"
+    printf '%s\nepochs = 1\n' "$ok" >"$T/both"
+    expect_suite both "$T/both:4: key 'epochs': give steps or epochs, not both"
+    printf '[case a]\nsteps = 5\ntrainers = serial\nthreads = 2\n' >"$T/noconfig"
+    expect_suite noconfig "$T/noconfig:3: key 'trainers': no trainer of [case a] runs"
+    printf '[suite x]\n' >"$T/section"
+    expect_suite section "$T/section:1: '[suite x]': expected a section header [case NAME]"
+    printf '%s\nsteps 5\n' "$ok" >"$T/noeq"
+    expect_suite noeq "$T/noeq:4: 'steps 5': expected 'key = value'"
+    printf '%s\n[case a]\nsteps = 1\ntrainers = omp\n' "$ok" >"$T/dupcase"
+    expect_suite dupcase "$T/dupcase:4: [case a]: duplicate case name (first on line 1)"
+    printf '# nothing\n' >"$T/empty"
+    expect_suite empty "$T/empty:1: no [case NAME] section"
+    "$P" verify "$T/nonexistent" >/dev/null 2>"$T/err"
+    check "a missing suite file exits 2" test $? = 2
+    "$P" verify quick --key "$T/none.key" --out "$T/o" >/dev/null 2>"$T/err"
+    check "a missing signing key exits 2 before any work, with the keygen hint" \
+        test $? = 2 -a "$(grep -c 'parity table keygen' "$T/err")" = 1 -a ! -e "$T/o"
+    for s in quick default full; do
+        "$P" verify "$(dirname "$0")/../verify/suites/$s" --key "$T/none.key" --out "$T/o" >/dev/null 2>"$T/err"
+        check "shipped suite $s parses (fails only for the missing key)" grep -q "no signing key" "$T/err"
+    done
+    ;;
+fault)
+    "$P" table keygen --key "$T/k.key" >/dev/null
+    # The same training twice; the second case's configs get a fault: layer
+    # 2's chunk fold reordered at step 3, a few-ulp change (the reference
+    # never gets it). (A one-ulp gradient fault, ulp:3:100, usually vanishes
+    # in the rounding of w - lr g: the weights stay bitwise equal.)
+    cat >"$T/suite" <<'EOF2'
+[case clean]
+steps = 6
+trainers = serial, omp
+threads = 1, 2
+repeats = 1
+warmup = 0
+check_steps = first
+
+[case broken]
+steps = 6
+trainers = serial, omp
+threads = 1, 2
+repeats = 1
+warmup = 0
+check_steps = first
+fault = swap:3:2
+EOF2
+    "$P" verify "$T/suite" --out "$T/r" --key "$T/k.key" >"$T/out" 2>"$T/err"
+    check "a suite with a broken config exits 1" test $? = 1
+    check "... and is not signed" test ! -e "$T/r/results.json.sig" -a -s "$T/r/results.json"
+    check "... but writes its table" test -s "$T/r/table.md" -a -s "$T/r/table.csv"
+    grep -q '^| serial | exact | 1 | 1 | 1 | PASS |' "$T/r/table.md"
+    check "the clean case's serial row passes (and is timed)" test $? = 0
+    grep -q '^| serial | exact | 1 | 1 | 1 | \*\*FAIL\*\* | differs' "$T/r/table.md"
+    check "the broken serial row is marked FAIL" test $? = 0
+    grep -q '| differs: weights from step 3.*final layer[0-9]' "$T/r/table.md" &&
+        grep -q 'serial exact T=1 R=1\*\*: weights differ from step 3' "$T/r/table.md"
+    check "... naming the first step whose weights differ (3)" test $? = 0
+    grep -Eq 'final weights: [0-9]+ of 235146 differ, first layer[0-9]\.(weight|bias)\[[0-9,]+\]' "$T/r/table.md"
+    check "... and the first differing element of the final weights" test $? = 0
+    grep -q 'NOT signed' "$T/r/table.md"
+    check "table.md says it is not signed" test $? = 0
+    check "table.csv marks 3 failing rows" test "$(grep -c ',fail,' "$T/r/table.csv")" = 3
+    "$P" table sign "$T/r" --key "$T/k.key" >/dev/null 2>"$T/err"
+    check "table sign refuses it" test $? = 1 -a ! -e "$T/r/results.json.sig"
+    # fast mode: a lockstep that catches a broken fold (a chunk's samples
+    # skipped) and passes the clean run.
+    "$P" lockstep --trainer omp --threads 2 --steps 5 --json >"$T/l.json" 2>"$T/err"
+    check "parity lockstep: omp fast within the bound" test $? = 0
+    "$P" lockstep --trainer omp --threads 2 --steps 5 --fault skip:2:0:5 --json >"$T/l.json" 2>"$T/err"
+    check "parity lockstep: a skipped sample at step 2 violates the bound (exit 1)" test $? = 1
+    python3 -c "import json; d=json.load(open('$T/l.json')); assert d['violations'] > 0 and d['first_violation_step'] == 2, d"
+    check "... from step 2" test $? = 0
+    "$P" lockstep --trainer mpi --ranks 2 --steps 3 --json >"$T/l.json" 2>"$T/err"
+    check "parity lockstep --ranks 2 (relaunched under mpirun) passes" test $? = 0
+    ;;
+quick)
+    "$P" table keygen --key "$T/k.key" >/dev/null
+    suite=$(dirname "$0")/../verify/suites/quick
+    start=$(date +%s)
+    "$P" verify "$suite" --out "$T/q" --key "$T/k.key" >"$T/out" 2>"$T/err"
+    rc=$?
+    echo "quick suite: exit $rc in $(($(date +%s) - start)) s"
+    cat "$T/out" "$T/err"
+    check "the quick suite passes (exit 0)" test $rc = 0
+    check "... and is signed" test -s "$T/q/results.json.sig"
+    check "... with table.md, table.csv, results.json and a loss plot" \
+        test -s "$T/q/table.md" -a -s "$T/q/table.csv" -a -s "$T/q/loss-mlp.png"
+    "$P" table verify "$T/q" --pub "$T/k.pub" >"$T/out" 2>"$T/err"
+    check "parity table verify accepts it" test $? = 0
+    python3 - "$T/q/results.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d['provenance']
+for k in ('git_commit', 'git_dirty', 'compiler', 'c_flags', 'cpu', 'cores', 'os', 'mpi_library',
+          'mpirun_version', 'mpfr_version', 'command_line'):
+    assert k in p, k
+assert len(d['suite']['sha256']) == 64
+ds = d['cases'][0]['dataset']['sha256']
+assert len(ds) == 4 and all(len(v) == 64 for v in ds.values()), ds
+cf = d['cases'][0]['configs']
+assert all(c['verdict'] == 'pass' for c in cf)
+timed = [c for c in cf if c['timing']['timed']]
+assert timed and all(len(c['timing']['seconds']) >= 1 for c in timed)
+over = [c for c in d['cases'][1]['configs']]
+assert over and all(c['oversubscribed'] and not c['timing']['timed'] for c in over)
+PY
+    check "results.json has provenance, dataset and suite hashes, raw timings, oversubscribed rows untimed" test $? = 0
+    if [ -x /usr/bin/minisign ]; then
+        /usr/bin/minisign -V -p "$T/k.pub" -m "$T/q/results.json" -x "$T/q/results.json.sig" >/dev/null
+        check "minisign -V accepts the quick table's signature" test $? = 0
+    fi
+    flip_byte "$T/q/results.json" 200
+    "$P" table verify "$T/q" --pub "$T/k.pub" >"$T/out" 2>"$T/err"
+    check "one flipped byte of results.json: table verify fails (exit 1, one line)" \
+        test $? = 1 -a "$(wc -l <"$T/err")" = 1
+    cat "$T/err"
+    ;;
+*)
+    echo "usage: test_verify.sh sign|suite|fault|quick PATH/TO/parity" >&2
+    exit 2
+    ;;
+esac
+finish

@@ -1,0 +1,132 @@
+// The verify harness behind `parity verify`: runs a suite's cases through
+// the `parity` binary (reference, every config, lockstep for fast mode,
+// `parity check` for MPFR), compares, times what passed, and writes
+// table.md, table.csv, results.json and loss-curve plots. Library code: it
+// runs processes and writes files but never prints; progress goes through
+// a hook. Results live in one jansson tree, the content of results.json.
+#ifndef VF_HARNESS_H
+#define VF_HARNESS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "par_status.h"
+#include "vf_suite.h"
+
+// ---- processes --------------------------------------------------------------
+
+// Runs argv[0] with argv (NULL-terminated) in a new session (setsid), stdin
+// from /dev/null, stdout and stderr to the given files (NULL: /dev/null),
+// with extra environment "NAME=value" entries (NULL-terminated, may be NULL)
+// added. Kills the whole process group after timeout_s. *code = exit code,
+// 128 + signal if killed, 124 on timeout. PAR_ERR_IO if it cannot start.
+par_status vf_exec(const char *const *argv, const char *const *env, const char *out_path,
+                   const char *err_path, double timeout_s, int *code, double *wall_s);
+
+// The process (and process group) vf_exec is waiting for, 0 if none: for a
+// signal handler that ends the child's group before the harness exits.
+pid_t vf_exec_running(void);
+
+// ---- comparisons ------------------------------------------------------------
+
+// The step lines of a JSONL log of `parity train`: losses (index k = step
+// k + 1) and, when the log has them, the SHA-256 of the weights after each
+// step (wsha NULL otherwise).
+typedef struct vf_log {
+    long n;
+    double *loss;
+    char (*wsha)[65];
+} vf_log;
+par_status vf_log_read(vf_log *log, const char *path);
+void vf_log_free(vf_log *log);
+
+// Bitwise comparison of two logs: the first 1-based step whose loss bits
+// differ (0 if none; the shorter length + 1 if one log stops early), and
+// the same for the weights' digests (0 also when a log has no digests).
+long vf_losses_first_diff(const vf_log *a, const vf_log *b);
+long vf_weights_first_diff(const vf_log *a, const vf_log *b);
+
+typedef struct vf_weight_diff {
+    int equal;                  // every array present, same shape, same bits
+    size_t n_elements, n_diff;
+    char first[160];            // "layer0.weight[3,17]" of the first differing element
+    double first_a, first_b;
+    double max_abs;             // largest |a - b| (Inf for NaN/Inf or a shape mismatch)
+} vf_weight_diff;
+
+// Compares two .npz weight files array by array (names, shapes, bits).
+par_status vf_weights_compare(vf_weight_diff *d, const char *a_path, const char *b_path);
+
+// ---- provenance ---------------------------------------------------------------
+
+// What the build knows about itself (the CLI's compile definitions).
+typedef struct vf_build_info {
+    const char *source_dir;     // the source tree, for git (may be NULL)
+    const char *compiler;       // "GNU 12.2.0"
+    const char *c_flags;        // flags of this build type, warnings and contract flags
+    const char *build_type;     // "RelWithDebInfo"
+    const char *mpiexec;        // mpirun path
+} vf_build_info;
+
+// {"git_commit","git_dirty","compiler","c_flags","build_type","cpu","cores",
+//  "os","hostname","mpi_library","mpirun_version","mpfr_version",
+//  "jansson_version","libsodium_version","command_line"}; git fields are
+// "unknown" outside a repository (git is only read: rev-parse, status).
+json_t *vf_provenance(const vf_build_info *b, const char *command_line);
+
+// ---- running a suite ---------------------------------------------------------
+
+typedef struct vf_progress {
+    const char *case_name;
+    int i_case, n_cases;        // 1-based
+    const char *what;           // "serial exact T=1 R=1: correctness"
+    long done, total;           // tasks
+    double elapsed_s, left_s;   // left_s < 0: no estimate yet
+} vf_progress;
+
+typedef struct vf_run_opts {
+    const char *parity;         // path of the parity binary to run
+    const char *out_dir;        // existing, empty folder
+    vf_build_info build;        // for provenance
+    const char *command_line;   // as typed, for provenance
+    int cores;                  // cores of this machine (oversubscribed: T * R > cores)
+    double timeout_s;           // per process
+    void *ctx;
+    void (*progress)(void *ctx, const vf_progress *p);   // may be NULL
+} vf_run_opts;
+
+// Runs every case of s and returns the results tree (*results, owned by the
+// caller) with provenance. PAR_OK even when verdicts fail (see
+// vf_results_verdict); an error status for what stops the run (the
+// reference fails, a file cannot be written).
+par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *o);
+
+// ---- report -----------------------------------------------------------------
+
+// Writes table.md, table.csv and loss-curve plots (gnuplot; skipped with a
+// note in table.md when gnuplot is missing) into dir, then results.json
+// with the SHA-256 of those files under "files". `signed_note` is the
+// sentence table.md gives about the signature.
+par_status vf_report_write(json_t *results, const char *dir, const char *signed_note);
+
+// Writes results.json only (no tables), e.g. after a runtime error.
+par_status vf_results_save(const json_t *results, const char *dir);
+
+// The overall verdict: PAR_OK when results hold at least one config, every
+// config and every MPFR check has verdict "pass" and "verdict" is "pass";
+// else PAR_ERR_NUMERIC with a one-line reason as the last error.
+par_status vf_results_verdict(const json_t *results);
+
+// Loads DIR/results.json, checks vf_results_verdict and that the files it
+// lists under "files" are there with those SHA-256 hashes.
+par_status vf_results_check(const char *dir);
+
+// ---- plots --------------------------------------------------------------------
+
+// loss-<case>.png in dir: the reference and every config's loss per step,
+// log-scale loss, by gnuplot. PAR_ERR_IO (message says why) when gnuplot is
+// missing or fails.
+par_status vf_plot_case(const json_t *case_result, const char *dir, char *file, size_t file_size);
+
+#endif

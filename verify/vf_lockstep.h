@@ -1,0 +1,60 @@
+// Fast mode against the reference, one step at a time from the same weights
+// (lockstep with re-sync), under the derived per-element bound. Used by
+// `parity lockstep`, the harness (`parity verify`) and tests/test_trainers.c,
+// tests/test_mpi.c. No printing; MPI trainers run it on every rank.
+#ifndef VF_LOCKSTEP_H
+#define VF_LOCKSTEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "par_data.h"
+#include "par_trainer.h"
+
+typedef struct vf_lockstep_result {
+    long steps;                 // steps checked
+    size_t violations;          // elements over their bound plus losses over theirs, all steps
+    double worst_ratio;         // largest |w_fast - w_ref| / tol over all elements and steps
+    long worst_step;            // 1-based step of worst_ratio (0: every diff was 0)
+    size_t worst_index;         // flat parameter index of worst_ratio
+    double worst_loss_ratio;    // largest |l_fast - l_ref| / tol_loss
+    long first_violation_step;  // 1-based; 0 when there is none
+} vf_lockstep_result;
+
+// The bound of one step, per element (u: unit roundoff of the dtype,
+// gB = gamma_B = B u / (1 - B u), S_i = sum over the samples of |dz_s x_s|
+// recorded by the reference, w_i the weights before the step, lr rounded
+// to the dtype):
+//   tol_i = lr S_i (2 gB + 4u (1 + gB)(1 + u)) + 2u |w_i|
+// because any summation order of B terms is within gB * S of the exact sum
+// (Higham, Accuracy and Stability, 3.4), on both sides, and t = fl(lr g),
+// w' = fl(w - t) add at most 2u(1 + gB)(1 + u) lr S + 2u |w|. From identical
+// weights fast mode's forward pass and input gradients equal exact mode's
+// (it reorders only the batch reductions), so the bound applies exactly.
+// The batch loss, B positive terms in any order then / B:
+//   |l_f - l_e| <= (2 gB + 3u) l_e.
+double vf_lockstep_tol(double lr, double S, double w, size_t B, double u);
+
+// How the processes of an MPI trainer share the work: only rank 0 runs the
+// reference and the checks, and broadcasts the weights entering each step.
+// Without it (NULL) every process runs everything on its own.
+typedef struct vf_lockstep_comm {
+    int rank;
+    void *ctx;
+    // Collective: buf (bytes) of rank 0 copied to every process.
+    par_status (*bcast)(void *ctx, void *buf, size_t bytes);
+} vf_lockstep_comm;
+
+// Runs `steps` steps (0: every step of `epochs` epochs) of `ops` with
+// cfg_fast (its mode, threads, lr) and of the reference (learning rate
+// lr_ref, chunk cfg_fast->chunk, same initial parameters) on the batches
+// `parity train` uses: epoch e shuffled by par_epoch_order(seed, e), batches
+// of cfg_fast->batch, the last one of an epoch short. Before each step the
+// trainer gets the reference's weights; after it every element is checked
+// against its bound. Collective for MPI trainers; with comm, r is filled on
+// rank 0 only (zero elsewhere).
+par_status vf_lockstep(vf_lockstep_result *r, const par_trainer_ops *ops,
+                       const par_run_cfg *cfg_fast, double lr_ref, const par_dataset *ds,
+                       uint64_t seed, int epochs, long steps, const vf_lockstep_comm *comm);
+
+#endif

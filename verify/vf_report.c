@@ -1,0 +1,438 @@
+// The report of `parity verify`: table.md (human, with a legend), table.csv,
+// loss-curve plots and results.json (all raw data, with the SHA-256 of the
+// other files so that the signature over results.json covers them), and
+// the checks `parity table sign|verify` make on a results folder.
+#define _POSIX_C_SOURCE 200809L
+#include "vf_harness.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "par_io.h"
+
+static const char *str(const json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
+}
+
+static double num(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static long integer(const json_t *o, const char *key)
+{
+    return (long)json_integer_value(json_object_get(o, key));
+}
+
+// Writes n bytes to dir/name through a temp file and a rename.
+static par_status write_file(const char *dir, const char *name, const char *data, size_t n)
+{
+    char path[1200], tmp[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    PAR_FAIL_IF(!f, PAR_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    const int ok = fwrite(data, 1, n, f) == n;
+    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
+        const int e = errno;
+        remove(tmp);
+        return par_set_error(PAR_ERR_IO, __FILE__, __LINE__, "cannot write %s: %s", path,
+                             strerror(e));
+    }
+    return PAR_OK;
+}
+
+// ---- table cells ---------------------------------------------------------------------
+
+static void label(char *buf, size_t n, const json_t *cf)
+{
+    snprintf(buf, n, "%s %s T=%ld R=%ld", str(cf, "trainer"), str(cf, "mode"),
+             integer(cf, "threads"), integer(cf, "ranks"));
+}
+
+// Short correctness cell: "bitwise", "within bound, worst 0.41", "FAIL: ...".
+static void correctness_cell(char *buf, size_t n, const json_t *cf)
+{
+    const json_t *c = json_object_get(cf, "correctness");
+    const char *v = str(c, "verdict"), *method = str(c, "method");
+    if (strcmp(v, "error") == 0) snprintf(buf, n, "error (below)");
+    else if (strcmp(method, "bitwise") == 0) {
+        if (strcmp(v, "pass") == 0) {
+            snprintf(buf, n, "bitwise");
+            return;
+        }
+        const long w = integer(c, "first_weights_diff_step"), l = integer(c, "first_loss_diff_step");
+        int k = snprintf(buf, n, "differs:");
+        if (w > 0 && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, " weights from step %ld", w);
+        if (l > 0 && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, "%s loss from step %ld", w > 0 ? "," : "", l);
+        if (!json_is_true(json_object_get(c, "weights_equal")) && k >= 0 && (size_t)k < n)
+            snprintf(buf + k, n - (size_t)k, "%s final %s", w > 0 || l > 0 ? ";" : "", str(c, "first_weight_diff"));
+    } else {
+        const json_t *l = json_object_get(c, "lockstep");
+        if (strcmp(v, "pass") == 0) snprintf(buf, n, "within bound, worst %.2f", num(c, "worst_ratio"));
+        else snprintf(buf, n, "%ld over bound from step %ld, worst %.3g", integer(l, "violations"),
+                      integer(l, "first_violation_step"), num(c, "worst_ratio"));
+    }
+}
+
+static void mpfr_cell(char *buf, size_t n, const json_t *cf)
+{
+    const json_t *m = json_object_get(cf, "mpfr");
+    const char *v = str(m, "verdict");
+    const int via = strcmp(str(m, "checked_as"), "reference") == 0;
+    if (strcmp(v, "pass") == 0) snprintf(buf, n, via ? "pass (via reference)" : "pass");
+    else if (strcmp(v, "fail") == 0) snprintf(buf, n, "**FAIL**");
+    else snprintf(buf, n, "%s", v);
+}
+
+// Text for a Markdown table cell: '|' escaped, newlines as spaces.
+static void md_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|') fputs("\\|", f);
+        else fputc(*s == '\n' ? ' ' : *s, f);
+    }
+}
+
+static const char *verdict_cell(const char *v)
+{
+    return strcmp(v, "pass") == 0 ? "PASS" : strcmp(v, "error") == 0 ? "**ERROR**" : "**FAIL**";
+}
+
+// ---- table.md ---------------------------------------------------------------------------
+
+static void md_header(FILE *f, const json_t *res, const char *signed_note)
+{
+    const json_t *s = json_object_get(res, "suite"), *p = json_object_get(res, "provenance");
+    const json_t *dirty = json_object_get(p, "git_dirty");
+    fprintf(f, "# parity verify: suite `%s`\n\n", str(s, "name"));
+    fprintf(f, "**Verdict: %s** — %s.  \n", strcmp(str(res, "verdict"), "pass") == 0 ? "PASS" : "FAIL",
+            str(res, "verdict_reason"));
+    fprintf(f, "**Signature:** %s\n\n", signed_note);
+    fprintf(f, "| | |\n|---|---|\n");
+    fprintf(f, "| suite | `%s` (SHA-256 `%.16s…`) |\n", str(s, "path"), str(s, "sha256"));
+    fprintf(f, "| commit | `%s`%s |\n", str(p, "git_commit"),
+            json_is_true(dirty) ? " (dirty: uncommitted changes)" : json_is_false(dirty) ? "" : " (dirty: unknown)");
+    fprintf(f, "| compiler | %s, %s, `%s` |\n", str(p, "compiler"), str(p, "build_type"), str(p, "c_flags"));
+    fprintf(f, "| machine | %s, %ld cores, %s |\n", str(p, "cpu"), integer(p, "cores"), str(p, "os"));
+    fprintf(f, "| MPI | %s (%s) |\n", str(p, "mpirun_version"), str(p, "mpi_library"));
+    fprintf(f, "| MPFR | %s; `parity check`: %s |\n", str(p, "mpfr_version"), str(res, "mpfr_check"));
+    fprintf(f, "| run | %s to %s (%.0f s) |\n\n", str(res, "started"), str(res, "finished"), num(res, "seconds"));
+}
+
+static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char *plot_note)
+{
+    const json_t *st = json_object_get(cs, "settings"), *ref = json_object_get(cs, "reference");
+    const json_t *ds = json_object_get(cs, "dataset");
+    fprintf(f, "## Case `%s`\n\n", str(cs, "name"));
+    char timing[80];
+    if (integer(st, "repeats") > 0)
+        snprintf(timing, sizeof timing, "timing: %ld warm-up + %ld timed runs", integer(st, "warmup"),
+                 integer(st, "repeats"));
+    else snprintf(timing, sizeof timing, "correctness only (repeats = 0)");
+    fprintf(f, "%s (%ld training records), `%s` %s, %s, batch %ld, chunk %ld, %ld steps "
+               "(%ld per epoch), lr %g, seed %ld; %s.%s%s%s\n\n",
+            str(ds, "name"), integer(ds, "n_train"), str(st, "model"), str(st, "act"), str(st, "dtype"),
+            integer(st, "batch"), integer(st, "chunk"), integer(st, "total_steps"),
+            integer(st, "steps_per_epoch"), num(st, "lr"), integer(st, "seed"), timing, json_is_string(json_object_get(st, "fault")) ? " **Test-only fault injected into the configs: `" : "",
+            json_is_string(json_object_get(st, "fault")) ? str(st, "fault") : "",
+            json_is_string(json_object_get(st, "fault")) ? "`.**" : "");
+    fprintf(f, "Reference (the correctness baseline, not timed): final loss %.6g, test accuracy "
+               "%.4f, weights SHA-256 `%.16s…`.\n\n", num(ref, "final_loss"), num(ref, "test_accuracy"),
+            str(ref, "weights_sha256"));
+    fprintf(f, "| trainer | mode | T | R | cores | verdict | correctness | MPFR | median s | min s "
+               "| max s | speedup | efficiency |\n");
+    fprintf(f, "|---|---|--:|--:|--:|---|---|---|--:|--:|--:|--:|--:|\n");
+    size_t i;
+    json_t *cf;
+    json_array_foreach(json_object_get(cs, "configs"), i, cf) {
+        char corr[300], mp[64];
+        correctness_cell(corr, sizeof corr, cf);
+        mpfr_cell(mp, sizeof mp, cf);
+        const json_t *t = json_object_get(cf, "timing");
+        fprintf(f, "| %s | %s | %ld | %ld | %ld | %s | %s | %s |", str(cf, "trainer"), str(cf, "mode"),
+                integer(cf, "threads"), integer(cf, "ranks"), integer(cf, "cores"),
+                verdict_cell(str(cf, "verdict")), corr, mp);
+        if (json_is_true(json_object_get(t, "timed"))) {
+            fprintf(f, " %.3f | %.3f | %.3f |", num(t, "median"), num(t, "min"), num(t, "max"));
+            if (json_object_get(t, "speedup"))
+                fprintf(f, " %.2f | %.2f |\n", num(t, "speedup"), num(t, "efficiency"));
+            else fprintf(f, " - | - |\n");
+        } else {
+            const char *note = str(t, "note");
+            const int over = json_is_true(json_object_get(cf, "oversubscribed"));
+            fprintf(f, " %s | | | | |\n", over ? "correctness only (oversubscribed)"
+                                            : strstr(note, "failed") ? "not timed" : note);
+        }
+    }
+    fprintf(f, "\n");
+    if (!json_object_get(cs, "timing_baseline") || json_is_null(json_object_get(cs, "timing_baseline")))
+        fprintf(f, "No speedups: this case has no timed `serial exact T=1 R=1` config (the timing baseline).\n\n");
+
+    // Why rows failed, in full.
+    int any = 0;
+    json_array_foreach(json_object_get(cs, "configs"), i, cf) {
+        if (strcmp(str(cf, "verdict"), "pass") == 0) continue;
+        char l[128];
+        label(l, sizeof l, cf);
+        if (!any) fprintf(f, "Failures:\n\n");
+        any = 1;
+        fprintf(f, "- **%s**: %s", l, str(json_object_get(cf, "correctness"), "detail"));
+        const char *mv = str(json_object_get(cf, "mpfr"), "verdict");
+        if (strcmp(mv, "pass") != 0) fprintf(f, "; MPFR: %s", str(json_object_get(cf, "mpfr"), "detail"));
+        const char *te = str(json_object_get(cf, "timing"), "error");
+        if (te[0]) fprintf(f, "; timing run failed: %s", te);
+        fprintf(f, "\n");
+    }
+    if (any) fprintf(f, "\n");
+
+    fprintf(f, "MPFR checks (`parity check`, 256 bits, on the weights entering the step):\n\n");
+    fprintf(f, "| trainer | mode | T | step | weights | verdict | detail |\n|---|---|--:|--:|---|---|---|\n");
+    json_t *ck;
+    json_array_foreach(json_object_get(cs, "checks"), i, ck) {
+        char w[64];
+        if (integer(ck, "step") <= 1 || !json_object_get(ck, "weights_step")) snprintf(w, sizeof w, "initial");
+        else snprintf(w, sizeof w, "reference after step %ld", integer(ck, "weights_step"));
+        fprintf(f, "| %s | %s | %ld | %ld | %s | %s | ", str(ck, "trainer"), str(ck, "mode"),
+                integer(ck, "threads"), integer(ck, "step"), w,
+                strcmp(str(ck, "verdict"), "pass") == 0 ? "PASS" : strcmp(str(ck, "verdict"), "not run") == 0 ? "**NOT RUN**" : "**FAIL**");
+        md_text(f, str(ck, "detail"));
+        fprintf(f, " |\n");
+    }
+    fprintf(f, "\n");
+    if (plot_file[0]) fprintf(f, "![loss curves of case %s](%s)\n\n", str(cs, "name"), plot_file);
+    else fprintf(f, "Loss curves: %s.\n\n", plot_note);
+}
+
+static void md_legend(FILE *f, long cores)
+{
+    fprintf(f,
+        "## Legend\n\n"
+        "- **Baselines.** The `reference` trainer (reference/, plain loops) is the *correctness* "
+        "baseline: every config is compared with it. The `serial` trainer in exact mode (T=1, R=1) "
+        "is the *timing* baseline: speedup = its median / the config's median.\n"
+        "- **T, R, cores.** OpenMP threads per process, MPI ranks, cores used = T x R. "
+        "Efficiency = speedup / cores.\n"
+        "- **exact: bitwise.** Every step's loss (JSONL logs, 17 significant digits, read back "
+        "bit for bit) and every final weight (.npz) have the reference's bits. A failure names the "
+        "first step whose loss differs and the first differing weight (tensor[row,col]).\n"
+        "- **fast: within bound.** `parity lockstep`: the trainer is re-synced to the reference's "
+        "weights before each step and each weight after the step must satisfy "
+        "|w_fast - w_ref| <= lr S (2 gamma_B + 4u (1 + gamma_B)(1 + u)) + 2u |w|, "
+        "S = sum over the batch of |dz x| (recorded by the reference), gamma_B = B u / (1 - B u); "
+        "the loss within (2 gamma_B + 3u) loss. *worst* = the largest |diff| / bound (<= 1 passes).\n"
+        "- **MPFR.** `parity check` recomputes a step in MPFR at 256 bits from the weights entering "
+        "it (the initial weights for step 1, the reference's after step S-1 otherwise) and checks "
+        "every tensor of the trainer's step against its a priori bound (and exact mode bitwise "
+        "against the reference). MPI trainers are covered *via the reference*: `parity check` runs "
+        "single-process trainers, and each MPI config is bitwise equal (exact) or bound-checked "
+        "(fast) against the checked reference.\n"
+        "- **Timing.** Only configs that passed are timed: warm-up runs, then the timed runs; "
+        "seconds are the training time `parity train --json` reports (no data loading, no "
+        "evaluation); median, min and max over the timed runs. **correctness only**: threads x "
+        "ranks exceeds this machine's %ld cores (oversubscribed), so times would mean nothing.\n"
+        "- **Verdict.** PASS: correctness passed and the MPFR check of its trainer did not fail. "
+        "The table is signed (Ed25519, minisign format, `results.json.sig`) only when every "
+        "config and every MPFR check passed; `parity table verify DIR` checks the signature, the "
+        "verdicts in results.json and the SHA-256 of this table, table.csv and the plots.\n", cores);
+}
+
+// ---- table.csv -------------------------------------------------------------------------
+
+static void csv_field(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void csv_num(FILE *f, const json_t *o, const char *key, const char *fmt)
+{
+    const json_t *v = json_object_get(o, key);
+    fputc(',', f);
+    if (json_is_number(v)) fprintf(f, fmt, json_number_value(v));
+}
+
+static void write_csv(FILE *f, const json_t *res)
+{
+    fprintf(f, "case,trainer,mode,threads,ranks,cores,oversubscribed,verdict,correctness,"
+               "worst_ratio,mpfr,timed,median_s,min_s,max_s,speedup,efficiency,repeats,detail\n");
+    size_t i, j;
+    json_t *cs, *cf;
+    json_array_foreach(json_object_get(res, "cases"), i, cs) {
+        json_array_foreach(json_object_get(cs, "configs"), j, cf) {
+            const json_t *c = json_object_get(cf, "correctness"), *t = json_object_get(cf, "timing");
+            csv_field(f, str(cs, "name"));
+            fprintf(f, ",%s,%s,%ld,%ld,%ld,%s,%s,%s", str(cf, "trainer"), str(cf, "mode"),
+                    integer(cf, "threads"), integer(cf, "ranks"), integer(cf, "cores"),
+                    json_is_true(json_object_get(cf, "oversubscribed")) ? "yes" : "no",
+                    str(cf, "verdict"), str(c, "method"));
+            csv_num(f, c, "worst_ratio", "%.6g");
+            fprintf(f, ",%s,%s", str(json_object_get(cf, "mpfr"), "verdict"),
+                    json_is_true(json_object_get(t, "timed")) ? "yes" : "no");
+            csv_num(f, t, "median", "%.6f");
+            csv_num(f, t, "min", "%.6f");
+            csv_num(f, t, "max", "%.6f");
+            csv_num(f, t, "speedup", "%.4f");
+            csv_num(f, t, "efficiency", "%.4f");
+            fprintf(f, ",%ld,", integer(json_object_get(cs, "settings"), "repeats"));
+            csv_field(f, str(c, "detail"));
+            fprintf(f, "\n");
+        }
+    }
+}
+
+// ---- results.json ----------------------------------------------------------------------
+
+par_status vf_results_save(const json_t *results, const char *dir)
+{
+    char *s = json_dumps(results, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    PAR_FAIL_IF(!s, PAR_ERR_ALLOC, "cannot serialise results.json");
+    const size_t n = strlen(s);
+    char *t = realloc(s, n + 2);
+    if (t) {
+        s = t;
+        s[n] = '\n';
+        s[n + 1] = '\0';
+    }
+    par_status st = write_file(dir, "results.json", s, strlen(s));
+    free(s);
+    return st;
+}
+
+static par_status add_file_hash(json_t *files, const char *dir, const char *name)
+{
+    char path[1200], sha[65];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    PAR_TRY(par_sha256_file(sha, path));
+    json_object_set_new(files, name, json_string(sha));
+    return PAR_OK;
+}
+
+par_status vf_report_write(json_t *res, const char *dir, const char *signed_note)
+{
+    json_t *files = json_object();
+    json_object_set_new(res, "files", files);
+    size_t i;
+    json_t *cs;
+    json_array_foreach(json_object_get(res, "cases"), i, cs) {
+        char file[200];
+        if (vf_plot_case(cs, dir, file, sizeof file) == PAR_OK) {
+            json_object_set_new(cs, "plot", json_string(file));
+            PAR_TRY(add_file_hash(files, dir, file));
+        } else {
+            const char *m = strstr(par_last_error(), "plot skipped");
+            json_object_set_new(cs, "plot_note", json_string(m ? m : par_last_error()));
+        }
+    }
+
+    char *md = NULL, *csv = NULL;
+    size_t md_n = 0, csv_n = 0;
+    FILE *f = open_memstream(&md, &md_n);
+    PAR_FAIL_IF(!f, PAR_ERR_ALLOC, "out of memory");
+    md_header(f, res, signed_note);
+    json_array_foreach(json_object_get(res, "cases"), i, cs)
+        md_case(f, cs, str(cs, "plot"), str(cs, "plot_note"));
+    md_legend(f, integer(res, "cores_for_timing"));
+    fclose(f);
+    f = open_memstream(&csv, &csv_n);
+    if (!f) {
+        free(md);
+        PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory");
+    }
+    write_csv(f, res);
+    fclose(f);
+    par_status st = write_file(dir, "table.md", md, md_n);
+    if (st == PAR_OK) st = write_file(dir, "table.csv", csv, csv_n);
+    free(md);
+    free(csv);
+    if (st == PAR_OK) st = add_file_hash(files, dir, "table.md");
+    if (st == PAR_OK) st = add_file_hash(files, dir, "table.csv");
+    if (st == PAR_OK) st = vf_results_save(res, dir);
+    return st;
+}
+
+// ---- checks of a results folder -----------------------------------------------------------
+
+__attribute__((format(printf, 1, 2)))
+static par_status bad(const char *fmt, ...)
+{
+    char buf[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return par_set_error(PAR_ERR_NUMERIC, __FILE__, __LINE__, "%s", buf);
+}
+
+par_status vf_results_verdict(const json_t *res)
+{
+    if (!json_is_object(res)) return bad("results.json: not a JSON object");
+    const char *v = json_string_value(json_object_get(res, "verdict"));
+    if (!v) return bad("results.json: no overall verdict");
+    if (strcmp(v, "pass") != 0)
+        return bad("results.json: verdict is '%s' (%s)", v, str(res, "verdict_reason"));
+    const json_t *cases = json_object_get(res, "cases");
+    if (json_array_size(cases) == 0) return bad("results.json: no cases");
+    size_t i, j;
+    json_t *cs, *e;
+    json_array_foreach(cases, i, cs) {
+        const json_t *configs = json_object_get(cs, "configs");
+        if (json_array_size(configs) == 0) return bad("results.json: case %s has no configs", str(cs, "name"));
+        json_array_foreach(configs, j, e) {
+            const char *cv = json_string_value(json_object_get(e, "verdict"));
+            char l[128];
+            label(l, sizeof l, e);
+            if (!cv) return bad("results.json: config %s of case has no verdict (%s)", l, str(cs, "name"));
+            if (strcmp(cv, "pass") != 0) return bad("results.json: config %s has verdict '%s'", l, cv);
+        }
+        const json_t *checks = json_object_get(cs, "checks");
+        if (json_array_size(checks) == 0) return bad("results.json: case %s has no MPFR checks", str(cs, "name"));
+        json_array_foreach(checks, j, e) {
+            const char *cv = json_string_value(json_object_get(e, "verdict"));
+            if (!cv || strcmp(cv, "pass") != 0)
+                return bad("results.json: an MPFR check of case %s has verdict '%s'", str(cs, "name"),
+                           cv ? cv : "(none)");
+        }
+    }
+    return PAR_OK;
+}
+
+par_status vf_results_check(const char *dir)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/results.json", dir);
+    json_error_t err;
+    json_t *res = json_load_file(path, 0, &err);
+    if (!res)
+        return par_set_error(access(path, R_OK) == 0 ? PAR_ERR_NUMERIC : PAR_ERR_IO, __FILE__,
+                             __LINE__, "%s: %s (line %d)", path, err.text, err.line);
+    par_status st = vf_results_verdict(res);
+    const json_t *files = json_object_get(res, "files");
+    if (st == PAR_OK && !json_is_object(files))
+        st = bad("results.json lists no files");
+    const char *name;
+    json_t *sha;
+    json_object_foreach((json_t *)files, name, sha) {
+        if (st != PAR_OK) break;
+        char got[65], p[1300];
+        snprintf(p, sizeof p, "%s/%s", dir, name);
+        if (strchr(name, '/') || par_sha256_file(got, p) != PAR_OK)
+            st = bad("%s is missing (listed in results.json)", name);
+        else if (strcmp(got, json_string_value(sha) ? json_string_value(sha) : "") != 0)
+            st = bad("%s was changed after results.json was written (SHA-256 differs)", name);
+    }
+    json_decref(res);
+    return st;
+}

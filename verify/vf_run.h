@@ -1,0 +1,98 @@
+// Internals of the suite runner shared by verify/vf_run*.c (not a public
+// header): the runner's state, a case being run, child argument lists and
+// the helpers every step of a case uses. The public API is vf_harness.h.
+#ifndef VF_RUN_H
+#define VF_RUN_H
+
+#include "vf_harness.h"
+
+enum { T_REF, T_RUN, T_LOCKSTEP, T_CHECK, T_TIME, T_KINDS };
+
+typedef struct runner {
+    const vf_suite *s;
+    const vf_run_opts *o;
+    json_t *cache;              // reference runs, saved weights and checks shared by cases
+    int check_available;
+    // progress: done/total tasks and seconds per unit of work, per kind
+    const char *case_name;
+    int i_case;
+    long done, total;
+    double t0, unit_s[T_KINDS], units_done[T_KINDS], units_left[T_KINDS];
+} runner;
+
+// A case being run.
+typedef struct case_run {
+    const vf_case *c;
+    char dir[1024];             // OUT/runs/<case>
+    char ref_key[600];          // settings that determine the reference's run
+    long per_epoch, N;          // steps per epoch, total steps
+    int epochs;                 // --epochs passed to train
+    long check_steps[VF_MAX_CHECKS];
+    json_t *res;                // the case's result object
+} case_run;
+
+typedef struct args {
+    char *a[80];
+    int n;
+} args;
+
+// ---- helpers (vf_run_util.c) ----------------------------------------------------
+
+// Appends one printf-formatted argument (argument lists end with NULL).
+void vf_arg(args *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void vf_args_free(args *b);
+// snprintf for paths and keys (folder names are checked to be short first).
+void vf_fmt(char *buf, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
+double vf_now(void);
+const char *vf_mode_name(int mode);
+// "serial exact T=1 R=1"
+void vf_config_label(char *buf, size_t n, const vf_config *cf);
+// Reports progress ("what") with the time left estimated from the work done.
+void vf_note(runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// Work accounting of the estimate: a task of `kind` done (units of work,
+// seconds it took), or n tasks that will not run.
+void vf_task_done(runner *r, int kind, double units, double seconds);
+void vf_task_skip(runner *r, int kind, double units, long n);
+// First non-empty, non-hint line of a file ("" if none).
+void vf_first_line(char *buf, size_t n, const char *path);
+// Runs `parity` with b (b->a[0] is replaced by the binary's path), stdout
+// and stderr to files; *json = stdout parsed as a JSON object when json is
+// not NULL (NULL when it is not one). Oversubscribed runs get passive
+// OpenMP waiting unless OMP_WAIT_POLICY is set.
+par_status vf_run_parity(runner *r, args *b, const char *out_path, const char *err_path,
+                         int oversubscribed, int *code, double *wall, json_t **json);
+// Training flags of the case for `steps` steps; trainer, mode, threads (and
+// --ranks for MPI trainers when with_ranks) of a config.
+void vf_case_flags(args *b, const case_run *cr, long steps);
+void vf_config_flags(args *b, const vf_config *cf, int with_ranks);
+json_t *vf_jnum(double x);                                  // null for NaN/Inf
+json_t *vf_losses_json(const double *l, long n);
+// Copies the fields of a `parity train --json` summary that results keep.
+void vf_copy_train_fields(json_t *dst, const json_t *tj);
+// o["verdict"] = verdict, o["detail"] = the formatted text.
+void vf_set_verdict(json_t *o, const char *verdict, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+// threads x ranks above the machine's cores.
+int vf_oversubscribed(const runner *r, const vf_config *cf);
+
+// ---- the steps of a case ------------------------------------------------------------
+
+// The reference run of the case (or the same setting's earlier one): log,
+// final and initial weights; *ref is owned by the runner's cache.
+par_status vf_run_reference(runner *r, case_run *cr, json_t **ref);
+// One config: its run and its comparison with the reference (vf_run_config.c).
+par_status vf_run_config(runner *r, case_run *cr, const vf_config *cf, const json_t *ref,
+                         json_t *cres);
+// MPFR (vf_run_check.c): the (trainer, mode, threads) that `parity check`
+// runs for a case (the reference first); one check, appended to checks; a
+// config's MPFR verdict from the checks.
+int vf_check_keys(const vf_case *c, vf_config *keys);
+par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const char *trainer,
+                        int mode, int threads, long S, json_t *checks);
+void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int available);
+// Timing (vf_run_time.c): warm-up and timed runs of a config that passed;
+// speedup and efficiency against the case's serial exact T=1 R=1 median.
+par_status vf_time_config(runner *r, case_run *cr, const vf_config *cf, json_t *timing);
+void vf_speedups(json_t *configs, json_t *cres_case);
+
+#endif

@@ -1,0 +1,227 @@
+// MPFR checks of a case (vf_run.h): `parity check` on the weights entering
+// each checked step (initial weights, or the reference's saved after step
+// S-1), for the reference and every single-process config's trainer; MPI
+// configs are covered through the reference. Cached across cases.
+#define _POSIX_C_SOURCE 200809L
+#include "vf_run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "par_data.h"
+#include "par_io.h"
+#include "par_trainer.h"
+
+// ---- MPFR checks -------------------------------------------------------------------
+
+// Weights entering step S: the initial weights for S = 1, else the
+// reference's weights after S - 1 steps (run once, shared by cases).
+static par_status weights_before(runner *r, case_run *cr, const json_t *ref, long S,
+                                 char *path, size_t size)
+{
+    if (S == 1) {
+        vf_fmt(path, size, "%s", json_string_value(json_object_get(ref, "init_weights")));
+        return PAR_OK;
+    }
+    char key[700];
+    vf_fmt(key, sizeof key, "%s|%ld", cr->ref_key, S - 1);
+    json_t *saved = json_object_get(r->cache, "saved");
+    const char *p = json_string_value(json_object_get(saved, key));
+    if (p) {
+        vf_fmt(path, size, "%s", p);
+        return PAR_OK;
+    }
+    char err[1200];
+    vf_fmt(path, size, "%s/reference-step%ld.npz", cr->dir, S - 1);
+    vf_fmt(err, sizeof err, "%s/reference-step%ld.err", cr->dir, S - 1);
+    vf_note(r, "reference to step %ld (weights for the MPFR check of step %ld)", S - 1, S);
+    args b = {0};
+    vf_arg(&b, "parity");
+    vf_arg(&b, "train");
+    vf_case_flags(&b, cr, S - 1);
+    vf_arg(&b, "--trainer");
+    vf_arg(&b, "reference");
+    vf_arg(&b, "--save");
+    vf_arg(&b, "%s", path);
+    vf_arg(&b, "--quiet");
+    int code;
+    double wall;
+    par_status st = vf_run_parity(r, &b, NULL, err, 0, &code, &wall, NULL);
+    vf_args_free(&b);
+    PAR_TRY(st);
+    vf_task_done(r, T_REF, (double)(S - 1), wall);
+    if (code != 0) {
+        char why[600];
+        vf_first_line(why, sizeof why, err);
+        return par_set_error(PAR_ERR_IO, __FILE__, __LINE__,
+                             "[case %s] the reference run to step %ld failed (exit %d): %s",
+                             cr->c->name, S - 1, code, why);
+    }
+    if (!saved) {
+        saved = json_object();
+        json_object_set_new(r->cache, "saved", saved);
+    }
+    json_object_set_new(saved, key, json_string(path));
+    return PAR_OK;
+}
+
+// Whether `parity check` can run this trainer (reference, serial, omp: the
+// single-process trainers); MPI trainers are covered through the reference.
+static int check_runs(const char *trainer) { return !vf_trainer_is_mpi(trainer); }
+
+// One `parity check` (cached across cases by settings, trainer and step).
+par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const char *trainer,
+                            int mode, int threads, long S, json_t *checks)
+{
+    char key[800];
+    vf_fmt(key, sizeof key, "%s|%s|%s|%d|%ld", cr->ref_key, trainer, vf_mode_name(mode), threads, S);
+    json_t *done = json_object_get(r->cache, "checks");
+    json_t *prev = json_object_get(done, key);
+    if (prev) {
+        json_array_append(checks, prev);
+        vf_task_skip(r, T_CHECK, 1, 1);
+        return PAR_OK;
+    }
+    char w[1200], out[1200], err[1200];
+    PAR_TRY(weights_before(r, cr, ref, S, w, sizeof w));
+    vf_fmt(out, sizeof out, "%s/check-%s-%s-T%d-step%ld.json", cr->dir, trainer, vf_mode_name(mode),
+             threads, S);
+    vf_fmt(err, sizeof err, "%s/check-%s-%s-T%d-step%ld.err", cr->dir, trainer, vf_mode_name(mode),
+             threads, S);
+    vf_note(r, "MPFR check: %s %s T=%d, step %ld", trainer, vf_mode_name(mode), threads, S);
+    const vf_case *c = cr->c;
+    args b = {0};
+    vf_arg(&b, "parity");
+    vf_arg(&b, "check");
+    vf_arg(&b, "--dataset");
+    vf_arg(&b, "%s", c->dataset);
+    vf_arg(&b, "--weights");
+    vf_arg(&b, "%s", w);
+    vf_arg(&b, "--step");
+    vf_arg(&b, "%ld", S);
+    vf_arg(&b, "--seed");
+    vf_arg(&b, "%llu", (unsigned long long)c->seed);
+    vf_arg(&b, "--model");
+    vf_arg(&b, "%s", c->model);
+    if (strcmp(c->act, "relu") != 0) {
+        vf_arg(&b, "--act");
+        vf_arg(&b, "%s", c->act);
+    }
+    vf_arg(&b, "--batch");
+    vf_arg(&b, "%d", c->batch);
+    vf_arg(&b, "--chunk");
+    vf_arg(&b, "%d", c->chunk);
+    vf_arg(&b, "--lr");
+    vf_arg(&b, "%.17g", c->lr);
+    vf_arg(&b, "--dtype");
+    vf_arg(&b, "%s", c->dtype);
+    vf_arg(&b, "--trainer");
+    vf_arg(&b, "%s", trainer);
+    vf_arg(&b, "--mode");
+    vf_arg(&b, "%s", vf_mode_name(mode));
+    vf_arg(&b, "--threads");
+    vf_arg(&b, "%d", threads);
+    vf_arg(&b, "--no-e2e");
+    vf_arg(&b, "--json");
+    int code;
+    double wall;
+    json_t *cj = NULL;
+    par_status st = vf_run_parity(r, &b, out, err, 0, &code, &wall, &cj);
+    vf_args_free(&b);
+    PAR_TRY(st);
+    vf_task_done(r, T_CHECK, 1, wall);
+    json_t *e = json_object();
+    json_object_set_new(e, "trainer", json_string(trainer));
+    json_object_set_new(e, "mode", json_string(vf_mode_name(mode)));
+    json_object_set_new(e, "threads", json_integer(threads));
+    json_object_set_new(e, "step", json_integer(S));
+    json_object_set_new(e, "weights", json_string(S == 1 ? "initial" : "reference after step"));
+    json_object_set_new(e, "weights_step", json_integer(S - 1));
+    json_object_set_new(e, "exit_code", json_integer(code));
+    json_object_set_new(e, "seconds", json_real(wall));
+    const char *cv = json_string_value(json_object_get(cj, "verdict"));
+    if (code == 0 && cj && cv && strcasecmp(cv, "pass") == 0) {
+        vf_set_verdict(e, "pass", "MPFR: every tensor within its bound%s",
+                    mode == PAR_MODE_EXACT && strcmp(trainer, "reference") != 0
+                        ? ", bitwise equal to the reference" : "");
+    } else if (code == 1 && cj) {
+        vf_set_verdict(e, "fail", "MPFR: %lld tensors fail (%s)",
+                    (long long)json_integer_value(json_object_get(cj, "n_fail")), out);
+    } else {
+        char why[600];
+        vf_first_line(why, sizeof why, err);
+        vf_set_verdict(e, "error", "parity check failed (exit %d): %s", code, why);
+    }
+    if (cj) json_object_set_new(e, "report", cj);
+    if (!done) {
+        done = json_object();
+        json_object_set_new(r->cache, "checks", done);
+    }
+    json_object_set(done, key, e);
+    json_array_append_new(checks, e);
+    return PAR_OK;
+}
+
+// Distinct (trainer, mode, threads) that `parity check` runs for a case:
+// the reference, and every single-process config.
+int vf_check_keys(const vf_case *c, vf_config *keys)
+{
+    int n = 0;
+    keys[n++] = (vf_config){"reference", PAR_MODE_EXACT, 1, 1};
+    for (int i = 0; i < c->n_configs; i++) {
+        const vf_config *cf = &c->configs[i];
+        if (!check_runs(cf->trainer)) continue;
+        vf_config k = *cf;
+        k.ranks = 1;
+        int dup = 0;
+        for (int j = 0; j < n && !dup; j++) dup = memcmp(&keys[j], &k, sizeof k) == 0;
+        if (!dup) keys[n++] = k;
+    }
+    return n;
+}
+
+// The MPFR verdict of a config from the checks of its trainer (or of the
+// reference for MPI trainers, which `parity check` does not run).
+void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int available)
+{
+    json_t *m = json_object();
+    json_object_set_new(cres, "mpfr", m);
+    if (!available) {
+        vf_set_verdict(m, "not run", "not run (parity check missing)");
+        return;
+    }
+    const int direct = check_runs(cf->trainer);
+    const char *as = direct ? cf->trainer : "reference";
+    int n = 0, n_pass = 0;
+    const char *worst = "pass";
+    size_t i;
+    json_t *e;
+    json_array_foreach(checks, i, e) {
+        const char *t = json_string_value(json_object_get(e, "trainer"));
+        const char *md = json_string_value(json_object_get(e, "mode"));
+        const int T = (int)json_integer_value(json_object_get(e, "threads"));
+        if (strcmp(t, as) != 0) continue;
+        if (direct && (strcmp(md, vf_mode_name(cf->mode)) != 0 || T != cf->threads)) continue;
+        const char *v = json_string_value(json_object_get(e, "verdict"));
+        n++;
+        n_pass += strcmp(v, "pass") == 0;
+        if (strcmp(v, "pass") != 0 && strcmp(worst, "fail") != 0) worst = v;
+    }
+    if (n == 0) worst = "not run";
+    if (direct)
+        vf_set_verdict(m, worst, "%d of %d steps pass (%s %s T=%d)", n_pass, n, cf->trainer,
+                    vf_mode_name(cf->mode), cf->threads);
+    else
+        vf_set_verdict(m, worst, "%d of %d steps pass, through the reference (parity check runs "
+                    "single-process trainers; this config is %s to it)", n_pass, n,
+                    cf->mode == PAR_MODE_EXACT ? "bitwise equal" : "bound-checked");
+    json_object_set_new(m, "checked_as", json_string(as));
+}
+

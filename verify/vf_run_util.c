@@ -1,0 +1,226 @@
+// Helpers of the suite runner (vf_run.h): child argument lists, running
+// `parity` with its output in files, the flags of a case and a config,
+// progress with an estimate of the time left, small JSON helpers.
+#define _POSIX_C_SOURCE 200809L
+#include "vf_run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "par_data.h"
+#include "par_io.h"
+#include "par_trainer.h"
+
+void vf_arg(args *b, const char *fmt, ...)
+{
+    char buf[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (b->n < (int)(sizeof b->a / sizeof b->a[0]) - 1) b->a[b->n++] = strdup(buf);
+    b->a[b->n] = NULL;
+}
+
+// snprintf for paths and keys (truncation cannot happen at these sizes:
+// folder names are checked to be short when the run starts).
+void vf_fmt(char *buf, size_t n, const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(buf, n, f, ap);
+    va_end(ap);
+}
+
+void vf_args_free(args *b)
+{
+    for (int i = 0; i < b->n; i++) free(b->a[i]);
+    b->n = 0;
+}
+
+double vf_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *vf_mode_name(int m) { return m == PAR_MODE_FAST ? "fast" : "exact"; }
+
+void vf_config_label(char *buf, size_t n, const vf_config *cf)
+{
+    snprintf(buf, n, "%s %s T=%d R=%d", cf->trainer, vf_mode_name(cf->mode), cf->threads, cf->ranks);
+}
+
+// ---- progress --------------------------------------------------------------------
+
+void vf_note(runner *r, const char *fmt, ...)
+{
+    if (!r->o->progress) return;
+    char what[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    // Seconds left: units of work left of each kind at that kind's measured
+    // rate (or the overall rate for kinds not yet seen).
+    double all_s = 0, all_u = 0, left = 0;
+    for (int k = 0; k < T_KINDS; k++) {
+        all_s += r->unit_s[k] * r->units_done[k];
+        all_u += r->units_done[k];
+    }
+    int known = all_u > 0;
+    for (int k = 0; k < T_KINDS && known; k++)
+        left += r->units_left[k] * (r->units_done[k] > 0 ? r->unit_s[k] : all_s / all_u);
+    const vf_progress p = {r->case_name, r->i_case, r->s->n_cases, what, r->done, r->total,
+                           vf_now() - r->t0, known ? left : -1};
+    r->o->progress(r->o->ctx, &p);
+}
+
+void vf_task_done(runner *r, int kind, double units, double seconds)
+{
+    if (units <= 0) units = 1;
+    const double u = r->units_done[kind] + units;
+    r->unit_s[kind] = (r->unit_s[kind] * r->units_done[kind] + seconds) / u;
+    r->units_done[kind] = u;
+    r->units_left[kind] -= units;
+    if (r->units_left[kind] < 0) r->units_left[kind] = 0;
+    r->done++;
+}
+
+void vf_task_skip(runner *r, int kind, double units, long n)
+{
+    r->units_left[kind] -= units * (double)n;
+    if (r->units_left[kind] < 0) r->units_left[kind] = 0;
+    r->total -= n;
+}
+
+// ---- child processes ------------------------------------------------------------------
+
+// First non-empty line of a file (for error details), "" if none.
+void vf_first_line(char *buf, size_t n, const char *path)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[600];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] && strncmp(line, "hint:", 5) != 0) {
+            snprintf(buf, n, "%s", line);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+// Runs `parity` with b (b->a[0] must be free for the binary path), stdout
+// to out_path, stderr to err_path; parses stdout as JSON into *json when
+// json is not NULL (NULL on no JSON). Oversubscribed runs get passive
+// OpenMP waiting unless the caller's environment says otherwise.
+par_status vf_run_parity(runner *r, args *b, const char *out_path, const char *err_path,
+                             int oversubscribed, int *code, double *wall, json_t **json)
+{
+    free(b->a[0]);
+    b->a[0] = strdup(r->o->parity);
+    const char *env_over[] = {"OMP_WAIT_POLICY=passive", NULL};
+    const char *const *env = oversubscribed && !getenv("OMP_WAIT_POLICY") ? env_over : NULL;
+    PAR_TRY(vf_exec((const char *const *)b->a, env, out_path, err_path, r->o->timeout_s, code,
+                    wall));
+    if (json) {
+        json_error_t e;
+        *json = json_load_file(out_path, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, &e);
+        if (*json && !json_is_object(*json)) {
+            json_decref(*json);
+            *json = NULL;
+        }
+    }
+    return PAR_OK;
+}
+
+// The training flags of a case for `steps` steps: everything but trainer,
+// mode, threads, ranks.
+void vf_case_flags(args *b, const case_run *cr, long steps)
+{
+    const vf_case *c = cr->c;
+    vf_arg(b, "--dataset");
+    vf_arg(b, "%s", c->dataset);
+    vf_arg(b, "--model");
+    vf_arg(b, "%s", c->model);
+    vf_arg(b, "--act");
+    vf_arg(b, "%s", c->act);
+    vf_arg(b, "--dtype");
+    vf_arg(b, "%s", c->dtype);
+    vf_arg(b, "--batch");
+    vf_arg(b, "%d", c->batch);
+    vf_arg(b, "--chunk");
+    vf_arg(b, "%d", c->chunk);
+    vf_arg(b, "--lr");
+    vf_arg(b, "%.17g", c->lr);
+    vf_arg(b, "--seed");
+    vf_arg(b, "%llu", (unsigned long long)c->seed);
+    vf_arg(b, "--epochs");
+    vf_arg(b, "%d", cr->epochs);
+    vf_arg(b, "--steps");
+    vf_arg(b, "%ld", steps);
+}
+
+void vf_config_flags(args *b, const vf_config *cf, int with_ranks)
+{
+    vf_arg(b, "--trainer");
+    vf_arg(b, "%s", cf->trainer);
+    vf_arg(b, "--mode");
+    vf_arg(b, "%s", vf_mode_name(cf->mode));
+    vf_arg(b, "--threads");
+    vf_arg(b, "%d", cf->threads);
+    if (with_ranks && vf_trainer_is_mpi(cf->trainer)) {
+        vf_arg(b, "--ranks");
+        vf_arg(b, "%d", cf->ranks);
+    }
+}
+
+json_t *vf_jnum(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+json_t *vf_losses_json(const double *l, long n)
+{
+    json_t *a = json_array();
+    for (long k = 0; k < n; k++) json_array_append_new(a, vf_jnum(l[k]));
+    return a;
+}
+
+// Copies the fields of a `parity train --json` summary that results keep.
+void vf_copy_train_fields(json_t *dst, const json_t *tj)
+{
+    static const char *const keys[] = {"seconds", "samples_per_second", "final_loss",
+                                       "test_accuracy", "val_accuracy", "weights_sha256",
+                                       "steps", "kernels", "bytes_sent_per_step",
+                                       "comm_seconds_per_step"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(tj, keys[i]);
+        if (v) json_object_set(dst, keys[i], v);
+    }
+}
+
+void vf_set_verdict(json_t *o, const char *verdict, const char *fmt, ...)
+{
+    char buf[800];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    json_object_set_new(o, "verdict", json_string(verdict));
+    json_object_set_new(o, "detail", json_string(buf));
+}
+
+int vf_oversubscribed(const runner *r, const vf_config *cf)
+{
+    return cf->threads * cf->ranks > r->o->cores;
+}
+

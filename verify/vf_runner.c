@@ -1,0 +1,303 @@
+// The suite runner of `parity verify` (vf_harness.h): plans every case
+// (dataset, steps, work for the estimate), then per case the reference,
+// every config, the MPFR checks, verdicts and timings of what passed;
+// results in one jansson tree (results.json). Steps: vf_run_*.c.
+// Everything runs as child processes of the same `parity` binary.
+#define _POSIX_C_SOURCE 200809L
+#include "vf_run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "par_data.h"
+#include "par_io.h"
+#include "par_trainer.h"
+
+// ---- a case ----------------------------------------------------------------------------
+
+static json_t *settings_json(const case_run *cr)
+{
+    const vf_case *c = cr->c;
+    json_t *cs = json_array();
+    for (int i = 0; i < c->n_check_steps; i++) json_array_append_new(cs, json_integer(cr->check_steps[i]));
+    json_t *s = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:i, s:I, s:I, s:f, s:I, s:i, s:i, s:o}",
+                          "dataset", c->dataset, "model", c->model, "act", c->act, "dtype",
+                          c->dtype, "batch", c->batch, "chunk", c->chunk, "steps",
+                          (json_int_t)c->steps, "epochs", c->epochs, "total_steps",
+                          (json_int_t)cr->N, "steps_per_epoch", (json_int_t)cr->per_epoch,
+                          "lr", c->lr, "seed", (json_int_t)c->seed, "repeats", c->repeats,
+                          "warmup", c->warmup, "check_steps", cs);
+    json_object_set_new(s, "fault", c->fault[0] ? json_string(c->fault) : json_null());
+    return s;
+}
+
+// SHA-256 of the dataset's files (the four IDX files, raw or .gz).
+static json_t *dataset_json(const par_dataset *ds)
+{
+    static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    json_t *files = json_object();
+    for (int i = 0; i < 4; i++)
+        for (int gz = 0; gz < 2; gz++) {
+            char path[1200], sha[65];
+            vf_fmt(path, sizeof path, "%s/%s%s", ds->dir, names[i], gz ? ".gz" : "");
+            struct stat sb;
+            if (stat(path, &sb) == 0 && par_sha256_file(sha, path) == PAR_OK)
+                json_object_set_new(files, strrchr(path, '/') + 1, json_string(sha));
+        }
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:o}", "name", ds->name, "dir", ds->dir,
+                     "n_train", (json_int_t)ds->n_train, "n_val", (json_int_t)ds->n_val,
+                     "n_test", (json_int_t)ds->test.n, "sha256", files);
+}
+
+static par_status mkdirs(const char *path)
+{
+    char p[1024];
+    vf_fmt(p, sizeof p, "%s", path);
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = '\0';
+        mkdir(p, 0755);
+        *q = '/';
+    }
+    PAR_FAIL_IF(mkdir(p, 0755) != 0 && errno != EEXIST, PAR_ERR_IO, "cannot create %s: %s", p,
+                strerror(errno));
+    return PAR_OK;
+}
+
+// Opens the dataset to learn the steps of the case; fills cr.
+static par_status plan_case(runner *r, case_run *cr, const vf_case *c, json_t **ds_json)
+{
+    memset(cr, 0, sizeof *cr);
+    cr->c = c;
+    par_dataset ds;
+    par_status st = par_dataset_open(&ds, c->dataset, 10);
+    if (st != PAR_OK) return st;
+    cr->per_epoch = (long)((ds.n_train + (size_t)c->batch - 1) / (size_t)c->batch);
+    cr->N = c->steps > 0 ? c->steps : (long)c->epochs * cr->per_epoch;
+    cr->epochs = c->epochs > 0 ? c->epochs : (int)((c->steps + cr->per_epoch - 1) / cr->per_epoch);
+    *ds_json = dataset_json(&ds);
+    par_dataset_free(&ds);
+    for (int i = 0; i < c->n_check_steps; i++) {
+        const long S = c->check_steps[i] == VF_STEP_FIRST ? 1
+                       : c->check_steps[i] == VF_STEP_LAST ? cr->N : c->check_steps[i];
+        PAR_FAIL_IF(S > cr->N, PAR_ERR_CONFIG, "%s: [case %s] check_steps %ld: the case has %ld steps",
+                    r->s->path, c->name, S, cr->N);
+        cr->check_steps[i] = S;
+    }
+    vf_fmt(cr->ref_key, sizeof cr->ref_key, "%s|%s|%s|%s|%d|%d|%.17g|%llu|%d|%ld", c->dataset,
+             c->model, c->act, c->dtype, c->batch, c->chunk, c->lr, (unsigned long long)c->seed,
+             cr->epochs, cr->N);
+    vf_fmt(cr->dir, sizeof cr->dir, "%s/runs/%s", r->o->out_dir, c->name);
+    return mkdirs(cr->dir);
+}
+
+// Work units of a case for the progress estimate.
+static void count_case(runner *r, const case_run *cr)
+{
+    const vf_case *c = cr->c;
+    r->total += 1;
+    r->units_left[T_REF] += (double)cr->N;
+    for (int i = 0; i < c->n_configs; i++) {
+        const vf_config *cf = &c->configs[i];
+        const double u = (double)cr->N * cf->ranks;
+        r->total += 1;
+        r->units_left[T_RUN] += u;
+        if (cf->mode == PAR_MODE_FAST) {
+            r->total += 1;
+            r->units_left[T_LOCKSTEP] += u;
+        }
+        if (!vf_oversubscribed(r, cf) && c->repeats > 0) {
+            r->total += c->warmup + c->repeats;
+            r->units_left[T_TIME] += u * (c->warmup + c->repeats);
+        }
+    }
+    if (r->check_available) {
+        vf_config keys[VF_MAX_CONFIGS + 1];
+        const int n = vf_check_keys(c, keys) * c->n_check_steps;
+        r->total += n;
+        r->units_left[T_CHECK] += n;
+        // reference runs to step S - 1 for the checks, once per setting
+        json_t *planned = json_object_get(r->cache, "planned");
+        if (!planned) {
+            planned = json_object();
+            json_object_set_new(r->cache, "planned", planned);
+        }
+        for (int i = 0; i < c->n_check_steps; i++) {
+            char key[700];
+            vf_fmt(key, sizeof key, "%s|%ld", cr->ref_key, cr->check_steps[i] - 1);
+            if (cr->check_steps[i] <= 1 || json_object_get(planned, key)) continue;
+            json_object_set_new(planned, key, json_true());
+            r->total += 1;
+            r->units_left[T_REF] += (double)(cr->check_steps[i] - 1);
+        }
+    }
+}
+
+static par_status run_case(runner *r, case_run *cr, json_t *cres)
+{
+    const vf_case *c = cr->c;
+    json_t *ref = NULL;
+    PAR_TRY(vf_run_reference(r, cr, &ref));
+    json_object_set(cres, "reference", ref);
+
+    // 1. correctness of every config
+    json_t *configs = json_array();
+    json_object_set_new(cres, "configs", configs);
+    for (int i = 0; i < c->n_configs; i++) {
+        const vf_config *cf = &c->configs[i];
+        json_t *e = json_pack("{s:s, s:s, s:i, s:i, s:i, s:b}", "trainer", cf->trainer, "mode",
+                              vf_mode_name(cf->mode), "threads", cf->threads, "ranks", cf->ranks,
+                              "cores", cf->threads * cf->ranks, "oversubscribed",
+                              vf_oversubscribed(r, cf));
+        json_object_set_new(e, "fault", c->fault[0] ? json_string(c->fault) : json_null());
+        json_array_append_new(configs, e);
+        PAR_TRY(vf_run_config(r, cr, cf, ref, e));
+    }
+
+    // 2. MPFR checks of the reference and of each single-process trainer
+    json_t *checks = json_array();
+    json_object_set_new(cres, "checks", checks);
+    if (r->check_available) {
+        vf_config keys[VF_MAX_CONFIGS + 1];
+        const int n = vf_check_keys(c, keys);
+        for (int k = 0; k < n; k++)
+            for (int i = 0; i < c->n_check_steps; i++)
+                PAR_TRY(vf_run_check(r, cr, ref, keys[k].trainer, keys[k].mode, keys[k].threads,
+                                  cr->check_steps[i], checks));
+    } else {
+        json_t *e = json_pack("{s:s, s:s, s:i, s:i}", "trainer", "reference", "mode", "exact",
+                              "threads", 1, "step", 1);
+        vf_set_verdict(e, "not run", "not run (parity check missing)");
+        json_array_append_new(checks, e);
+    }
+
+    // 3. verdicts, then timings of what passed
+    size_t i;
+    json_t *e;
+    json_array_foreach(configs, i, e) {
+        const vf_config *cf = &c->configs[i];
+        vf_config_mpfr(e, cf, checks, r->check_available);
+        const char *cv = json_string_value(json_object_get(json_object_get(e, "correctness"), "verdict"));
+        const char *mv = json_string_value(json_object_get(json_object_get(e, "mpfr"), "verdict"));
+        const int pass = strcmp(cv, "pass") == 0 && strcmp(mv, "fail") != 0 && strcmp(mv, "error") != 0;
+        json_object_set_new(e, "verdict", json_string(pass ? "pass" : strcmp(cv, "error") == 0 ? "error" : "fail"));
+        json_t *timing = json_object();
+        json_object_set_new(e, "timing", timing);
+        const int over = vf_oversubscribed(r, cf), counted = !over && c->repeats > 0;
+        if (!pass || over || c->repeats == 0) {
+            json_object_set_new(timing, "timed", json_false());
+            json_object_set_new(timing, "note", json_string(
+                !pass ? "not timed: verification failed"
+                : over ? "correctness only: oversubscribed (threads x ranks > cores)"
+                       : "correctness only: repeats = 0"));
+            if (counted) vf_task_skip(r, T_TIME, (double)cr->N * cf->ranks, c->warmup + c->repeats);
+            continue;
+        }
+        PAR_TRY(vf_time_config(r, cr, cf, timing));
+        if (!json_is_true(json_object_get(timing, "timed")))
+            json_object_set_new(e, "verdict", json_string("error"));
+    }
+    vf_speedups(configs, cres);
+    return PAR_OK;
+}
+
+static void iso_time(char *buf, size_t n)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *o)
+{
+    runner r = {.s = s, .o = o, .cache = json_object(), .t0 = vf_now()};
+    char started[32], finished[32];
+    iso_time(started, sizeof started);
+    json_t *res = json_object();
+    *results = res;
+    json_object_set_new(res, "format", json_string("parity-results-1"));
+    json_object_set_new(res, "suite", json_pack("{s:s, s:s, s:s}", "path", s->path, "name",
+                                                s->name, "sha256", s->sha256));
+    json_object_set_new(res, "provenance", vf_provenance(&o->build, o->command_line));
+    json_object_set_new(res, "started", json_string(started));
+    json_object_set_new(res, "cores_for_timing", json_integer(o->cores));
+
+    // Is `parity check` in this build?
+    {
+        const char *argv[] = {o->parity, "check", "--help", NULL};
+        int code = -1;
+        double wall;
+        if (vf_exec(argv, NULL, NULL, NULL, 60, &code, &wall) != PAR_OK) code = -1;
+        r.check_available = code == 0;
+        json_object_set_new(res, "mpfr_check", json_string(r.check_available ? "available"
+                                                           : "missing: parity check is not in this build"));
+    }
+
+    json_t *cases = json_array();
+    json_object_set_new(res, "cases", cases);
+    case_run *crs = calloc((size_t)s->n_cases, sizeof *crs);
+    PAR_FAIL_IF(!crs, PAR_ERR_ALLOC, "out of memory");
+    par_status st = PAR_OK;
+    for (int i = 0; st == PAR_OK && i < s->n_cases; i++) {
+        json_t *dsj = NULL;
+        st = plan_case(&r, &crs[i], &s->cases[i], &dsj);
+        if (st != PAR_OK) break;
+        count_case(&r, &crs[i]);
+        crs[i].res = json_pack("{s:s, s:o, s:o}", "name", s->cases[i].name, "settings",
+                               settings_json(&crs[i]), "dataset", dsj);
+        json_array_append_new(cases, crs[i].res);
+    }
+    for (int i = 0; st == PAR_OK && i < s->n_cases; i++) {
+        r.case_name = s->cases[i].name;
+        r.i_case = i + 1;
+        st = run_case(&r, &crs[i], crs[i].res);
+    }
+    free(crs);
+    json_decref(r.cache);
+    iso_time(finished, sizeof finished);
+    json_object_set_new(res, "finished", json_string(finished));
+    json_object_set_new(res, "seconds", json_real(vf_now() - r.t0));
+    if (st != PAR_OK) {
+        json_object_set_new(res, "verdict", json_string("error"));
+        json_object_set_new(res, "error", json_string(par_last_error()));
+        return st;
+    }
+    // The overall verdict and a count of each kind.
+    long n_cfg = 0, n_cfg_pass = 0, n_chk = 0, n_chk_pass = 0;
+    size_t i, j;
+    json_t *cs, *e;
+    json_array_foreach(cases, i, cs) {
+        json_array_foreach(json_object_get(cs, "configs"), j, e) {
+            n_cfg++;
+            n_cfg_pass += strcmp(json_string_value(json_object_get(e, "verdict")), "pass") == 0;
+        }
+        json_array_foreach(json_object_get(cs, "checks"), j, e) {
+            n_chk++;
+            n_chk_pass += strcmp(json_string_value(json_object_get(e, "verdict")), "pass") == 0;
+        }
+    }
+    const int pass = n_cfg > 0 && n_cfg_pass == n_cfg && n_chk_pass == n_chk;
+    char why[300];
+    if (pass) vf_fmt(why, sizeof why, "all %ld configs and %ld MPFR checks passed", n_cfg, n_chk);
+    else if (!r.check_available && n_cfg_pass == n_cfg)
+        vf_fmt(why, sizeof why, "%ld of %ld configs passed, but the MPFR check was not run "
+                 "(parity check missing)", n_cfg_pass, n_cfg);
+    else vf_fmt(why, sizeof why, "%ld of %ld configs and %ld of %ld MPFR checks passed",
+                  n_cfg_pass, n_cfg, n_chk_pass, n_chk);
+    json_object_set_new(res, "summary", json_pack("{s:I, s:I, s:I, s:I}", "configs", (json_int_t)n_cfg,
+                                                  "configs_passed", (json_int_t)n_cfg_pass,
+                                                  "checks", (json_int_t)n_chk, "checks_passed",
+                                                  (json_int_t)n_chk_pass));
+    json_object_set_new(res, "verdict", json_string(pass ? "pass" : "fail"));
+    json_object_set_new(res, "verdict_reason", json_string(why));
+    return PAR_OK;
+}

@@ -1,0 +1,365 @@
+// Suite file parser: `[case NAME]` sections, `key = value` lines, `#`
+// comments, comma-separated lists. Every mistake is reported as
+// "SUITE:LINE: key 'x': what was expected". Format: verify/suites/README.md.
+// Tests: tests/test_verify.sh (suite errors).
+#define _POSIX_C_SOURCE 200809L
+#include "vf_suite.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "par_engine.h"
+#include "par_io.h"
+#include "par_model.h"
+#include "par_trainer.h"
+
+typedef enum key_id {
+    K_DATASET, K_MODEL, K_ACT, K_DTYPE, K_BATCH, K_CHUNK, K_STEPS, K_EPOCHS, K_LR, K_SEED,
+    K_TRAINERS, K_MODES, K_THREADS, K_RANKS, K_REPEATS, K_WARMUP, K_CHECK_STEPS, K_FAULT, K_N
+} key_id;
+
+static const char *const KEY_NAMES[K_N] = {
+    "dataset", "model", "act", "dtype", "batch", "chunk", "steps", "epochs", "lr", "seed",
+    "trainers", "modes", "threads", "ranks", "repeats", "warmup", "check_steps", "fault",
+};
+
+__attribute__((format(printf, 4, 5)))
+static par_status fail(vf_suite *s, int line, const char *key, const char *fmt, ...)
+{
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (key) snprintf(s->error, sizeof s->error, "%.300s:%d: key '%.40s': %.240s", s->path, line, key, what);
+    else snprintf(s->error, sizeof s->error, "%.300s:%d: %.280s", s->path, line, what);
+    return par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "%s", s->error);
+}
+
+static char *trim(char *t)
+{
+    while (isspace((unsigned char)*t)) t++;
+    size_t n = strlen(t);
+    while (n > 0 && isspace((unsigned char)t[n - 1])) t[--n] = '\0';
+    return t;
+}
+
+static int parse_long(const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) return 0;
+    *out = x;
+    return 1;
+}
+
+// Splits a comma-separated list in place; returns the count, -1 if an item
+// is empty or there are more than max.
+static int split(char *v, char **items, int max)
+{
+    int n = 0;
+    for (char *p = v;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = '\0';
+        char *it = trim(p);
+        if (!*it || n == max) return -1;
+        items[n++] = it;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return n;
+}
+
+int vf_trainer_supports(const char *name, int threads, int ranks)
+{
+    const par_trainer_ops *t = par_trainer_find(name);
+    if (!t || strcmp(name, "reference") == 0) return 0;
+    return (threads == 1 || (t->caps & PAR_CAP_THREADS)) && (ranks == 1 || (t->caps & PAR_CAP_RANKS));
+}
+
+int vf_trainer_is_mpi(const char *name)
+{
+    const par_trainer_ops *t = par_trainer_find(name);
+    return t && (t->caps & PAR_CAP_RANKS);
+}
+
+static void case_defaults(vf_case *c, const char *name, int line)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->line = line;
+    strcpy(c->dataset, "fashion-mnist");
+    strcpy(c->model, "mlp:784-256-128-10");
+    strcpy(c->act, "relu");
+    strcpy(c->dtype, "f32");
+    c->batch = 64;
+    c->chunk = 8;
+    c->lr = 0.01;
+    c->seed = 42;
+    c->n_modes = 1;
+    c->modes[0] = PAR_MODE_EXACT;
+    c->n_threads = c->n_ranks = 1;
+    c->threads[0] = c->ranks[0] = 1;
+    c->repeats = 3;
+    c->warmup = 1;
+    c->n_check_steps = 2;
+    c->check_steps[0] = VF_STEP_FIRST;
+    c->check_steps[1] = VF_STEP_LAST;
+}
+
+static par_status int_list(vf_suite *s, int line, const char *key, char *v, int *dst, int *n)
+{
+    char *items[VF_MAX_LIST + 1];
+    int k = split(v, items, VF_MAX_LIST);
+    if (k < 0) return fail(s, line, key, "expected a list of 1 to %d integers >= 1, comma-separated", VF_MAX_LIST);
+    for (int i = 0; i < k; i++) {
+        long x;
+        if (!parse_long(items[i], 1, 1024, &x))
+            return fail(s, line, key, "'%s': expected an integer from 1 to 1024", items[i]);
+        dst[i] = (int)x;
+    }
+    *n = k;
+    return PAR_OK;
+}
+
+// One `key = value` line of case c.
+static par_status set_key(vf_suite *s, vf_case *c, key_id k, int line, char *v)
+{
+    const char *key = KEY_NAMES[k];
+    long x;
+    char *items[VF_MAX_LIST + 1];
+    int n;
+    switch (k) {
+    case K_DATASET:
+        if (strlen(v) >= sizeof c->dataset) return fail(s, line, key, "expected a name or a folder shorter than %zu characters", sizeof c->dataset);
+        strcpy(c->dataset, v);
+        return PAR_OK;
+    case K_MODEL: {
+        par_model m;
+        if (strlen(v) >= sizeof c->model || par_model_parse(&m, v, PAR_ACT_RELU) != PAR_OK)
+            return fail(s, line, key, "'%s': expected mlp:N0-N1-...-Nk (e.g. mlp:784-256-128-10)", v);
+        strcpy(c->model, v);
+        return PAR_OK;
+    }
+    case K_ACT: {
+        par_act a;
+        if (strlen(v) >= sizeof c->act || par_act_parse(&a, v) != PAR_OK)
+            return fail(s, line, key, "'%s': expected relu, sigmoid or tanh", v);
+        strcpy(c->act, v);
+        return PAR_OK;
+    }
+    case K_DTYPE:
+        if (strcmp(v, "f32") != 0 && strcmp(v, "f64") != 0)
+            return fail(s, line, key, "'%s': expected f32 or f64", v);
+        strcpy(c->dtype, v);
+        return PAR_OK;
+    case K_BATCH:
+    case K_CHUNK:
+    case K_EPOCHS:
+        if (!parse_long(v, 1, 1000000, &x))
+            return fail(s, line, key, "'%s': expected an integer from 1 to 1000000", v);
+        if (k == K_BATCH) c->batch = (int)x;
+        else if (k == K_CHUNK) c->chunk = (int)x;
+        else c->epochs = (int)x;
+        return PAR_OK;
+    case K_STEPS:
+        if (!parse_long(v, 1, 100000000, &x))
+            return fail(s, line, key, "'%s': expected an integer from 1 to 100000000", v);
+        c->steps = x;
+        return PAR_OK;
+    case K_REPEATS:
+    case K_WARMUP:
+        if (!parse_long(v, 0, 1000, &x))
+            return fail(s, line, key, "'%s': expected an integer from 0 to 1000", v);
+        if (k == K_REPEATS) c->repeats = (int)x;
+        else c->warmup = (int)x;
+        return PAR_OK;
+    case K_LR: {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (end == v || *end || errno || !isfinite(d) || !(d > 0))
+            return fail(s, line, key, "'%s': expected a finite number > 0", v);
+        c->lr = d;
+        return PAR_OK;
+    }
+    case K_SEED: {
+        char *end;
+        errno = 0;
+        unsigned long long u = strtoull(v, &end, 10);
+        if (v[0] == '-' || end == v || *end || errno)
+            return fail(s, line, key, "'%s': expected a non-negative integer", v);
+        c->seed = u;
+        return PAR_OK;
+    }
+    case K_TRAINERS:
+        n = split(v, items, VF_MAX_LIST);
+        if (n < 0) return fail(s, line, key, "expected a comma-separated list of trainers (serial, omp, mpi, hybrid, root)");
+        for (int i = 0; i < n; i++) {
+            if (strcmp(items[i], "reference") == 0)
+                return fail(s, line, key, "'reference' is always run as the baseline: list serial, omp, mpi, hybrid or root");
+            if (!par_trainer_find(items[i]) || strlen(items[i]) >= sizeof c->trainers[0]) {
+                char avail[200] = "";
+                for (int t = 0; par_trainers[t]; t++)
+                    if (strcmp(par_trainers[t]->name, "reference") != 0) {
+                        strcat(avail, avail[0] ? ", " : "");
+                        strcat(avail, par_trainers[t]->name);
+                    }
+                return fail(s, line, key, "'%s': expected one of %s (the trainers of this build)", items[i], avail);
+            }
+            strcpy(c->trainers[i], items[i]);
+        }
+        c->n_trainers = n;
+        return PAR_OK;
+    case K_MODES:
+        n = split(v, items, VF_MAX_LIST);
+        if (n < 0) return fail(s, line, key, "expected exact, fast or both, comma-separated");
+        for (int i = 0; i < n; i++) {
+            par_mode mode;
+            if (par_mode_parse(&mode, items[i]) != PAR_OK)
+                return fail(s, line, key, "'%s': expected exact or fast", items[i]);
+            c->modes[i] = (int)mode;
+        }
+        c->n_modes = n;
+        return PAR_OK;
+    case K_THREADS:
+        return int_list(s, line, key, v, c->threads, &c->n_threads);
+    case K_RANKS:
+        return int_list(s, line, key, v, c->ranks, &c->n_ranks);
+    case K_CHECK_STEPS:
+        n = split(v, items, VF_MAX_CHECKS);
+        if (n < 0) return fail(s, line, key, "expected a list of 1 to %d steps (numbers >= 1, first, last), comma-separated", VF_MAX_CHECKS);
+        for (int i = 0; i < n; i++) {
+            if (strcmp(items[i], "first") == 0) c->check_steps[i] = VF_STEP_FIRST;
+            else if (strcmp(items[i], "last") == 0) c->check_steps[i] = VF_STEP_LAST;
+            else if (parse_long(items[i], 1, 100000000, &x)) c->check_steps[i] = x;
+            else return fail(s, line, key, "'%s': expected a step number >= 1, first or last", items[i]);
+        }
+        c->n_check_steps = n;
+        return PAR_OK;
+    case K_FAULT: {
+        par_fault f;
+        if (strlen(v) >= sizeof c->fault || par_fault_parse(&f, v) != PAR_OK)
+            return fail(s, line, key, "'%s': expected ulp:STEP:INDEX, skip:STEP:LAYER:SAMPLE, half:STEP:LAYER or swap:STEP:LAYER (tests only)", v);
+        strcpy(c->fault, v);
+        return PAR_OK;
+    }
+    case K_N:
+        break;
+    }
+    return PAR_OK;
+}
+
+// Checks a finished case and expands its configs.
+static par_status finish_case(vf_suite *s, vf_case *c, const int *seen)
+{
+    if (!seen[K_TRAINERS])
+        return fail(s, c->line, "trainers", "missing in [case %s] (e.g. trainers = serial, omp)", c->name);
+    if (!seen[K_STEPS] && !seen[K_EPOCHS])
+        return fail(s, c->line, "steps", "missing in [case %s]: give steps or epochs", c->name);
+    if (seen[K_STEPS] && seen[K_EPOCHS])
+        return fail(s, seen[K_EPOCHS], "epochs", "give steps or epochs, not both (steps is on line %d)", seen[K_STEPS]);
+    if (c->chunk > c->batch)
+        return fail(s, seen[K_CHUNK] ? seen[K_CHUNK] : c->line, "chunk", "%d: expected at most batch (%d)", c->chunk, c->batch);
+    for (int i = 0; i < c->n_check_steps; i++)
+        if (c->steps > 0 && c->check_steps[i] > c->steps)
+            return fail(s, seen[K_CHECK_STEPS], "check_steps", "%ld: expected a step from 1 to steps (%ld)", c->check_steps[i], c->steps);
+    c->n_configs = 0;
+    for (int t = 0; t < c->n_trainers; t++)
+        for (int m = 0; m < c->n_modes; m++)
+            for (int r = 0; r < c->n_ranks; r++)
+                for (int h = 0; h < c->n_threads; h++) {
+                    vf_config cf = {"", c->modes[m], c->threads[h], c->ranks[r]};
+                    strcpy(cf.trainer, c->trainers[t]);
+                    if (!vf_trainer_supports(cf.trainer, cf.threads, cf.ranks)) continue;
+                    int dup = 0;
+                    for (int k = 0; k < c->n_configs && !dup; k++)
+                        dup = memcmp(&c->configs[k], &cf, sizeof cf) == 0;
+                    if (dup) continue;
+                    if (c->n_configs == VF_MAX_CONFIGS)
+                        return fail(s, c->line, "trainers", "[case %s] expands to more than %d configs", c->name, VF_MAX_CONFIGS);
+                    c->configs[c->n_configs++] = cf;
+                }
+    if (c->n_configs == 0)
+        return fail(s, seen[K_TRAINERS], "trainers", "no trainer of [case %s] runs with these threads and ranks "
+                    "(serial: T=1,R=1; omp: R=1; mpi: T=1; hybrid, root: any)", c->name);
+    return PAR_OK;
+}
+
+static par_status parse(vf_suite *s, FILE *f)
+{
+    char buf[4096];
+    int line = 0, seen[K_N] = {0};
+    vf_case *c = NULL;
+    while (fgets(buf, sizeof buf, f)) {
+        line++;
+        if (!strchr(buf, '\n') && !feof(f)) return fail(s, line, NULL, "line longer than %zu characters", sizeof buf - 2);
+        char *hash = strchr(buf, '#');
+        if (hash) *hash = '\0';
+        char *t = trim(buf);
+        if (!*t) continue;
+        if (*t == '[') {
+            char name[128];
+            size_t n = strlen(t);
+            if (t[n - 1] != ']' || strncmp(t, "[case ", 6) != 0)
+                return fail(s, line, NULL, "'%s': expected a section header [case NAME]", t);
+            t[n - 1] = '\0';
+            snprintf(name, sizeof name, "%s", trim(t + 6));
+            int ok = name[0] != '\0' && strlen(name) < sizeof c->name;
+            for (const char *p = name; ok && *p; p++)
+                ok = isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.';
+            if (!ok) return fail(s, line, NULL, "[case %s]: expected a NAME of letters, digits, '-', '_', '.' (at most 63)", name);
+            if (c) PAR_TRY(finish_case(s, c, seen));
+            for (int i = 0; i < s->n_cases; i++)
+                if (strcmp(s->cases[i].name, name) == 0)
+                    return fail(s, line, NULL, "[case %s]: duplicate case name (first on line %d)", name, s->cases[i].line);
+            if (s->n_cases == VF_MAX_CASES) return fail(s, line, NULL, "more than %d cases", VF_MAX_CASES);
+            c = &s->cases[s->n_cases++];
+            case_defaults(c, name, line);
+            memset(seen, 0, sizeof seen);
+            continue;
+        }
+        char *eq = strchr(t, '=');
+        if (!eq) return fail(s, line, NULL, "'%s': expected 'key = value', '[case NAME]' or a # comment", t);
+        *eq = '\0';
+        char *key = trim(t), *val = trim(eq + 1);
+        int k = 0;
+        while (k < K_N && strcmp(KEY_NAMES[k], key) != 0) k++;
+        if (k == K_N) {
+            char names[300] = "";
+            for (int i = 0; i < K_N; i++) {
+                strcat(names, i ? ", " : "");
+                strcat(names, KEY_NAMES[i]);
+            }
+            return fail(s, line, key, "unknown key (expected one of %s)", names);
+        }
+        if (!c) return fail(s, line, key, "outside a section: put it under a [case NAME] header");
+        if (seen[k]) return fail(s, line, key, "duplicate key in [case %s] (first set on line %d)", c->name, seen[k]);
+        if (!*val) return fail(s, line, key, "empty value");
+        seen[k] = line;
+        PAR_TRY(set_key(s, c, (key_id)k, line, val));
+    }
+    if (ferror(f)) return par_set_error(PAR_ERR_IO, __FILE__, __LINE__, "cannot read suite %s", s->path);
+    if (!c) return fail(s, line > 0 ? line : 1, NULL, "no [case NAME] section: a suite needs at least one case");
+    return finish_case(s, c, seen);
+}
+
+par_status vf_suite_load(vf_suite *s, const char *path)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    const char *base = strrchr(path, '/');
+    snprintf(s->name, sizeof s->name, "%s", base ? base + 1 : path);
+    FILE *f = fopen(path, "r");
+    PAR_FAIL_IF(!f, PAR_ERR_IO, "cannot open suite %s: %s", path, strerror(errno));
+    par_status st = parse(s, f);
+    fclose(f);
+    if (st == PAR_OK) st = par_sha256_file(s->sha256, path);
+    return st;
+}

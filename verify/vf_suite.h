@@ -1,0 +1,72 @@
+// Verify suites: a small INI-like file of `[case NAME]` sections with
+// `key = value` lines (format: verify/suites/README.md), parsed into cases,
+// and each case expanded into its configs (trainers x modes x threads x ranks
+// that the trainer supports). Parsing only: the runner is vf_harness.h.
+#ifndef VF_SUITE_H
+#define VF_SUITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "par_status.h"
+
+enum { VF_MAX_LIST = 16, VF_MAX_CHECKS = 8, VF_MAX_CASES = 64, VF_MAX_CONFIGS = 256 };
+
+// check_steps entries: a step number >= 1, or one of these.
+enum { VF_STEP_FIRST = -1, VF_STEP_LAST = -2 };
+
+typedef struct vf_config {
+    char trainer[16];
+    int mode;                   // par_mode
+    int threads, ranks;
+} vf_config;
+
+typedef struct vf_case {
+    char name[64];
+    int line;                   // line of its [case NAME] header
+    char dataset[256], model[128], act[16], dtype[8], fault[64];
+    int batch, chunk;
+    long steps;                 // 0 when epochs is given
+    int epochs;                 // 0 when steps is given
+    double lr;
+    uint64_t seed;
+    int n_trainers, n_modes, n_threads, n_ranks;
+    char trainers[VF_MAX_LIST][16];
+    int modes[VF_MAX_LIST];     // par_mode
+    int threads[VF_MAX_LIST], ranks[VF_MAX_LIST];
+    int repeats, warmup;
+    int n_check_steps;
+    long check_steps[VF_MAX_CHECKS];   // >= 1, VF_STEP_FIRST or VF_STEP_LAST
+    int n_configs;              // expanded, filtered, deduplicated
+    vf_config configs[VF_MAX_CONFIGS];
+} vf_case;
+
+typedef struct vf_suite {
+    char path[512];
+    char name[128];             // file name without folders
+    char sha256[65];            // of the file's bytes
+    int n_cases;
+    vf_case cases[VF_MAX_CASES];
+    // On PAR_ERR_CONFIG: "SUITE:LINE: key 'x': what was expected" (or the
+    // line's problem when it is not a key line); empty otherwise.
+    char error[600];
+} vf_suite;
+
+// Reads and validates a suite file. Keys (defaults in brackets): dataset
+// [fashion-mnist], model [mlp:784-256-128-10], act [relu], dtype [f32],
+// batch [64], chunk [8], steps or epochs (one of them: required), lr
+// [0.01], seed [42], trainers (required; serial, omp, mpi, hybrid, root),
+// modes [exact], threads [1], ranks [1], repeats [3], warmup [1],
+// check_steps [first, last], fault [none; tests only]. Returns
+// PAR_ERR_CONFIG with s->error set for any mistake in the file, PAR_ERR_IO
+// when it cannot be read. s is large: allocate it, don't put it on the stack.
+par_status vf_suite_load(vf_suite *s, const char *path);
+
+// Whether trainer `name` runs with T threads and R ranks: serial T=1,R=1;
+// omp R=1; mpi T=1; hybrid and root any; unknown names never.
+int vf_trainer_supports(const char *name, int threads, int ranks);
+
+// Whether the trainer runs one process per MPI rank (mpi, hybrid, root).
+int vf_trainer_is_mpi(const char *name);
+
+#endif
