@@ -38,5 +38,6 @@ int cmd_verify(int argc, char **argv);
 int cmd_lockstep(int argc, char **argv);
 int cmd_table(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_bisect(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ static void usage(FILE *f)
             "  train        train a model with any trainer (serial, omp, mpi, hybrid, root)\n"
             "  data order   print the sample order of an epoch\n"
             "  check        recompute one step (or --math: exp/log/tanh) in MPFR and compare\n"
+            "  bisect       run two configurations in lockstep: first differing step, tensor, element\n"
             "  verify       run a verify suite: compare with the reference, MPFR checks, timings, signed table\n"
             "  lockstep     check a fast-mode trainer step by step against the reference under the derived bound\n"
             "  table        keygen | sign DIR | verify DIR: Ed25519 (minisign format) signatures of tables\n"
@@ -30,6 +31,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "train") == 0) return cmd_train(argc, argv);
     if (strcmp(cmd, "data") == 0) return cmd_data(argc, argv);
     if (strcmp(cmd, "check") == 0) return cmd_check(argc, argv);
+    if (strcmp(cmd, "bisect") == 0) return cmd_bisect(argc, argv);
     if (strcmp(cmd, "verify") == 0) return cmd_verify(argc, argv);
     if (strcmp(cmd, "lockstep") == 0) return cmd_lockstep(argc, argv);
     if (strcmp(cmd, "table") == 0) return cmd_table(argc, argv);

@@ -1,0 +1,547 @@
+// `parity bisect A B [flags]`: where two runs that should agree part. A and B
+// are each one string of `parity train` flags; both run in lockstep in one
+// set of processes (verify/bis_bisect.h), and the first differing step is
+// replayed tensor by tensor. `parity bisect --logs a.jsonl b.jsonl` compares
+// two saved step logs. Exit 0 no divergence, 1 divergence, 2 usage, 3
+// runtime error. Tests: tests/test_bisect.c, tests/test_bisect.sh.
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "bis_bisect.h"
+#include "cli.h"
+#include "par_engine.h"
+#include "par_io.h"
+#include "par_mpi_launch.h"
+
+typedef struct side_opts {
+    const char *dataset, *model, *act, *trainer, *mode, *dtype, *fault, *init_load;
+    int epochs, steps, batch, chunk, threads, ranks;
+    double lr;
+    uint64_t seed;
+} side_opts;
+
+enum { N_SIDE_OPTS = 16, MAX_TOKENS = 64 };
+
+// The `parity train` flags a configuration may carry, writing into o.
+static void side_table(cli_opt *t, side_opts *o)
+{
+    const cli_opt s[N_SIDE_OPTS] = {
+        {"--trainer", CLI_STR, &o->trainer, "NAME      reference, serial, omp, mpi, hybrid, root (serial)"},
+        {"--mode", CLI_STR, &o->mode, "exact|fast  (exact)"},
+        {"--threads", CLI_INT, &o->threads, "T         OpenMP threads per process (1)"},
+        {"--ranks", CLI_INT, &o->ranks, "R         MPI ranks of an MPI trainer (parity launches mpirun)"},
+        {"--chunk", CLI_INT, &o->chunk, "C         samples per chunk (8)"},
+        {"--lr", CLI_DOUBLE, &o->lr, "LR        learning rate (0.01)"},
+        {"--fault", CLI_STR, &o->fault, "SPEC      TESTS ONLY: a deliberate arithmetic fault"},
+        {"--dataset", CLI_STR, &o->dataset, "NAME|DIR  same for A and B (fashion-mnist)"},
+        {"--model", CLI_STR, &o->model, "SPEC      same for A and B (mlp:784-256-128-10)"},
+        {"--act", CLI_STR, &o->act, "relu|sigmoid|tanh  same for A and B (relu)"},
+        {"--dtype", CLI_STR, &o->dtype, "f32|f64   same for A and B (f32)"},
+        {"--batch", CLI_INT, &o->batch, "B         same for A and B (64)"},
+        {"--seed", CLI_U64, &o->seed, "S         init and shuffle seed, same for A and B (42)"},
+        {"--steps", CLI_INT, &o->steps, "N         stop after N steps (0: every step of --epochs)"},
+        {"--epochs", CLI_INT, &o->epochs, "N         epochs (1)"},
+        {"--init-load", CLI_STR, &o->init_load, "FILE.npz  initial weights of both (default: from --seed)"},
+    };
+    memcpy(t, s, sizeof s);
+}
+
+static void usage(const cli_opt *opts)
+{
+    cli_usage("parity bisect A B [flags]\n"
+              "       parity bisect --logs A.jsonl B.jsonl [--json]\n\n"
+              "A and B are each ONE quoted string of `parity train` flags (trainer, mode,\n"
+              "threads, ranks, chunk, lr may differ); the flags after them apply to both.\n"
+              "Both run in lockstep on the same batches from the same initial weights; after\n"
+              "every step loss, gradient and weights are compared. The first differing step\n"
+              "is replayed from the weights before it and every tensor compared in\n"
+              "computation order; the first differing element gets MPFR's verdict.\n"
+              "e.g. parity bisect \"--trainer serial\" \"--trainer omp --threads 4 --mode fast\" "
+              "--steps 200\n"
+              "Exit: 0 no divergence, 1 divergence, 2 usage, 3 runtime error.",
+              opts);
+}
+
+static int fail_usage(const char *msg, const char *hint)
+{
+    fprintf(stderr, "parity bisect: %s\n", msg);
+    if (hint) fprintf(stderr, "hint: %s\n", hint);
+    return EXIT_USAGE;
+}
+
+static json_t *jnum(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+static void print_json(json_t *j)
+{
+    char *s = json_dumps(j, JSON_REAL_PRECISION(17));
+    if (s) printf("%s\n", s);
+    free(s);
+    json_decref(j);
+}
+
+// %.9g for f32 values, %.17g for f64, and the exact bits as %a.
+static void fmt_val(char *buf, size_t n, double x, par_dtype dt)
+{
+    snprintf(buf, n, dt == PAR_F32 ? "%.9g (%a)" : "%.17g (%a)", x, x);
+}
+
+// ---- --logs ---------------------------------------------------------------------------
+
+// f32 ulps when both are f32 values (an f32 run's log), else f64.
+static double log_ulps(double a, double b)
+{
+    if (!isfinite(a) || !isfinite(b)) return NAN;
+    const int f32 = (double)(float)a == a && (double)(float)b == b;
+    return vf_bisect_ulps(a, b, f32 ? PAR_F32 : PAR_F64);
+}
+
+static int bisect_logs(int argc, char **argv)
+{
+    int logs = 0, json = 0, help = 0;
+    const cli_opt opts[] = {
+        {"--logs", CLI_FLAG, &logs, "          compare two `parity train --log` files"},
+        {"--json", CLI_FLAG, &json, "          one JSON object on stdout"},
+        {"--help", CLI_FLAG, &help, "          this text"},
+        {NULL, CLI_FLAG, NULL, NULL},
+    };
+    const char *pos[2];
+    int n_pos, rc = cli_parse("bisect", argc, argv, 2, opts, pos, 2, &n_pos);
+    if (rc) return rc;
+    if (help) {
+        usage(opts);
+        return EXIT_OK;
+    }
+    if (n_pos != 2)
+        return fail_usage("--logs: expected two step logs", "parity bisect --logs a.jsonl b.jsonl");
+    vf_bisect_log_result r;
+    par_status st = vf_bisect_logs(&r, pos[0], pos[1]);
+    if (st != PAR_OK)
+        return cli_fail("bisect", st, "give two logs written by `parity train --log FILE`");
+    const double ulps = r.diverged ? log_ulps(r.loss_a, r.loss_b) : NAN;
+    if (json) {
+        json_t *j = json_pack("{s:b, s:I, s:I, s:b}", "diverged", r.diverged, "steps_a",
+                              (json_int_t)r.steps_a, "steps_b", (json_int_t)r.steps_b, "digests",
+                              r.digests);
+        json_object_set_new(j, "step", r.diverged ? json_integer(r.step) : json_null());
+        json_object_set_new(j, "epoch", r.diverged && r.epoch >= 0 ? json_integer(r.epoch)
+                                                                    : json_null());
+        json_object_set_new(j, "what", r.diverged ? json_string(r.what) : json_null());
+        json_object_set_new(j, "layer", json_null());
+        json_object_set_new(j, "tensor",
+                            !r.diverged ? json_null()
+                                        : json_string(strcmp(r.what, "weights") == 0 ? "weights"
+                                                      : strcmp(r.what, "length") == 0 ? "length"
+                                                                                      : "loss"));
+        json_object_set_new(j, "index", json_null());
+        json_object_set_new(j, "a", jnum(r.loss_a));
+        json_object_set_new(j, "b", jnum(r.loss_b));
+        json_object_set_new(j, "ulps", jnum(ulps));
+        json_object_set_new(j, "closer", json_null());
+        json_object_set_new(j, "weights_sha256_a", r.weights_a[0] ? json_string(r.weights_a)
+                                                                  : json_null());
+        json_object_set_new(j, "weights_sha256_b", r.weights_b[0] ? json_string(r.weights_b)
+                                                                  : json_null());
+        print_json(j);
+        return r.diverged ? EXIT_VERIFY : EXIT_OK;
+    }
+    printf("logs: a = %s (%ld steps), b = %s (%ld steps), compared by %s\n", pos[0], r.steps_a,
+           pos[1], r.steps_b,
+           r.digests ? "the SHA-256 of loss and weights per step" : "the loss per step (bitwise; "
+                                                                    "a log has no digests)");
+    if (!r.diverged) {
+        printf("no divergence: every step agrees\n");
+        return EXIT_OK;
+    }
+    if (strcmp(r.what, "length") == 0) {
+        printf("first difference at step %ld: %s ends before it (the logs agree up to there)\n",
+               r.step, r.steps_a < r.steps_b ? "a" : "b");
+        return EXIT_VERIFY;
+    }
+    printf("first difference at step %ld (epoch %d): %s\n", r.step, r.epoch, r.what);
+    printf("  loss a = %.17g, b = %.17g", r.loss_a, r.loss_b);
+    if (isfinite(ulps)) printf(" (%.0f ulps)", ulps);
+    printf("\n");
+    if (r.digests)
+        printf("  weights_sha256 a = %s\n                 b = %s\n", r.weights_a, r.weights_b);
+    printf("hint: replay it in lockstep with `parity bisect A B --steps %ld` to name the tensor\n",
+           r.step);
+    return EXIT_VERIFY;
+}
+
+// ---- lockstep -------------------------------------------------------------------------
+
+// Splits s (modified) on whitespace into tok[0..n); returns n, -1 if too many.
+static int split(char *s, char **tok, int max)
+{
+    int n = 0;
+    for (char *p = strtok(s, " \t\n"); p; p = strtok(NULL, " \t\n")) {
+        if (n == max) return -1;
+        tok[n++] = p;
+    }
+    return n;
+}
+
+static int streq(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
+}
+
+// Flags that must be the same for A and B: the batches, model and start.
+static int check_common(const side_opts *a, const side_opts *b)
+{
+    char msg[400];
+    const char *what = NULL;
+    char va[200] = "", vb[200] = "";
+#define STR_FIELD(f, flag)                                                                  \
+    if (!what && !streq(a->f, b->f)) {                                                      \
+        what = flag;                                                                        \
+        snprintf(va, sizeof va, "%s", a->f ? a->f : "none");                                \
+        snprintf(vb, sizeof vb, "%s", b->f ? b->f : "none");                                \
+    }
+#define NUM_FIELD(f, flag)                                                                  \
+    if (!what && a->f != b->f) {                                                            \
+        what = flag;                                                                        \
+        snprintf(va, sizeof va, "%llu", (unsigned long long)a->f);                          \
+        snprintf(vb, sizeof vb, "%llu", (unsigned long long)b->f);                          \
+    }
+    STR_FIELD(dataset, "--dataset")
+    STR_FIELD(model, "--model")
+    STR_FIELD(act, "--act")
+    STR_FIELD(dtype, "--dtype")
+    STR_FIELD(init_load, "--init-load")
+    NUM_FIELD(batch, "--batch")
+    NUM_FIELD(seed, "--seed")
+    NUM_FIELD(steps, "--steps")
+    NUM_FIELD(epochs, "--epochs")
+#undef STR_FIELD
+#undef NUM_FIELD
+    if (!what) return 0;
+    snprintf(msg, sizeof msg,
+             "%s differs between A (%s) and B (%s): both runs get the same batches from the "
+             "same start",
+             what, va, vb);
+    return fail_usage(msg, "give it once, after A and B; A and B may differ in --trainer, "
+                           "--mode, --threads, --ranks, --chunk, --lr, --fault");
+}
+
+static const char *side_name(int s) { return s ? "B" : "A"; }
+
+static void print_human(const vf_bisect_result *r, const vf_bisect_opts *o, const char *cfg[2],
+                        const side_opts *so)
+{
+    const par_dtype dt = o->side[0].cfg.dtype;
+    printf("a: %s\nb: %s\n", cfg[0][0] ? cfg[0] : "(defaults)", cfg[1][0] ? cfg[1] : "(defaults)");
+    printf("both: --dataset %s --model %s --act %s --dtype %s --batch %d --seed %llu; lockstep "
+           "(side by side, the same batches), compared %s\n",
+           so->dataset, so->model, so->act, so->dtype, so->batch, (unsigned long long)so->seed,
+           o->tol > 0 ? "within --tol" : "bitwise");
+    if (o->tol > 0) printf("--tol %g: |a - b| <= %g max(|a|, |b|) counts as equal\n", o->tol, o->tol);
+    if (!r->diverged) {
+        printf("no divergence in %ld steps: loss, gradient and weights agree after every step\n",
+               r->steps);
+        return;
+    }
+    printf("\nfirst difference at step %ld (epoch %d, batch %ld of the epoch, %zu samples):",
+           r->step, r->epoch, r->batch, r->B);
+    printf(" loss %s, gradient %s", r->loss_differs ? "differs" : "equal",
+           r->grad_differs ? "differs" : "equal");
+    if (r->grad_differs) printf(" (parameter %zu first)", r->grad_first);
+    printf(", weights %s", r->weights_differs ? "differs" : "equal");
+    if (r->weights_differs) printf(" (parameter %zu first)", r->weights_first);
+    printf("\n");
+    if (!r->replayed) return;
+    printf("\nreplay of step %ld on both from a's weights before it; tensors in computation "
+           "order%s:\n",
+           r->step, r->within_tol ? " (bitwise: nothing exceeds --tol from the same weights)" : "");
+    if (!r->internals)
+        printf("(activations and deltas not compared: a trainer does not expose them)\n");
+    printf("  %-30s %10s %10s %10s\n", "tensor", "elements", "differ", "max ulps");
+    int marked = 0;
+    for (int i = 0; i < r->n_tensors; i++) {
+        const vf_bisect_tensor *t = &r->tensors[i];
+        const int first = !marked && t->n_diff > 0;
+        marked |= first;
+        printf("  %-30s %10zu %10zu %10.0f%s\n", t->name, t->n, t->n_diff, t->max_ulps,
+               first ? "   <- first" : "");
+    }
+    if (!r->found) {
+        printf("\nthe replay from the same weights agrees everywhere: the difference at step %ld "
+               "is not reproducible (nondeterminism?)\n",
+               r->step);
+        return;
+    }
+    char a[80], b[80], e[80], pos[64];
+    const par_dtype vdt = strcmp(r->tensor, "loss") == 0 && (double)(float)r->a != r->a ? PAR_F64
+                                                                                       : dt;
+    if (r->col >= 0) snprintf(pos, sizeof pos, "[%ld,%ld]", r->row, r->col);
+    else snprintf(pos, sizeof pos, "[%ld]", r->row);
+    printf("\nfirst differing element: %s%s (flat index %zu", r->tensor, pos, r->index);
+    if (r->param != (size_t)-1) printf(", parameter %zu", r->param);
+    if (r->layer >= 0) printf(", layer %d", r->layer);
+    printf(") at step %ld\n", r->step);
+    fmt_val(a, sizeof a, r->a, vdt);
+    fmt_val(b, sizeof b, r->b, vdt);
+    printf("  a = %s\n  b = %s\n  difference: %.0f ulp%s of %s\n", a, b, r->ulps,
+           r->ulps == 1 ? "" : "s", par_dtype_name(vdt));
+    if (r->has_exact) {
+        snprintf(e, sizeof e, "%.17g", r->exact);
+        printf("  exact (MPFR, %d bits, from the inputs both sides share) = %s\n  closer to "
+               "exact: %s\n",
+               o->prec, e, r->closer == VF_CLOSER_TIE ? "tie (both equally far)"
+                                                     : vf_bisect_closer_name(r->closer));
+    }
+    if (r->chunk_fold_differs) {
+        printf("  the per-chunk gradients agree: the chunk fold differs\n");
+        for (int s = 0; s < 2; s++)
+            if (r->fold_in_order[s] >= 0)
+                printf("  %s's value %s the in-order fold of its chunks (contract rule 3)\n",
+                       s ? "b" : "a", r->fold_in_order[s] ? "is" : "is NOT");
+    }
+}
+
+static void print_json_result(const vf_bisect_result *r, const vf_bisect_opts *o,
+                              const char *cfg[2])
+{
+    json_t *j = json_pack("{s:b, s:I, s:s, s:s, s:f, s:i}", "diverged", r->diverged, "steps",
+                          (json_int_t)r->steps, "config_a", cfg[0], "config_b", cfg[1], "tol",
+                          o->tol, "prec", o->prec);
+    const int f = r->diverged && r->found;
+    json_object_set_new(j, "step", r->diverged ? json_integer(r->step) : json_null());
+    json_object_set_new(j, "epoch", r->diverged ? json_integer(r->epoch) : json_null());
+    json_object_set_new(j, "batch", r->diverged ? json_integer(r->batch) : json_null());
+    if (r->diverged) {
+        json_t *ls = json_pack("{s:b, s:b, s:b, s:o, s:o, s:o, s:o}", "loss", r->loss_differs,
+                               "grad", r->grad_differs, "weights", r->weights_differs,
+                               "grad_first_param",
+                               r->grad_differs ? json_integer((json_int_t)r->grad_first)
+                                               : json_null(),
+                               "weights_first_param",
+                               r->weights_differs ? json_integer((json_int_t)r->weights_first)
+                                                  : json_null(),
+                               "loss_a", jnum(r->loss_a), "loss_b", jnum(r->loss_b));
+        json_object_set_new(j, "lockstep", ls);
+    }
+    json_object_set_new(j, "layer", f && r->layer >= 0 ? json_integer(r->layer) : json_null());
+    json_object_set_new(j, "tensor", f ? json_string(r->tensor) : json_null());
+    json_object_set_new(j, "index", f ? json_integer((json_int_t)r->index) : json_null());
+    json_object_set_new(j, "row", f ? json_integer(r->row) : json_null());
+    json_object_set_new(j, "col", f && r->col >= 0 ? json_integer(r->col) : json_null());
+    json_object_set_new(j, "param", f && r->param != (size_t)-1
+                                        ? json_integer((json_int_t)r->param)
+                                        : json_null());
+    json_object_set_new(j, "a", f ? jnum(r->a) : json_null());
+    json_object_set_new(j, "b", f ? jnum(r->b) : json_null());
+    json_object_set_new(j, "ulps", f ? jnum(r->ulps) : json_null());
+    json_object_set_new(j, "exact", f && r->has_exact ? jnum(r->exact) : json_null());
+    json_object_set_new(j, "closer", f && r->closer != VF_CLOSER_NONE
+                                         ? json_string(vf_bisect_closer_name(r->closer))
+                                         : json_null());
+    if (r->diverged) {
+        json_object_set_new(j, "reproduced", json_boolean(r->found));
+        json_object_set_new(j, "within_tol", json_boolean(r->within_tol));
+        json_object_set_new(j, "internals_compared", json_boolean(r->internals));
+        json_object_set_new(j, "chunk_fold_differs", json_boolean(r->chunk_fold_differs));
+        json_t *t = json_array();
+        for (int i = 0; i < r->n_tensors; i++) {
+            const vf_bisect_tensor *x = &r->tensors[i];
+            json_t *row = json_pack("{s:s, s:I, s:I, s:o}", "name", x->name, "n",
+                                    (json_int_t)x->n, "n_diff", (json_int_t)x->n_diff,
+                                    "max_ulps", jnum(x->max_ulps));
+            if (x->n_diff) json_object_set_new(row, "first", json_integer((json_int_t)x->first));
+            if (x->first_chunk >= 0)
+                json_object_set_new(row, "first_chunk", json_integer(x->first_chunk));
+            json_array_append_new(t, row);
+        }
+        json_object_set_new(j, "tensors", t);
+    }
+    print_json(j);
+}
+
+int cmd_bisect(int argc, char **argv)
+{
+    side_opts base = {
+        .dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
+        .trainer = "serial", .mode = "exact", .dtype = "f32", .epochs = 1, .batch = 64,
+        .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42,
+    };
+    double tol = 0;
+    int json = 0, prec = 256, help = 0, logs = 0;
+    cli_opt opts[N_SIDE_OPTS + 6];
+    side_table(opts, &base);
+    const cli_opt extra[] = {
+        {"--tol", CLI_DOUBLE, &tol, "REL       equal within |a - b| <= REL max(|a|, |b|) (0: bitwise)"},
+        {"--prec", CLI_INT, &prec, "BITS      MPFR precision of the exact value (256)"},
+        {"--json", CLI_FLAG, &json, "          one JSON object on stdout"},
+        {"--logs", CLI_FLAG, &logs, "          compare two step logs instead (see above)"},
+        {"--help", CLI_FLAG, &help, "          this text"},
+        {NULL, CLI_FLAG, NULL, NULL},
+    };
+    memcpy(opts + N_SIDE_OPTS, extra, sizeof extra);
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--logs") == 0) return bisect_logs(argc, argv);
+    if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+        usage(opts);
+        return EXIT_OK;
+    }
+    if (argc < 4)
+        return fail_usage("expected two run configurations A and B, e.g. "
+                          "parity bisect \"--trainer serial\" \"--trainer omp --threads 2\"",
+                          "run 'parity bisect --help'");
+    const char *pos[1];
+    int n_pos;
+    int rc = cli_parse("bisect", argc, argv, 4, opts, pos, 0, &n_pos);
+    if (rc) return rc;
+    if (help) {
+        usage(opts);
+        return EXIT_OK;
+    }
+    if (!(tol >= 0) || prec < 64) return fail_usage("--tol must be >= 0 and --prec >= 64", NULL);
+
+    // A and B: the common flags, then each string's own flags over them.
+    side_opts so[2] = {base, base};
+    char *text[2] = {strdup(argv[2]), strdup(argv[3])};
+    const char *cfg[2] = {argv[2], argv[3]};
+    if (!text[0] || !text[1]) {
+        free(text[0]);
+        free(text[1]);
+        return EXIT_RUNTIME;
+    }
+    for (int s = 0; s < 2 && rc == 0; s++) {
+        char *tok[MAX_TOKENS];
+        const int n = split(text[s], tok, MAX_TOKENS);
+        cli_opt t[N_SIDE_OPTS + 1];
+        side_table(t, &so[s]);
+        t[N_SIDE_OPTS] = (cli_opt){NULL, CLI_FLAG, NULL, NULL};
+        if (n < 0) rc = fail_usage("a configuration has more than 64 words", NULL);
+        else rc = cli_parse("bisect", n, tok, 0, t, pos, 0, &n_pos);
+    }
+    if (rc == 0) rc = check_common(&so[0], &so[1]);
+
+    // Everything both sides share, and each side's trainer, mode and fault.
+    par_model m;
+    par_act act;
+    par_dtype dt = PAR_F32;
+    par_mode mode[2];
+    par_fault fault[2];
+    const par_trainer_ops *tr[2] = {NULL, NULL};
+    par_status st = PAR_OK;
+    if (rc == 0) {
+        st = par_act_parse(&act, so[0].act);
+        if (st == PAR_OK) st = par_model_parse(&m, so[0].model, act);
+        for (int s = 0; s < 2 && st == PAR_OK; s++) {
+            st = par_mode_parse(&mode[s], so[s].mode);
+            memset(&fault[s], 0, sizeof fault[s]);
+            if (st == PAR_OK && so[s].fault) st = par_fault_parse(&fault[s], so[s].fault);
+        }
+        if (st != PAR_OK) rc = cli_fail("bisect", st, "run 'parity bisect --help'");
+    }
+    if (rc == 0) {
+        if (strcmp(so[0].dtype, "f64") == 0) dt = PAR_F64;
+        else if (strcmp(so[0].dtype, "f32") != 0) rc = fail_usage("--dtype: expected f32 or f64", NULL);
+    }
+    for (int s = 0; s < 2 && rc == 0; s++) {
+        char msg[300];
+        tr[s] = par_trainer_find(so[s].trainer);
+        if (!tr[s]) {
+            snprintf(msg, sizeof msg, "%s: --trainer '%s': expected reference, serial, omp, mpi, "
+                     "hybrid or root", side_name(s), so[s].trainer);
+            rc = fail_usage(msg, "mpi, hybrid and root need a build with -DPARITY_MPI=ON");
+        } else if (so[s].epochs < 1 || so[s].batch < 1 || so[s].chunk < 1 || so[s].threads < 1 ||
+                   !(so[s].lr > 0)) {
+            rc = fail_usage("--epochs, --batch, --chunk and --threads must be >= 1 and --lr > 0",
+                            NULL);
+        } else if (so[s].threads > 1 && !(tr[s]->caps & PAR_CAP_THREADS)) {
+            snprintf(msg, sizeof msg, "%s: --threads %d: trainer %s runs one thread",
+                     side_name(s), so[s].threads, tr[s]->name);
+            rc = fail_usage(msg, "use --trainer omp or hybrid for threads");
+        } else if (so[s].ranks > 1 && !(tr[s]->caps & PAR_CAP_RANKS)) {
+            snprintf(msg, sizeof msg, "%s: --ranks %d: trainer %s is not an MPI trainer",
+                     side_name(s), so[s].ranks, tr[s]->name);
+            rc = fail_usage(msg, "use --trainer mpi, hybrid or root");
+        }
+    }
+    // Ranks: one set of processes runs both; MPI trainers span all of them.
+    const int mpi[2] = {tr[0] && (tr[0]->caps & PAR_CAP_RANKS), tr[1] && (tr[1]->caps & PAR_CAP_RANKS)};
+    const int launched = par_mpi_under_launcher();
+    int R = 1;
+    for (int s = 0; s < 2; s++)
+        if (mpi[s] && so[s].ranks > R) R = so[s].ranks;
+    if (rc == 0 && mpi[0] && mpi[1] && !launched &&
+        (so[0].ranks > 1 ? so[0].ranks : 1) != (so[1].ranks > 1 ? so[1].ranks : 1)) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "A runs %d MPI ranks and B %d: both run in one set of "
+                 "processes, so only one rank count > 1 is supported",
+                 so[0].ranks > 1 ? so[0].ranks : 1, so[1].ranks > 1 ? so[1].ranks : 1);
+        rc = fail_usage(msg, "give both MPI configurations the same --ranks (a single-process "
+                             "configuration runs on every rank)");
+    }
+    if (rc == 0 && (mpi[0] || mpi[1]) && R > 1 && !launched) {
+        free(text[0]);
+        free(text[1]);
+        // Exit 1 is a result here, not a failure: no "process returned non-zero" banner.
+        setenv("OMPI_MCA_orte_execute_quiet", "1", 0);
+        return par_mpi_relaunch(argc, argv, R);
+    }
+    int rank = 0, size = 1, use_mpi = rc == 0 && (mpi[0] || mpi[1] || launched);
+    if (use_mpi && par_mpi_start(&rank, &size) != PAR_OK) {
+        rc = cli_fail("bisect", PAR_ERR_MPI, NULL);
+        use_mpi = 0;
+    }
+    for (int s = 0; s < 2 && rc == 0 && use_mpi; s++)
+        if (mpi[s] && so[s].ranks > 0 && so[s].ranks != size) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "%s: --ranks %d but the job has %d ranks", side_name(s),
+                     so[s].ranks, size);
+            rc = rank == 0 ? fail_usage(msg, "let parity launch mpirun itself, or give the same "
+                                             "--ranks")
+                           : EXIT_USAGE;
+        }
+
+    par_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    void *init = NULL;
+    if (rc == 0) {
+        st = par_dataset_open(&ds, so[0].dataset, 10);
+        if (st != PAR_OK)
+            rc = cli_fail("bisect", st, "run data/fetch.sh (or ci/setup.sh) to install the datasets");
+    }
+    if (rc == 0) {
+        init = malloc(m.n_params * par_dtype_size(dt));
+        if (!init) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+        else if (so[0].init_load) st = par_weights_load(so[0].init_load, &m, dt, init);
+        else par_model_init(&m, dt, so[0].seed, init);
+        if (st != PAR_OK) rc = cli_fail("bisect", st, NULL);
+    }
+    if (rc == 0) {
+        vf_bisect_opts o = {.ds = &ds, .seed = so[0].seed, .epochs = so[0].epochs,
+                            .max_steps = so[0].steps, .tol = tol, .prec = prec};
+        for (int s = 0; s < 2; s++) {
+            o.side[s].ops = tr[s];
+            o.side[s].cfg = (par_run_cfg){&m, dt, mode[s], (size_t)so[s].batch,
+                                          (size_t)so[s].chunk, so[s].lr, so[s].threads, init,
+                                          &fault[s]};
+        }
+        vf_bisect_result *r = malloc(sizeof *r);
+        st = r ? vf_bisect_lockstep(r, &o)
+               : par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+        if (st != PAR_OK) {
+            rc = rank == 0 ? cli_fail("bisect", st, st == PAR_ERR_NUMERIC ? "lower --lr" : NULL)
+                           : (st == PAR_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME);
+        } else {
+            if (rank == 0 && json) print_json_result(r, &o, cfg);
+            else if (rank == 0) print_human(r, &o, cfg, &so[0]);
+            rc = r->diverged ? EXIT_VERIFY : EXIT_OK;
+        }
+        free(r);
+    }
+    free(init);
+    par_dataset_free(&ds);
+    free(text[0]);
+    free(text[1]);
+    return use_mpi ? par_mpi_finish(rc) : rc;
+}

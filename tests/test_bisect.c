@@ -1,0 +1,347 @@
+// Tests of `parity bisect`'s library (verify/bis_bisect.h), single process:
+// faults injected at a known step (ulp, swap, half, skip) are found there,
+// with the tensor and element an independent run of the trainers names;
+// identical configs agree; --tol; the MPFR verdict; step logs.
+// Run: ctest -R test_bisect (MPI configs: tests/test_bisect.sh mpi).
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bis_bisect.h"
+#include "par_engine.h"
+#include "par_fixtures.h"
+#include "par_io.h"
+
+enum { STEPS = 4, BATCH = 64 };
+static const uint64_t SEED = 7;
+static par_model M;
+static par_dataset DS;
+static void *INIT32, *INIT64;
+static const par_fault NO_FAULT = {PAR_FAULT_NONE, 0, 0, 0};
+
+static par_run_cfg cfg_of(par_dtype dt, par_mode mode, int threads, size_t chunk, double lr,
+                          const par_fault *f)
+{
+    return (par_run_cfg){&M, dt, mode, BATCH, chunk, lr, threads,
+                         dt == PAR_F32 ? INIT32 : INIT64, f ? f : &NO_FAULT};
+}
+
+static par_run_cfg plain(int threads) { return cfg_of(PAR_F32, PAR_MODE_EXACT, threads, 8, 0.01, NULL); }
+
+static par_status bisect(vf_bisect_result *r, const char *ta, par_run_cfg ca, const char *tb,
+                         par_run_cfg cb, double tol)
+{
+    const vf_bisect_opts o = {{{par_trainer_find(ta), ca}, {par_trainer_find(tb), cb}}, &DS, SEED,
+                              1, STEPS, tol, 256};
+    return vf_bisect_lockstep(r, &o);
+}
+
+static par_fault fault(const char *spec)
+{
+    par_fault f;
+    if (par_fault_parse(&f, spec) != PAR_OK) abort();
+    return f;
+}
+
+// The oracle: `trainer` alone for k steps on the batches bisect uses; copies
+// the gradient of step k and (engine trainers) layer l's output of step k.
+static void run_k(const char *trainer, par_run_cfg cfg, int k, float *g, int l, float *out)
+{
+    const par_trainer_ops *ops = par_trainer_find(trainer);
+    void *state;
+    size_t *order;
+    float *x = malloc(BATCH * 784 * sizeof *x);
+    int32_t labels[BATCH];
+    if (!x || ops->create(&cfg, &state) != PAR_OK || par_epoch_order(&order, DS.n_train, SEED, 0))
+        abort();
+    double loss;
+    for (int s = 0; s < k; s++) {
+        par_data_gather(&DS.train, order + (size_t)s * BATCH, BATCH, PAR_F32, x, labels);
+        const par_batch b = {x, labels, BATCH};
+        if (ops->step(state, &b, &loss) != PAR_OK) abort();
+    }
+    const void *gp;
+    ops->grad(state, &gp);
+    memcpy(g, gp, M.n_params * sizeof *g);
+    if (out) memcpy(out, ((par_engine *)state)->a[l + 1], BATCH * M.layers[l].n_out * sizeof *out);
+    ops->destroy(state);
+    free(order);
+    free(x);
+}
+
+static size_t offset_of(const char *view)
+{
+    for (int v = 0; v < M.n_views; v++)
+        if (strcmp(M.views[v].name, view) == 0) return M.views[v].offset;
+    abort();
+}
+
+// Every tensor before the first differing one agrees.
+static int clean_before_first(const vf_bisect_result *r)
+{
+    for (int i = 0; i < r->n_tensors; i++) {
+        if (r->tensors[i].n_diff) return strncmp(r->tensors[i].name, r->tensor,
+                                                 strcspn(r->tensors[i].name, "*")) == 0;
+    }
+    return 0;
+}
+
+static void show(const vf_bisect_result *r)
+{
+    printf("  step %ld tensor %s layer %d index %zu [%ld,%ld] param %zu a %.9g b %.9g ulps %.0f "
+           "exact %.17g closer %s fold %d (%d %d)\n",
+           r->step, r->tensor, r->layer, r->index, r->row, r->col, r->param, r->a, r->b,
+           r->ulps, r->exact, vf_bisect_closer_name(r->closer), r->chunk_fold_differs,
+           r->fold_in_order[0], r->fold_in_order[1]);
+}
+
+static void test_agree(void)
+{
+    vf_bisect_result r;
+    par_status st = bisect(&r, "serial", plain(1), "serial", plain(1), 0);
+    par_check(st == PAR_OK && !r.diverged && r.steps == STEPS, "serial vs serial: no divergence");
+    st = bisect(&r, "serial", plain(1), "omp", plain(2), 0);
+    par_check(st == PAR_OK && !r.diverged && r.steps == STEPS, "serial vs omp T=2: no divergence");
+    st = bisect(&r, "reference", plain(1), "omp", plain(3), 0);
+    par_check(st == PAR_OK && !r.diverged, "reference vs omp T=3: no divergence");
+}
+
+// ulp:K:P on a parameter whose gradient at step K is not 0.
+static void test_ulp(const char *name, size_t p, int K)
+{
+    float *g = malloc(M.n_params * sizeof *g);
+    run_k("serial", plain(1), K, g, 0, NULL);
+    char what[160];
+    snprintf(what, sizeof what, "%s: gradient of parameter %zu at step %d is not 0 (%g)", name, p,
+             K, (double)g[p]);
+    par_check(g[p] != 0, what);
+    char spec[64];
+    snprintf(spec, sizeof spec, "ulp:%d:%zu", K, p);
+    const par_fault f = fault(spec);
+    vf_bisect_result r;
+    const par_status st = bisect(&r, "serial", plain(1), "omp",
+                                 cfg_of(PAR_F32, PAR_MODE_EXACT, 2, 8, 0.01, &f), 0);
+    int v = 0;
+    while (v + 1 < M.n_views && M.views[v + 1].offset <= p) v++;
+    const par_view *vw = &M.views[v];
+    char tensor[48];
+    snprintf(tensor, sizeof tensor, "%s.grad", vw->name);
+    const size_t idx = p - vw->offset;
+    const int ok = st == PAR_OK && r.diverged && r.step == K && r.grad_differs &&
+                   r.grad_first == p && r.found && strcmp(r.tensor, tensor) == 0 &&
+                   r.index == idx && r.param == p && r.row == (long)(idx / vw->shape[1]) &&
+                   r.col == (long)(idx % vw->shape[1]) && r.ulps == 1 &&
+                   (float)r.b == nextafterf((float)r.a, INFINITY) && (float)r.a == g[p];
+    snprintf(what, sizeof what, "%s: %s found at step %d, %s[%zu,%zu]", name, spec, K, tensor,
+             idx / vw->shape[1], idx % vw->shape[1]);
+    if (!par_check(ok && clean_before_first(&r), what)) show(&r);
+    // MPFR: the exact sum is within a few ulps of both; a verdict is given.
+    const double ulp = fabs((double)nextafterf((float)r.a, INFINITY) - r.a);
+    snprintf(what, sizeof what, "%s: exact value within 4 ulps, verdict %s", name,
+             vf_bisect_closer_name(r.closer));
+    par_check(r.has_exact && fabs(r.exact - r.a) <= 4 * ulp && r.closer != VF_CLOSER_NONE, what);
+    snprintf(what, sizeof what, "%s: chunks agree, the fold differs: a in order, b not", name);
+    par_check(r.chunks && r.chunk_fold_differs && r.fold_in_order[0] == 1 &&
+                  r.fold_in_order[1] == 0, what);
+    free(g);
+}
+
+// swap:K:L: the first differing gradient element is where an independent
+// run of the faulty trainer first differs from serial.
+static void test_swap(int K, int L)
+{
+    char spec[32], what[160];
+    snprintf(spec, sizeof spec, "swap:%d:%d", K, L);
+    const par_fault f = fault(spec);
+    const par_run_cfg faulty = cfg_of(PAR_F32, PAR_MODE_EXACT, 2, 8, 0.01, &f);
+    float *g1 = malloc(M.n_params * sizeof *g1), *g2 = malloc(M.n_params * sizeof *g2);
+    run_k("serial", plain(1), K - 1, g1, 0, NULL);
+    run_k("omp", faulty, K - 1, g2, 0, NULL);
+    par_check(memcmp(g1, g2, M.n_params * sizeof *g1) == 0, "swap: oracle agrees before step K");
+    run_k("serial", plain(1), K, g1, 0, NULL);
+    run_k("omp", faulty, K, g2, 0, NULL);
+    size_t p = 0;
+    while (p < M.n_params && memcmp(&g1[p], &g2[p], sizeof *g1) == 0) p++;
+    snprintf(what, sizeof what, "swap: oracle: step %d differs, first at parameter %zu", K, p);
+    par_check(p < M.n_params, what);
+    vf_bisect_result r;
+    const par_status st = bisect(&r, "serial", plain(1), "omp", faulty, 0);
+    char tensor[48];
+    snprintf(tensor, sizeof tensor, "layer%d.weight.grad", L);
+    snprintf(what, sizeof what, "%s found at step %d, %s, parameter %zu, the chunk fold differs",
+             spec, K, tensor, p);
+    if (!par_check(st == PAR_OK && r.diverged && r.step == K && r.found &&
+                       strcmp(r.tensor, tensor) == 0 && r.layer == L && r.param == p &&
+                       (float)r.a == g1[p] && (float)r.b == g2[p] && r.chunk_fold_differs &&
+                       r.fold_in_order[0] == 1 && r.fold_in_order[1] == 0 &&
+                       clean_before_first(&r) && r.has_exact && r.closer != VF_CLOSER_NONE,
+                   what))
+        show(&r);
+    free(g1);
+    free(g2);
+}
+
+// PAR_FAULT_HALF_FWD's rounding (src/train/par_engine.c), for the oracle.
+static float round11(float v)
+{
+    int ex;
+    const double m = frexp(v, &ex);
+    return (float)ldexp(nearbyint(ldexp(m, 11)), ex - 11);
+}
+
+static void test_half(const char *ref_side, int K, int L)
+{
+    char spec[32], what[200];
+    snprintf(spec, sizeof spec, "half:%d:%d", K, L);
+    const par_fault f = fault(spec);
+    const size_t n = BATCH * M.layers[L].n_out;
+    float *g = malloc(M.n_params * sizeof *g), *out = malloc(n * sizeof *out);
+    run_k("serial", plain(1), K, g, L, out);
+    size_t i = 0;
+    while (i < n && round11(out[i]) == out[i]) i++;
+    vf_bisect_result r;
+    const par_status st =
+        bisect(&r, ref_side, plain(1), "omp", cfg_of(PAR_F32, PAR_MODE_EXACT, 2, 8, 0.01, &f), 0);
+    char tensor[48];
+    snprintf(tensor, sizeof tensor, "layer%d.out", L);
+    snprintf(what, sizeof what, "%s vs omp %s: found at step %d, %s[%zu,%zu], closer a", ref_side,
+             spec, K, tensor, i / M.layers[L].n_out, i % M.layers[L].n_out);
+    if (!par_check(st == PAR_OK && i < n && r.diverged && r.step == K && r.found &&
+                       r.internals && strcmp(r.tensor, tensor) == 0 && r.index == i &&
+                       (float)r.a == out[i] && (float)r.b == round11(out[i]) &&
+                       r.row == (long)(i / M.layers[L].n_out) && clean_before_first(&r) &&
+                       (r.closer == VF_CLOSER_A || r.ulps <= 2),
+                   what))
+        show(&r);
+    free(g);
+    free(out);
+}
+
+static void test_other_causes(void)
+{
+    vf_bisect_result r;
+    // skip: the recomputed chunks agree; b's gradient is not the fold of its chunks.
+    const par_fault f = fault("skip:2:0:5");
+    par_status st = bisect(&r, "serial", plain(1), "omp",
+                           cfg_of(PAR_F32, PAR_MODE_EXACT, 2, 8, 0.01, &f), 0);
+    if (!par_check(st == PAR_OK && r.step == 2 && strcmp(r.tensor, "layer0.weight.grad") == 0 &&
+                       r.fold_in_order[0] == 1 && r.fold_in_order[1] == 0,
+                   "skip:2:0:5 found at step 2 in layer0.weight.grad"))
+        show(&r);
+    // Another learning rate: the first difference is a new weight; a is exact's side.
+    st = bisect(&r, "serial", plain(1), "serial", cfg_of(PAR_F32, PAR_MODE_EXACT, 1, 8, 0.02, NULL),
+                0);
+    if (!par_check(st == PAR_OK && r.step == 1 && !r.loss_differs && !r.grad_differs &&
+                       strcmp(r.tensor, "layer0.weight.new") == 0 && r.closer == VF_CLOSER_A,
+                   "--lr 0.01 vs 0.02: step 1, layer0.weight.new, closer a"))
+        show(&r);
+    // Another chunk size: no per-chunk comparison; a folded gradient differs.
+    st = bisect(&r, "serial", plain(1), "serial", cfg_of(PAR_F32, PAR_MODE_EXACT, 1, 16, 0.01, NULL),
+                0);
+    if (!par_check(st == PAR_OK && r.step == 1 && !r.chunks && strstr(r.tensor, ".grad") &&
+                       !strstr(r.tensor, "chunk") && !r.chunk_fold_differs,
+                   "--chunk 8 vs 16: step 1, a folded gradient, chunks not compared"))
+        show(&r);
+    // f64 fast mode: bitwise it parts at step 1; within --tol 1e-6 it does not.
+    st = bisect(&r, "serial", cfg_of(PAR_F64, PAR_MODE_EXACT, 1, 8, 0.01, NULL), "omp",
+                cfg_of(PAR_F64, PAR_MODE_FAST, 2, 8, 0.01, NULL), 0);
+    if (!par_check(st == PAR_OK && r.step == 1 && r.chunk_fold_differs &&
+                       r.fold_in_order[0] == 1 && r.fold_in_order[1] == 0,
+                   "f64 serial vs omp fast: step 1, the chunk fold differs"))
+        show(&r);
+    st = bisect(&r, "serial", cfg_of(PAR_F64, PAR_MODE_EXACT, 1, 8, 0.01, NULL), "omp",
+                cfg_of(PAR_F64, PAR_MODE_FAST, 2, 8, 0.01, NULL), 1e-6);
+    if (!par_check(st == PAR_OK && !r.diverged && r.steps == STEPS,
+                   "f64 serial vs omp fast within --tol 1e-6: no divergence"))
+        show(&r);
+    // Mismatched sides are refused.
+    par_run_cfg c = plain(1);
+    c.batch = 32;
+    st = bisect(&r, "serial", plain(1), "serial", c, 0);
+    par_check(st == PAR_ERR_CONFIG, "different --batch: PAR_ERR_CONFIG");
+}
+
+static void test_ulps(void)
+{
+    par_check(vf_bisect_ulps(1.0, (double)nextafterf(1.0f, 2.0f), PAR_F32) == 1 &&
+                  vf_bisect_ulps(1.0, nextafter(1.0, 2.0), PAR_F64) == 1 &&
+                  vf_bisect_ulps(-0.0, 0.0, PAR_F32) == 0 &&
+                  vf_bisect_ulps(-0x1p-149, 0x1p-149, PAR_F32) == 2 &&
+                  vf_bisect_ulps(-1.0, 1.0, PAR_F32) == 2.0 * 0x3f800000,
+              "ulps across 0, subnormals, f32 and f64");
+}
+
+// Writes a step log with n steps; step `bad` (if > 0) gets other weights.
+static void write_log(const char *path, int n, int bad, int digest)
+{
+    par_log *lg;
+    if (par_log_open(&lg, path) != PAR_OK) abort();
+    for (int k = 1; k <= n; k++) {
+        char sha[65];
+        const int w = k + (k >= bad && bad > 0 ? 1000 : 0);
+        par_sha256_hex(sha, &w, sizeof w);
+        par_log_step(lg, 0, k, 1.0 / k, digest ? sha : NULL);
+    }
+    par_log_close(lg);
+}
+
+static void test_logs(void)
+{
+    char a[64], b[64], c[64], d[64], e[64];
+    snprintf(a, sizeof a, "/tmp/test_bisect_%d_a.jsonl", (int)getpid());
+    snprintf(b, sizeof b, "/tmp/test_bisect_%d_b.jsonl", (int)getpid());
+    snprintf(c, sizeof c, "/tmp/test_bisect_%d_c.jsonl", (int)getpid());
+    snprintf(d, sizeof d, "/tmp/test_bisect_%d_d.jsonl", (int)getpid());
+    snprintf(e, sizeof e, "/tmp/test_bisect_%d_e.jsonl", (int)getpid());
+    write_log(a, 6, 0, 1);
+    write_log(b, 6, 4, 1);
+    write_log(c, 4, 0, 1);
+    write_log(d, 6, 0, 0);
+    FILE *f = fopen(e, "w");
+    fputs("{\"type\":\"step\",\"step\":1}\n", f);
+    fclose(f);
+    vf_bisect_log_result r;
+    par_check(vf_bisect_logs(&r, a, a) == PAR_OK && !r.diverged && r.digests && r.steps_a == 6,
+              "logs: a log against itself agrees");
+    par_check(vf_bisect_logs(&r, a, b) == PAR_OK && r.diverged && r.step == 4 &&
+                  strcmp(r.what, "weights") == 0,
+              "logs: weights digest differs from step 4");
+    par_check(vf_bisect_logs(&r, a, c) == PAR_OK && r.diverged && r.step == 5 &&
+                  strcmp(r.what, "length") == 0,
+              "logs: the shorter log differs after its end");
+    par_check(vf_bisect_logs(&r, b, d) == PAR_OK && !r.diverged && !r.digests,
+              "logs: without digests the losses are compared");
+    par_check(vf_bisect_logs(&r, a, e) == PAR_ERR_FORMAT, "logs: a bad line is a format error");
+    par_check(vf_bisect_logs(&r, a, "/nonexistent/x.jsonl") == PAR_ERR_IO,
+              "logs: a missing file is an I/O error");
+    remove(a), remove(b), remove(c), remove(d), remove(e);
+}
+
+int main(void)
+{
+    fixture_dataset(&DS, 8 * BATCH);
+    if (par_model_parse(&M, "mlp:784-256-128-10", PAR_ACT_RELU) != PAR_OK) return 1;
+    INIT32 = malloc(M.n_params * sizeof(float));
+    INIT64 = malloc(M.n_params * sizeof(double));
+    par_model_init(&M, PAR_F32, 42, INIT32);
+    par_model_init(&M, PAR_F64, 42, INIT64);
+    test_ulps();
+    test_agree();
+    // layer 2's weight [3,5]; layer 0's weight from unit 7 to the centre pixel (14,14).
+    test_ulp("ulp in layer 2", offset_of("layer2.weight") + 3 * 128 + 5, 3);
+    test_ulp("ulp in layer 0 (centre pixel)", offset_of("layer0.weight") + 7 * 784 + 14 * 28 + 14,
+             2);
+    test_swap(3, 1);
+    test_swap(2, 0);
+    test_half("serial", 2, 1);
+    test_half("reference", 3, 0);
+    test_other_causes();
+    test_logs();
+    free(INIT32);
+    free(INIT64);
+    par_dataset_free(&DS);
+    return par_test_exit();
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# CLI tests of `parity bisect`. cli: exit codes and one-line errors, --json
+# fields, the human report, --logs on real step logs. mpi: serial against
+# mpi/root on 2 ranks (parity launches mpirun), faults found at their step
+# and element, the same element as the omp trainer with the same fault.
+# Usage: test_bisect.sh cli|mpi PATH/TO/parity   (needs fashion-mnist)
+set -u
+MODE=$1
+P=$2
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0
+fail=0
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
+
+check() { # name, condition (as a command)
+    local name=$1
+    shift
+    if "$@"; then echo "$name ... ok"; pass=$((pass + 1)); else echo "$name ... FAIL"; fail=$((fail + 1)); fi
+}
+
+# expect CODE PATTERN ARGS...: exit CODE, first stderr line matches PATTERN,
+# at most one line before the hint lines.
+expect() {
+    local code=$1 pat=$2
+    shift 2
+    timeout 120 "$P" "$@" >"$T/out" 2>"$T/err" </dev/null
+    local rc=$?
+    local first
+    first=$(head -n 1 "$T/err")
+    if [ "$rc" = "$code" ] && [[ "$first" =~ $pat ]] && [ "$(grep -vc '^hint:' "$T/err")" -le 1 ]; then
+        echo "parity $* -> $code ... ok"
+        pass=$((pass + 1))
+    else
+        echo "parity $* -> $code ... FAIL (got $rc: $(cat "$T/err"))"
+        fail=$((fail + 1))
+    fi
+}
+
+# bisect NAME CODE ARGS...: runs `parity bisect ARGS --json` into $T/NAME.json.
+bisect() {
+    local name=$1 code=$2
+    shift 2
+    timeout 120 "$P" bisect "$@" --json >"$T/$name.json" 2>"$T/$name.err" </dev/null
+    local rc=$?
+    check "bisect $name: exit $code (got $rc)" test "$rc" = "$code"
+    [ "$rc" = "$code" ] || cat "$T/$name.err"
+}
+
+# field NAME KEY: a field of $T/NAME.json ("null" when absent).
+field() {
+    /usr/bin/python3 -c "import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2]); print('null' if v is None else v)" \
+        "$T/$1.json" "$2" 2>/dev/null
+}
+
+# found NAME STEP TENSOR INDEX: the first difference is where it must be,
+# and every tensor before it agrees on all of its elements.
+found() {
+    local got
+    got="$(field "$1" step) $(field "$1" tensor) $(field "$1" index)"
+    check "$1: step $2, $3[$4] (got $got)" test "$got" = "$2 $3 $4"
+    /usr/bin/python3 - "$T/$1.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+rows = j["tensors"]
+first = next(r for r in rows if r["n_diff"])
+assert j["tensor"].startswith(first["name"].rstrip("*")), (first, j["tensor"])
+assert all(r["n"] > 0 for r in rows), rows
+assert j["closer"] in ("a", "b", "tie"), j["closer"]
+PY
+    check "$1: earlier tensors agree, a verdict" test $? = 0
+}
+
+# Layer 2's weight [3,5]: a parameter whose gradient at step 3 is not 0
+# (tests/test_bisect.c checks that on the same batches' trainer).
+ULP=234245
+
+if [ "$MODE" = cli ]; then
+    expect 2 "expected two run configurations" bisect
+    expect 2 "expected two run configurations" bisect "--trainer serial"
+    expect 2 "unknown flag '--bogus'" bisect "--trainer serial" "--trainer omp --bogus 1"
+    expect 2 "unexpected argument 'omp'" bisect "--trainer serial" "omp"
+    expect 2 "--batch differs between A \(64\) and B \(32\)" bisect "" "--batch 32"
+    expect 2 "--threads 2: trainer serial runs one thread" bisect "" "--threads 2"
+    expect 2 "--trainer 'nope'" bisect "" "--trainer nope"
+    expect 2 "--fault 'bad'" bisect "" "--fault bad"
+    expect 2 "--ranks 2: trainer omp is not an MPI trainer" bisect "" "--trainer omp --ranks 2"
+    expect 2 "--tol must be >= 0" bisect "" "" --tol -1
+    expect 3 "$T/none" bisect "" "" --dataset "$T/none"
+    expect 2 "expected two step logs" bisect --logs "$T/a.jsonl"
+    expect 3 "cannot open log" bisect --logs "$T/none1" "$T/none2"
+
+    bisect same 0 "--trainer serial" "--trainer serial" --steps 3
+    check "same: diverged false, 3 steps" test "$(field same diverged) $(field same steps)" = "False 3"
+    bisect omp 0 "--trainer serial" "--trainer omp --threads 2" --steps 3
+    bisect ulp 1 "--trainer serial" "--trainer omp --threads 2 --fault ulp:3:$ULP" --steps 5
+    found ulp 3 layer2.weight.grad 389
+    check "ulp: 1 ulp at [3,5], param $ULP, the chunk fold differs" test \
+        "$(field ulp ulps) $(field ulp row) $(field ulp col) $(field ulp param) $(field ulp chunk_fold_differs)" = "1.0 3 5 $ULP True"
+    bisect swap 1 "--trainer serial" "--trainer omp --threads 2 --fault swap:2:1" --steps 4
+    check "swap: step 2, layer1.weight.grad" test "$(field swap step) $(field swap tensor)" = "2 layer1.weight.grad"
+
+    # The human report: lockstep, the first tensor marked, the verdict.
+    timeout 120 "$P" bisect "--trainer serial" "--trainer omp --threads 2 --fault ulp:3:$ULP" --steps 5 \
+        >"$T/human" 2>&1 </dev/null
+    check "human report: exit 1" test $? = 1
+    check "human report says lockstep" grep -q "lockstep" "$T/human"
+    check "human report marks layer2.weight.grad first" grep -q "layer2.weight.grad .*<- first" "$T/human"
+    check "human report names the element and the verdict" grep -q "closer to exact: \(a\|b\|tie\)" "$T/human"
+    check "human report: the chunk fold differs" grep -q "the chunk fold differs" "$T/human"
+
+    # --logs on real step logs: the same run twice agrees; a half fault at step 4 is found there.
+    "$P" train --steps 6 --log "$T/a.jsonl" </dev/null &&
+        "$P" train --steps 6 --trainer omp --threads 2 --log "$T/b.jsonl" </dev/null &&
+        "$P" train --steps 6 --trainer omp --threads 2 --fault half:4:1 --log "$T/c.jsonl" </dev/null &&
+        "$P" train --steps 6 --trainer omp --threads 2 --fault half:4:1 --no-digest --log "$T/d.jsonl" </dev/null
+    check "four step logs written" test $? = 0
+    bisect logs_same 0 --logs "$T/a.jsonl" "$T/b.jsonl"
+    check "logs_same: by digests" test "$(field logs_same digests)" = True
+    bisect logs_half 1 --logs "$T/a.jsonl" "$T/c.jsonl"
+    check "logs_half: step 4, loss and weights" test "$(field logs_half step) $(field logs_half what)" = "4 loss and weights"
+    bisect logs_nodigest 1 --logs "$T/a.jsonl" "$T/d.jsonl"
+    check "logs without digests: step 4 by the loss" test \
+        "$(field logs_nodigest step) $(field logs_nodigest what) $(field logs_nodigest digests)" = "4 loss False"
+    timeout 60 "$P" bisect --logs "$T/a.jsonl" "$T/c.jsonl" >"$T/human" 2>&1
+    check "logs human report names step 4" grep -q "first difference at step 4" "$T/human"
+fi
+
+if [ "$MODE" = mpi ]; then
+    expect 2 "A runs 2 MPI ranks and B 3" bisect "--trainer mpi --ranks 2" "--trainer mpi --ranks 3"
+    bisect mpi_same 0 "--trainer serial" "--trainer mpi --ranks 2" --steps 3
+    bisect mpi_ulp 1 "--trainer serial" "--trainer mpi --ranks 2 --fault ulp:3:$ULP" --steps 5
+    found mpi_ulp 3 layer2.weight.grad 389
+    check "mpi_ulp: activations of both ranks compared" test "$(field mpi_ulp internals_compared)" = True
+    # root keeps the whole gradient on rank 0 only: compared there.
+    bisect root_ulp 1 "--trainer serial" "--trainer root --ranks 2 --fault ulp:3:$ULP" --steps 5
+    found root_ulp 3 layer2.weight.grad 389
+    bisect root_fast_same 1 "--trainer serial" "--trainer root --ranks 2 --mode fast" --steps 2
+    check "root fast: parts at step 1 in a gradient" test \
+        "$(field root_fast_same step) $(field root_fast_same chunk_fold_differs)" = "1 True"
+    # swap and half: the same element as the omp trainer with the same fault
+    # (rank 0's chunks fold ((g1 + g2) + g0) + g3, then rank 1 continues:
+    # the omp trainer's order; tests/test_bisect.c checks omp against an oracle).
+    for f in swap:2:1 swap:3:0 half:2:1; do
+        n=${f//:/_}
+        bisect "omp_$n" 1 "--trainer serial" "--trainer omp --threads 2 --fault $f" --steps 4
+        bisect "mpi_$n" 1 "--trainer serial" "--trainer mpi --ranks 2 --fault $f" --steps 4
+        want="$(field "omp_$n" step) $(field "omp_$n" tensor) $(field "omp_$n" index) $(field "omp_$n" a) $(field "omp_$n" b)"
+        got="$(field "mpi_$n" step) $(field "mpi_$n" tensor) $(field "mpi_$n" index) $(field "mpi_$n" a) $(field "mpi_$n" b)"
+        check "mpi $f: same element as omp ($want)" test "$got" = "$want"
+    done
+    # Both sides MPI, and the faulty side first.
+    bisect mpi_mpi 1 "--trainer mpi --ranks 2 --fault ulp:3:$ULP" "--trainer hybrid --ranks 2 --threads 2" --steps 4
+    found mpi_mpi 3 layer2.weight.grad 389
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,199 @@
+// Exact values (MPFR) of single elements of a training step, for the verdict
+// of `parity bisect` on its first differing element; see bis_exact.h. Sums of
+// exact products at `prec` bits: the inputs are values of the dtype, so each
+// product of two doubles is exact at >= 106 bits. Tests: tests/test_bisect.c.
+#include "bis_exact.h"
+
+#include <math.h>
+#include <mpfr.h>
+
+static double at(par_dtype dt, const void *p, size_t i)
+{
+    return dt == PAR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+
+static const void *view(const bis_step_view *v, const void *base, int view_idx)
+{
+    return (const char *)base + v->m->views[view_idx].offset * par_dtype_size(v->dt);
+}
+
+// acc = acc + sum over samples [s0, s1) of p[s][i] * q[s][j] (q NULL: of p[s][i]).
+static void sum_samples(mpfr_ptr acc, mpfr_ptr t, par_dtype dt, const void *p, size_t ldp, size_t i,
+                        const void *q, size_t ldq, size_t j, size_t s0, size_t s1)
+{
+    for (size_t s = s0; s < s1; s++) {
+        mpfr_set_d(t, at(dt, p, s * ldp + i), MPFR_RNDN);
+        if (q) mpfr_mul_d(t, t, at(dt, q, s * ldq + j), MPFR_RNDN);
+        mpfr_add(acc, acc, t, MPFR_RNDN);
+    }
+}
+
+// Softmax + cross-entropy of sample s from the logits: *loss or dz_j.
+static void softmax_exact(mpfr_ptr out, mpfr_ptr t, mpfr_ptr sum, const bis_step_view *v, size_t s,
+                          long j)
+{
+    const size_t K = v->m->n_classes;
+    const void *z = v->a[v->m->n_layers];
+    double mx = at(v->dt, z, s * K);
+    for (size_t k = 1; k < K; k++)
+        mx = fmax(mx, at(v->dt, z, s * K + k));
+    mpfr_set_zero(sum, 1);
+    for (size_t k = 0; k < K; k++) {
+        mpfr_set_d(t, at(v->dt, z, s * K + k), MPFR_RNDN);
+        mpfr_sub_d(t, t, mx, MPFR_RNDN);
+        mpfr_exp(t, t, MPFR_RNDN);
+        mpfr_add(sum, sum, t, MPFR_RNDN);
+    }
+    const size_t lab = (size_t)v->labels[s];
+    if (j < 0) { // loss = log(sum) - (z_label - max)
+        mpfr_log(out, sum, MPFR_RNDN);
+        mpfr_set_d(t, at(v->dt, z, s * K + lab), MPFR_RNDN);
+        mpfr_sub_d(t, t, mx, MPFR_RNDN);
+        mpfr_sub(out, out, t, MPFR_RNDN);
+        return;
+    }
+    // dz_j = (e_j / sum - [j == label]) / B
+    mpfr_set_d(t, at(v->dt, z, s * K + (size_t)j), MPFR_RNDN);
+    mpfr_sub_d(t, t, mx, MPFR_RNDN);
+    mpfr_exp(t, t, MPFR_RNDN);
+    mpfr_div(out, t, sum, MPFR_RNDN);
+    if ((size_t)j == lab) mpfr_sub_ui(out, out, 1, MPFR_RNDN);
+    mpfr_div_ui(out, out, (unsigned long)v->B, MPFR_RNDN);
+}
+
+static void activation(mpfr_ptr x, mpfr_ptr t, par_act act)
+{
+    switch (act) {
+    case PAR_ACT_RELU:
+        if (mpfr_sgn(x) <= 0) mpfr_set_zero(x, 1);
+        break;
+    case PAR_ACT_SIGMOID: // 1 / (1 + e^-x)
+        mpfr_neg(t, x, MPFR_RNDN);
+        mpfr_exp(t, t, MPFR_RNDN);
+        mpfr_add_ui(t, t, 1, MPFR_RNDN);
+        mpfr_ui_div(x, 1, t, MPFR_RNDN);
+        break;
+    case PAR_ACT_TANH:
+        mpfr_tanh(x, x, MPFR_RNDN);
+        break;
+    case PAR_ACT_NONE:
+        break;
+    }
+}
+
+// x = x * act'(z) written through y = act(z), as par_act_backward does:
+// relu y > 0, sigmoid y (1 - y), tanh 1 - y^2.
+static void activation_deriv(mpfr_ptr x, mpfr_ptr t, double y, par_act act)
+{
+    switch (act) {
+    case PAR_ACT_RELU:
+        if (!(y > 0)) mpfr_set_zero(x, 1);
+        break;
+    case PAR_ACT_SIGMOID:
+        mpfr_set_d(t, y, MPFR_RNDN);
+        mpfr_ui_sub(t, 1, t, MPFR_RNDN);
+        mpfr_mul_d(t, t, y, MPFR_RNDN);
+        mpfr_mul(x, x, t, MPFR_RNDN);
+        break;
+    case PAR_ACT_TANH:
+        mpfr_set_d(t, y, MPFR_RNDN);
+        mpfr_sqr(t, t, MPFR_RNDN);
+        mpfr_ui_sub(t, 1, t, MPFR_RNDN);
+        mpfr_mul(x, x, t, MPFR_RNDN);
+        break;
+    case PAR_ACT_NONE:
+        break;
+    }
+}
+
+static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view *v, bis_kind kind,
+                        int l, size_t chunk, size_t index)
+{
+    const par_model *m = v->m;
+    const par_dtype dt = v->dt;
+    const par_layer *ly = &m->layers[l >= 0 ? l : 0];
+    const size_t n_in = ly->n_in, n_out = ly->n_out;
+    mpfr_set_zero(x, 1);
+    switch (kind) {
+    case BIS_OUT: { // act(b[o] + sum_i x[s][i] W[o][i])
+        const size_t s = index / n_out, o = index % n_out;
+        const void *W = view(v, v->w, ly->w_view), *b = view(v, v->w, ly->b_view);
+        mpfr_set_d(x, at(dt, b, o), MPFR_RNDN);
+        for (size_t i = 0; i < n_in; i++) {
+            mpfr_set_d(t, at(dt, v->a[l], s * n_in + i), MPFR_RNDN);
+            mpfr_mul_d(t, t, at(dt, W, o * n_in + i), MPFR_RNDN);
+            mpfr_add(x, x, t, MPFR_RNDN);
+        }
+        activation(x, t, ly->act);
+        break;
+    }
+    case BIS_LOSS_SAMPLE:
+        softmax_exact(x, t, u, v, index, -1);
+        break;
+    case BIS_DZ: {
+        const size_t s = index / n_out, i = index % n_out;
+        if (l == m->n_layers - 1) {
+            softmax_exact(x, t, u, v, s, (long)i);
+            break;
+        }
+        // (sum_o dz_up[s][o] W_up[o][i]) act'(y[s][i]), y = layer l's output
+        const par_layer *up = &m->layers[l + 1];
+        const void *W = view(v, v->w, up->w_view);
+        for (size_t o = 0; o < up->n_out; o++) {
+            mpfr_set_d(t, at(dt, v->d[l + 1], s * up->n_out + o), MPFR_RNDN);
+            mpfr_mul_d(t, t, at(dt, W, o * up->n_in + i), MPFR_RNDN);
+            mpfr_add(x, x, t, MPFR_RNDN);
+        }
+        activation_deriv(x, t, at(dt, v->a[l + 1], s * n_out + i), ly->act);
+        break;
+    }
+    case BIS_WGRAD_CHUNK:
+    case BIS_BGRAD_CHUNK:
+    case BIS_WGRAD:
+    case BIS_BGRAD: {
+        const int chunked = kind == BIS_WGRAD_CHUNK || kind == BIS_BGRAD_CHUNK;
+        const size_t s0 = chunked ? chunk * v->C : 0;
+        const size_t s1 = chunked && s0 + v->C < v->B ? s0 + v->C : v->B;
+        if (kind == BIS_WGRAD_CHUNK || kind == BIS_WGRAD)
+            sum_samples(x, t, dt, v->d[l], n_out, index / n_in, v->a[l], n_in, index % n_in, s0,
+                        s1);
+        else
+            sum_samples(x, t, dt, v->d[l], n_out, index, NULL, 0, 0, s0, s1);
+        break;
+    }
+    case BIS_LOSS:
+        sum_samples(x, t, dt, v->loss_s, 1, 0, NULL, 0, 0, 0, v->B);
+        mpfr_div_ui(x, x, (unsigned long)v->B, MPFR_RNDN);
+        break;
+    case BIS_WNEW:
+    case BIS_BNEW: { // w - lr g
+        const int vi = kind == BIS_WNEW ? ly->w_view : ly->b_view;
+        const size_t p = m->views[vi].offset + index;
+        mpfr_set_d(t, at(dt, v->g, p), MPFR_RNDN);
+        mpfr_mul_d(t, t, v->lr, MPFR_RNDN);
+        mpfr_set_d(x, at(dt, v->w, p), MPFR_RNDN);
+        mpfr_sub(x, x, t, MPFR_RNDN);
+        break;
+    }
+    }
+}
+
+void bis_exact_verdict(const bis_step_view *v, bis_kind kind, int layer, size_t chunk, size_t index,
+                       double a, double b, int prec, double *exact, vf_bisect_closer *closer)
+{
+    mpfr_t x, t, u, ea, eb;
+    mpfr_inits2(prec < 64 ? 64 : prec, x, t, u, ea, eb, (mpfr_ptr)0);
+    exact_value(x, t, u, v, kind, layer, chunk, index);
+    *exact = mpfr_get_d(x, MPFR_RNDN);
+    if (!mpfr_number_p(x))
+        *closer = VF_CLOSER_NONE;
+    else if (!isfinite(a) || !isfinite(b))
+        *closer = isfinite(a) ? VF_CLOSER_A : isfinite(b) ? VF_CLOSER_B : VF_CLOSER_NONE;
+    else {
+        mpfr_sub_d(ea, x, a, MPFR_RNDN);
+        mpfr_sub_d(eb, x, b, MPFR_RNDN);
+        const int c = mpfr_cmpabs(ea, eb);
+        *closer = c < 0 ? VF_CLOSER_A : c > 0 ? VF_CLOSER_B : VF_CLOSER_TIE;
+    }
+    mpfr_clears(x, t, u, ea, eb, (mpfr_ptr)0);
+}
