@@ -34,6 +34,7 @@ int cli_fail(const char *cmd, par_status st, const char *hint);
 
 int cmd_train(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int cmd_model(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_lockstep(int argc, char **argv);
 int cmd_table(int argc, char **argv);

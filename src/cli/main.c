@@ -12,6 +12,7 @@ static void usage(FILE *f)
             "commands:\n"
             "  train        train a model with any trainer (serial, omp, mpi, hybrid, root)\n"
             "  data order   print the sample order of an epoch\n"
+            "  model        scaling model: measured costs, predicted speedup up to 1024 ranks\n"
             "  check        recompute one step (or --math: exp/log/tanh) in MPFR and compare\n"
             "  bisect       run two configurations in lockstep: first differing step, tensor, element\n"
             "  verify       run a verify suite: compare with the reference, MPFR checks, timings, signed table\n"
@@ -30,6 +31,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return cmd_train(argc, argv);
     if (strcmp(cmd, "data") == 0) return cmd_data(argc, argv);
+    if (strcmp(cmd, "model") == 0) return cmd_model(argc, argv);
     if (strcmp(cmd, "check") == 0) return cmd_check(argc, argv);
     if (strcmp(cmd, "bisect") == 0) return cmd_bisect(argc, argv);
     if (strcmp(cmd, "verify") == 0) return cmd_verify(argc, argv);

@@ -14,6 +14,9 @@
 
 typedef enum par_mode { PAR_MODE_EXACT = 0, PAR_MODE_FAST = 1 } par_mode;
 
+// Parameters per segment of the exact MPI ring (train_mpi.c; the scaling model uses it).
+#define PAR_RING_SEG_PARAMS 16384
+
 enum {
     PAR_CAP_THREADS = 1u << 0,  // honours cfg.threads
     PAR_CAP_RANKS = 1u << 1,    // runs one process per MPI rank

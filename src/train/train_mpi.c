@@ -61,7 +61,7 @@ static void own_chunks(size_t n_chunks, int r, int P, size_t *c0, size_t *c1)
 // Row segments of every layer, about SEG_PARAMS parameters each, in layer
 // order: small enough that the pipeline fills fast (rank r waits about one
 // segment's work for rank r-1), large enough that messages are not latency-bound.
-enum { SEG_PARAMS = 16384 };
+enum { SEG_PARAMS = PAR_RING_SEG_PARAMS };
 static par_status make_segments(mpi_state *s)
 {
     const par_model *m = s->e.m;

@@ -1,0 +1,357 @@
+// `parity model`: the scaling model. Measures compute per step (fitted as
+// t0 + b t_sample from serial steps at three batch sizes, plus each layer's
+// share), the point-to-point latency and bandwidth (alpha, beta) between two
+// MPI ranks (`parity model --probe-comm` under mpirun), predicts time per
+// epoch, speedup and efficiency for R = 1 .. 1024 ranks and batches 64 ..
+// 8192 (strong and weak scaling, exact and fast), and validates the
+// prediction against measured runs at R = 2 and 3 (or any --validate list,
+// through --launcher for other hosts). Predicted figures are marked as such.
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "par_engine.h"
+#include "par_kernels.h"
+#include "par_mpi_launch.h"
+#include "par_run.h"
+#include "sm_model.h"
+
+#ifdef PARITY_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+#ifdef PARITY_HAVE_MPI
+// Ping-pong between ranks 0 and 1; rank 0 prints {"alpha": s, "beta": s/byte}.
+static int probe_comm(void)
+{
+    int rank, size;
+    if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("model", PAR_ERR_MPI, NULL);
+    if (size < 2) {
+        if (rank == 0) fprintf(stderr, "parity model --probe-comm: needs 2 ranks\n");
+        return par_mpi_finish(EXIT_USAGE);
+    }
+    const size_t sizes[] = {8, 4096, 65536, 262144, 1048576, 4194304};
+    enum { N_SIZES = sizeof sizes / sizeof sizes[0] };
+    double t_one[N_SIZES];
+    char *buf = calloc(sizes[N_SIZES - 1], 1);
+    for (int k = 0; k < N_SIZES; k++) {
+        const int reps = sizes[k] > 1000000 ? 10 : 50;
+        double best = 1e30;
+        for (int r = 0; r < reps; r++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            const double t0 = MPI_Wtime();
+            if (rank == 0) {
+                MPI_Send(buf, (int)sizes[k], MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+                MPI_Recv(buf, (int)sizes[k], MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else if (rank == 1) {
+                MPI_Recv(buf, (int)sizes[k], MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(buf, (int)sizes[k], MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+            }
+            const double t = (MPI_Wtime() - t0) / 2;
+            best = t < best ? t : best;
+        }
+        t_one[k] = best;
+    }
+    free(buf);
+    if (rank == 0) {
+        const double alpha = t_one[0];
+        const double beta = (t_one[N_SIZES - 1] - t_one[N_SIZES - 3]) /
+                            (double)(sizes[N_SIZES - 1] - sizes[N_SIZES - 3]);
+        printf("{\"alpha\": %.9g, \"beta\": %.9g}\n", alpha, beta > 0 ? beta : 0.0);
+    }
+    return par_mpi_finish(EXIT_OK);
+}
+#else
+static int probe_comm(void)
+{
+    fprintf(stderr, "parity model --probe-comm: parity was built without MPI\n");
+    return EXIT_RUNTIME;
+}
+#endif
+
+// Runs a command, returns the number field `key` of the JSON on its stdout.
+static int run_json_number(const char *cmd, const char *key, double *out)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    char line[8192];
+    int found = -1;
+    while (fgets(line, sizeof line, p)) {
+        json_error_t err;
+        json_t *j = json_loads(line, 0, &err);
+        if (j && json_is_number(json_object_get(j, key))) {
+            *out = json_number_value(json_object_get(j, key));
+            found = 0;
+        }
+        json_decref(j);
+    }
+    return pclose(p) == 0 ? found : -1;
+}
+
+// The command that runs `args` of this binary on R ranks: the launcher with
+// {R} replaced, or this binary's own --ranks relaunch.
+static void launch_cmd(char *out, size_t n, const char *launcher, int R, const char *exe,
+                       const char *args)
+{
+    if (launcher) {
+        char pre[2048];
+        size_t k = 0;
+        for (const char *p = launcher; *p && k + 8 < sizeof pre; p++) {
+            if (strncmp(p, "{R}", 3) == 0) {
+                k += (size_t)snprintf(pre + k, sizeof pre - k, "%d", R);
+                p += 2;
+            } else {
+                pre[k++] = *p;
+            }
+        }
+        pre[k] = '\0';
+        snprintf(out, n, "%s '%s' %s 2>/dev/null </dev/null", pre, exe, args);
+    } else {
+        snprintf(out, n, "'%s' %s --ranks %d 2>/dev/null </dev/null", exe, args, R);
+    }
+}
+
+typedef struct model_opts {
+    const char *dataset, *model, *act, *dtype, *launcher, *validate;
+    int batch, chunk, steps, max_ranks, json, probe, help;
+} model_opts;
+
+// Serial seconds per step at batch b: median of `reps` steps of the engine.
+static par_status time_steps(const par_model *m, par_dtype dt, const par_dataset *ds,
+                             const void *w, size_t b, size_t C, int reps, double *sec)
+{
+    const par_run_cfg cfg = {m, dt, PAR_MODE_EXACT, b, C, 0.01, 1, w, NULL};
+    par_engine e;
+    PAR_TRY(par_engine_init(&e, &cfg));
+    void *x = malloc(b * m->n_inputs * par_dtype_size(dt));
+    int32_t *labels = malloc(b * sizeof *labels);
+    size_t *idx = malloc(b * sizeof *idx);
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!x || !labels || !idx || !t) {
+        free(x), free(labels), free(idx), free(t);
+        par_engine_free(&e);
+        PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory");
+    }
+    for (int r = -3; r < reps; r++) {   // 3 warm-up steps
+        for (size_t s = 0; s < b; s++) idx[s] = ((size_t)(r + 3) * b + s) % ds->n_train;
+        par_data_gather(&ds->train, idx, b, dt, x, labels);
+        const par_batch batch = {x, labels, b};
+        const double t0 = now();
+        par_engine_forward_backward(&e, &batch, 0, b, 1);
+        par_engine_weight_grads(&e, b, 0, par_n_chunks(b, C), 0);
+        par_engine_update(&e);
+        if (r >= 0) t[r] = now() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    *sec = t[reps / 2];
+    free(x), free(labels), free(idx), free(t);
+    par_engine_free(&e);
+    return PAR_OK;
+}
+
+int cmd_model(int argc, char **argv)
+{
+    model_opts o = {.dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
+                    .dtype = "f32", .validate = "2,3", .batch = 64, .chunk = 8, .steps = 200,
+                    .max_ranks = 1024};
+    const cli_opt opts[] = {
+        {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  dataset (fashion-mnist)"},
+        {"--model", CLI_STR, &o.model, "SPEC      model (mlp:784-256-128-10)"},
+        {"--act", CLI_STR, &o.act, "A         hidden activation (relu)"},
+        {"--dtype", CLI_STR, &o.dtype, "f32|f64   (f32)"},
+        {"--batch", CLI_INT, &o.batch, "B         batch of the validation runs and weak scaling (64)"},
+        {"--chunk", CLI_INT, &o.chunk, "C         chunk (8)"},
+        {"--steps", CLI_INT, &o.steps, "K         steps of each validation run (200)"},
+        {"--max-ranks", CLI_INT, &o.max_ranks, "R         largest predicted rank count (1024)"},
+        {"--validate", CLI_STR, &o.validate, "LIST      rank counts measured against the model (2,3; '' for none)"},
+        {"--launcher", CLI_STR, &o.launcher, "CMD       run MPI jobs as CMD with {R} = ranks (default: --ranks)"},
+        {"--json", CLI_FLAG, &o.json, "          JSON on stdout"},
+        {"--probe-comm", CLI_FLAG, &o.probe, "          (internal) ping-pong under mpirun; prints alpha, beta"},
+        {"--ranks", CLI_INT, &o.max_ranks, "R         (with --probe-comm) ranks to launch"},
+        {"--help", CLI_FLAG, &o.help, "          this text"},
+        {NULL, CLI_FLAG, NULL, NULL},
+    };
+    const char *pos[1];
+    int n_pos, rc = cli_parse("model", argc, argv, 2, opts, pos, 0, &n_pos);
+    if (rc) return rc;
+    if (o.help) {
+        cli_usage("parity model [flags]", opts);
+        return EXIT_OK;
+    }
+    if (o.probe) {
+        if (!par_mpi_under_launcher()) return par_mpi_relaunch(argc, argv, 2);
+        return probe_comm();
+    }
+    par_act act;
+    par_model m;
+    par_status st = par_act_parse(&act, o.act);
+    if (st == PAR_OK) st = par_model_parse(&m, o.model, act);
+    if (st != PAR_OK) return cli_fail("model", st, "run 'parity model --help'");
+    const par_dtype dt = strcmp(o.dtype, "f64") == 0 ? PAR_F64 : PAR_F32;
+    if (o.batch < 1 || o.chunk < 1 || o.steps < 1 || o.max_ranks < 1) {
+        fprintf(stderr, "parity model: --batch, --chunk, --steps and --max-ranks must be >= 1\n");
+        return EXIT_USAGE;
+    }
+    par_dataset ds;
+    st = par_dataset_open(&ds, o.dataset, 10);
+    if (st != PAR_OK) return cli_fail("model", st, "run data/fetch.sh to install the datasets");
+    void *w = malloc(m.n_params * par_dtype_size(dt));
+    par_model_init(&m, dt, 42, w);
+
+    // 1. Compute: t(b) = t0 + b t_sample, least squares over b = 16, 64, 256.
+    const size_t bs[] = {16, 64, 256};
+    double tb[3], sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int k = 0; k < 3 && st == PAR_OK; k++) {
+        st = time_steps(&m, dt, &ds, w, bs[k], (size_t)o.chunk, 40, &tb[k]);
+        sx += (double)bs[k], sy += tb[k], sxx += (double)bs[k] * (double)bs[k];
+        sxy += (double)bs[k] * tb[k];
+    }
+    free(w);
+    if (st != PAR_OK) {
+        par_dataset_free(&ds);
+        return cli_fail("model", st, NULL);
+    }
+    sm_costs c = {0};
+    c.t_sample = (3 * sxy - sx * sy) / (3 * sxx - sx * sx);
+    c.t0 = (sy - c.t_sample * sx) / 3;
+    if (c.t0 < 0) c.t0 = 0;
+    c.n_params = m.n_params;
+    c.elem_bytes = par_dtype_size(dt);
+    c.chunk = (size_t)o.chunk;
+    c.seg_params = PAR_RING_SEG_PARAMS;
+
+    // 2. Communication: alpha, beta from a ping-pong on 2 ranks.
+    char exe[4096], cmd[8192];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    launch_cmd(cmd, sizeof cmd, o.launcher, 2, exe, "model --probe-comm");
+    const int have_comm =
+        run_json_number(cmd, "alpha", &c.alpha) == 0 && run_json_number(cmd, "beta", &c.beta) == 0;
+    if (!have_comm)
+        fprintf(stderr, "parity model: the MPI probe did not run; predictions leave communication out\n");
+
+    // 3. Validation: measured seconds per step at the given rank counts.
+    json_t *val = json_array();
+    const size_t B = (size_t)o.batch;
+    char list[256];
+    snprintf(list, sizeof list, "%s", o.validate);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        const int R = atoi(tok);
+        if (R < 1) continue;
+        for (int d = 0; d < 2; d++) {
+            const sm_design des = d ? SM_MPI_FAST : SM_MPI_EXACT;
+            char args[1024];
+            snprintf(args, sizeof args,
+                     "train --trainer mpi --mode %s --dataset %s --model %s --act %s --dtype %s "
+                     "--batch %d --chunk %d --steps %d --json --quiet --no-digest",
+                     d ? "fast" : "exact", o.dataset, o.model, o.act, o.dtype, o.batch, o.chunk,
+                     o.steps);
+            launch_cmd(cmd, sizeof cmd, o.launcher, R, exe, args);
+            double secs;
+            if (run_json_number(cmd, "seconds", &secs) != 0) continue;
+            const double meas = secs / o.steps, pred = sm_step_seconds(&c, des, R, B);
+            json_array_append_new(val, json_pack("{s:s, s:i, s:I, s:f, s:f, s:f}", "design",
+                                                 sm_design_name(des), "ranks", R, "batch",
+                                                 (json_int_t)B, "measured_step_s", meas,
+                                                 "predicted_step_s", pred, "error",
+                                                 (pred - meas) / meas));
+        }
+    }
+
+    // 4. Predictions: strong (global batch fixed) and weak (batch per rank fixed).
+    json_t *pred = json_array();
+    const size_t n_train = ds.n_train;
+    for (int d = 0; d < 2; d++) {
+        const sm_design des = d ? SM_MPI_FAST : SM_MPI_EXACT;
+        for (size_t Bg = 64; Bg <= 8192; Bg *= 2) {
+            const double t1 = sm_step_seconds(&c, des, 1, Bg);
+            for (int R = 1; R <= o.max_ranks; R *= 2) {
+                const double steps = ceil((double)n_train / (double)Bg);
+                const double tR = sm_step_seconds(&c, des, R, Bg);
+                json_array_append_new(pred, json_pack(
+                    "{s:s, s:s, s:i, s:I, s:f, s:f, s:f}", "scaling", "strong", "design",
+                    sm_design_name(des), "ranks", R, "batch", (json_int_t)Bg, "epoch_s",
+                    steps * tR, "speedup", t1 / tR, "efficiency", t1 / tR / R));
+                // weak: B samples per rank, against one rank's epoch at batch B
+                const size_t Bw = B * (size_t)R;
+                const double tw = sm_step_seconds(&c, des, R, Bw);
+                const double steps_w = ceil((double)n_train / (double)Bw);
+                const double epoch1 = ceil((double)n_train / (double)B) * sm_step_seconds(&c, des, 1, B);
+                json_array_append_new(pred, json_pack(
+                    "{s:s, s:s, s:i, s:I, s:f, s:f, s:f}", "scaling", "weak", "design",
+                    sm_design_name(des), "ranks", R, "batch", (json_int_t)Bw, "epoch_s",
+                    steps_w * tw, "speedup", epoch1 / (steps_w * tw), "efficiency",
+                    epoch1 / (steps_w * tw) / R));
+            }
+        }
+    }
+
+    if (o.json) {
+        json_t *j = json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:b, s:o, s:o}", "model", m.spec,
+                              "n_params", (json_int_t)m.n_params, "t0_s", c.t0, "t_sample_s",
+                              c.t_sample, "alpha_s", c.alpha, "beta_s_per_byte", c.beta,
+                              "comm_measured", have_comm, "validation", val, "predicted", pred);
+        char *s = json_dumps(j, JSON_REAL_PRECISION(6));
+        printf("%s\n", s);
+        free(s);
+        json_decref(j);
+    } else {
+        printf("scaling model of %s (%zu parameters, %s, chunk %d)\n", m.spec, m.n_params,
+               par_dtype_name(dt), o.chunk);
+        printf("  compute  t(b) = t0 + b t_sample: t0 = %.1f us, t_sample = %.2f us "
+               "(measured at b = 16, 64, 256: %.3f, %.3f, %.3f ms)\n",
+               c.t0 * 1e6, c.t_sample * 1e6, tb[0] * 1e3, tb[1] * 1e3, tb[2] * 1e3);
+        printf("  network  alpha = %.2f us, beta = %.3f ns/byte (%.2f GB/s)%s\n", c.alpha * 1e6,
+               c.beta * 1e9, c.beta > 0 ? 1e-9 / c.beta : 0.0, have_comm ? "" : " (not measured)");
+        printf("\nvalidation (measured vs PREDICTED seconds per step, batch %d):\n", o.batch);
+        size_t i;
+        json_t *v;
+        json_array_foreach(val, i, v)
+            printf("  %-10s R=%-3d measured %8.3f ms  predicted %8.3f ms  error %+6.1f%%\n",
+                   json_string_value(json_object_get(v, "design")),
+                   (int)json_integer_value(json_object_get(v, "ranks")),
+                   1e3 * json_real_value(json_object_get(v, "measured_step_s")),
+                   1e3 * json_real_value(json_object_get(v, "predicted_step_s")),
+                   100 * json_real_value(json_object_get(v, "error")));
+        printf("\nPREDICTED strong scaling (global batch fixed): speedup / efficiency\n");
+        printf("  %-10s %6s", "design", "batch");
+        for (int R = 1; R <= o.max_ranks; R *= 4) printf("   R=%-4d     ", R);
+        printf("\n");
+        for (int d = 0; d < 2; d++)
+            for (size_t Bg = 64; Bg <= 8192; Bg *= 8) {
+                printf("  %-10s %6zu", d ? "mpi fast" : "mpi exact", Bg);
+                const double t1 = sm_step_seconds(&c, d ? SM_MPI_FAST : SM_MPI_EXACT, 1, Bg);
+                for (int R = 1; R <= o.max_ranks; R *= 4) {
+                    const double tR = sm_step_seconds(&c, d ? SM_MPI_FAST : SM_MPI_EXACT, R, Bg);
+                    printf("  %6.1fx %3.0f%%", t1 / tR, 100 * t1 / tR / R);
+                }
+                printf("\n");
+            }
+        printf("(all rows of strong and weak scaling, R = 1 .. %d, batch 64 .. 8192: --json)\n",
+               o.max_ranks);
+        json_decref(val);
+        json_decref(pred);
+    }
+    par_dataset_free(&ds);
+    return EXIT_OK;
+}

@@ -1,0 +1,37 @@
+// The scaling model's formulas (verify/sm_model.c) against values worked out
+// by hand from the formulas written in sm_model.h, for a small case:
+// alpha = 1 us, beta = 1 ns/byte, N = 1000 f32 parameters (4000 bytes), C = 8.
+#include <math.h>
+
+#include "par_test.h"
+#include "sm_model.h"
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b) + 1e-18; }
+
+int main(void)
+{
+    sm_costs c = {.t0 = 1e-4, .t_sample = 1e-5, .alpha = 1e-6, .beta = 1e-9, .n_params = 1000,
+                  .elem_bytes = 4, .chunk = 8, .seg_params = 250};
+    // mpi fast, P = 2: 2 (1) 1us + 2 (1/2) 4000 B 1ns = 2us + 4us
+    par_check(near(sm_comm_seconds(&c, SM_MPI_FAST, 2, 64), 6e-6), "ring allreduce P=2");
+    // mpi exact, P = 2: 4 segments of 1000 B: 2 (4 + 0) (1us + 1us) = 16us
+    par_check(near(sm_comm_seconds(&c, SM_MPI_EXACT, 2, 64), 16e-6), "ordered chain P=2");
+    // mpi exact, P = 5: 2 (4 + 3) (2us) = 28us
+    par_check(near(sm_comm_seconds(&c, SM_MPI_EXACT, 5, 64), 28e-6), "ordered chain P=5");
+    // root fast, P = 4: 2 log2(4) (1us + 4us) = 20us
+    par_check(near(sm_comm_seconds(&c, SM_ROOT_FAST, 4, 64), 20e-6), "reduce + bcast P=4");
+    // root exact, P = 4, B = 64: 8 chunks, rank 0 owns 2: 6 (5us) + 2 (5us) = 40us
+    par_check(near(sm_comm_seconds(&c, SM_ROOT_EXACT, 4, 64), 40e-6), "chunk gather P=4");
+    par_check(sm_comm_seconds(&c, SM_MPI_EXACT, 1, 64) == 0, "no communication on one rank");
+    // step, P = 3, B = 64: busiest rank ceil(8/3) = 3 chunks = 24 samples:
+    // 100us + 240us + 2 (2) 1us + 2 (2/3) 4000 B 1ns = 340us + 4us + 5.333us
+    par_check(near(sm_step_seconds(&c, SM_MPI_FAST, 3, 64), 340e-6 + 4e-6 + 16e-6 / 3),
+              "step time P=3");
+    // more ranks than chunks: the busiest rank still has one chunk of 8 samples
+    par_check(near(sm_step_seconds(&c, SM_MPI_FAST, 16, 64) - sm_comm_seconds(&c, SM_MPI_FAST, 16, 64),
+                   100e-6 + 80e-6),
+              "ranks beyond the chunk count add no compute saving");
+    // a short last batch: B = 20, P = 1: all 20 samples
+    par_check(near(sm_step_seconds(&c, SM_MPI_FAST, 1, 20), 100e-6 + 200e-6), "short batch P=1");
+    return par_test_exit();
+}

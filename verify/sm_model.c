@@ -1,0 +1,56 @@
+// The scaling model's formulas; see sm_model.h.
+#include "sm_model.h"
+
+#include <math.h>
+
+static double log2_ceil(int P)
+{
+    int k = 0;
+    while ((1 << k) < P) k++;
+    return (double)k;
+}
+
+double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
+{
+    if (P <= 1) return 0;
+    const double Ns = (double)c->n_params * (double)c->elem_bytes;
+    const double full = c->alpha + Ns * c->beta;
+    const size_t n_chunks = (B + c->chunk - 1) / c->chunk;
+    switch (d) {
+    case SM_MPI_FAST:
+        return 2.0 * (P - 1) * c->alpha + 2.0 * (P - 1) / P * Ns * c->beta;
+    case SM_MPI_EXACT: {
+        const double n_seg = ceil((double)c->n_params / (double)c->seg_params);
+        const double S = Ns / n_seg;
+        return 2.0 * (n_seg + P - 2) * (c->alpha + S * c->beta);
+    }
+    case SM_ROOT_FAST:
+        return 2.0 * log2_ceil(P) * full;
+    case SM_ROOT_EXACT: {
+        const size_t own0 = n_chunks / (size_t)P + (n_chunks % (size_t)P != 0);
+        return (double)(n_chunks - (own0 < n_chunks ? own0 : n_chunks)) * full +
+               log2_ceil(P) * full;
+    }
+    }
+    return 0;
+}
+
+double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B)
+{
+    const size_t n_chunks = (B + c->chunk - 1) / c->chunk;
+    const size_t per_rank = (n_chunks + (size_t)P - 1) / (size_t)P;
+    size_t samples = per_rank * c->chunk;
+    if (samples > B) samples = B;
+    return c->t0 + (double)samples * c->t_sample + sm_comm_seconds(c, d, P, B);
+}
+
+const char *sm_design_name(sm_design d)
+{
+    switch (d) {
+    case SM_MPI_EXACT: return "mpi exact";
+    case SM_MPI_FAST: return "mpi fast";
+    case SM_ROOT_EXACT: return "root exact";
+    case SM_ROOT_FAST: return "root fast";
+    }
+    return "?";
+}

@@ -1,0 +1,38 @@
+// The scaling model of `parity model`: time per step of data-parallel
+// training on P ranks from measured costs, for exact and fast reductions and
+// for the mpi and root designs. Written down in README ("Scaling model").
+// Pure functions; the measurements are the CLI's (src/cli/cmd_model.c).
+#ifndef SM_MODEL_H
+#define SM_MODEL_H
+
+#include <stddef.h>
+
+typedef struct sm_costs {
+    double t0;            // seconds per step that do not shrink with samples (update, panels)
+    double t_sample;      // seconds per sample (forward, backward, weight gradient)
+    double alpha;         // seconds per message (latency)
+    double beta;          // seconds per byte (inverse bandwidth)
+    size_t n_params;      // N
+    size_t elem_bytes;    // 4 (f32) or 8 (f64)
+    size_t chunk;         // C
+    size_t seg_params;    // parameters per segment of the exact ring
+} sm_costs;
+
+typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST } sm_design;
+
+// Seconds of communication per step on P ranks, global batch B.
+//   mpi fast (ring allreduce):     2 (P-1) a + 2 (P-1)/P N s b
+//   mpi exact (ordered chain, then the result round the ring; each pipelined
+//   over n_seg segments of S bytes): 2 (n_seg + P - 2) (a + S b)
+//   root fast (reduce + broadcast, binomial trees): 2 ceil(log2 P) (a + N s b)
+//   root exact (rank 0 receives every chunk it does not own, then broadcasts):
+//     (n_chunks - own_0) (a + N s b) + ceil(log2 P) (a + N s b)
+double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B);
+
+// Seconds per step: t0 + (samples of the busiest rank) t_sample + comm.
+// The busiest rank holds ceil(n_chunks / P) chunks of C samples (at most B).
+double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B);
+
+const char *sm_design_name(sm_design d);
+
+#endif
