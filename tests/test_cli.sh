@@ -48,6 +48,12 @@ expect 2 "--act 'swish'" train --act swish
 expect 2 "--trainer 'nope'" train --trainer nope
 expect 2 "--dtype 'f16'" train --dtype f16
 expect 2 "--mode 'slow'" train --mode slow
+# The same resolver serves every training command.
+expect 2 "--dtype 'f16': expected f32 or f64" model --dtype f16
+expect 2 "--trainer 'nope'" check --trainer nope
+expect 2 "--trainer 'mpi': expected reference, serial or omp" check --trainer mpi
+expect 2 "--trainer reference: the reference is what it is compared with" lockstep --trainer reference
+expect 2 "--threads 2: trainer serial runs one thread" lockstep --trainer serial --threads 2
 expect 2 "--threads 2: trainer serial runs one thread" train --threads 2
 expect 2 "--ranks 2: trainer omp is not an MPI trainer" train --trainer omp --ranks 2
 expect 2 "takes 100 inputs but dataset fashion-mnist has 784" train --model mlp:100-10 --steps 1

@@ -6,7 +6,9 @@
 
 #include <stdint.h>
 
+#include "par_model.h"
 #include "par_status.h"
+#include "par_trainer.h"
 
 enum { EXIT_OK = 0, EXIT_VERIFY = 1, EXIT_USAGE = 2, EXIT_RUNTIME = 3 };
 
@@ -31,6 +33,26 @@ void cli_usage(const char *synopsis, const cli_opt *opts);
 // Prints "parity CMD: <last error>" and the hint lines (NULL-terminated
 // varargs), returns the exit code for st (2 for config errors, else 3).
 int cli_fail(const char *cmd, par_status st, const char *hint);
+
+// The numerics flags of the training commands, as given (mode, fault and
+// trainer may be NULL: not resolved), and resolved.
+typedef struct cli_numerics_flags {
+    const char *act, *model, *mode, *dtype, *fault, *trainer;
+    int threads;
+} cli_numerics_flags;
+typedef struct cli_numerics {
+    par_act act;
+    par_model m;
+    par_mode mode;
+    par_dtype dt;
+    par_fault fault;                 // kind PAR_FAULT_NONE when --fault was not given
+    const par_trainer_ops *tr;       // NULL when no trainer was asked for
+} cli_numerics;
+
+// Resolves f for `parity cmd`: 0 when every value is good, else prints one
+// line naming the flag and what was expected (and a hint) and returns the
+// exit code.
+int cli_numerics_resolve(const char *cmd, const cli_numerics_flags *f, cli_numerics *out);
 
 int cmd_train(int argc, char **argv);
 int cmd_data(int argc, char **argv);

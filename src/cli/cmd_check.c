@@ -337,29 +337,16 @@ int cmd_check(int argc, char **argv)
     }
     if (o.math) return run_math(&o);
 
-    par_model m;
-    par_act act;
-    par_mode mode;
-    par_dtype dt;
-    par_status st = par_act_parse(&act, o.act);
-    if (st == PAR_OK) st = par_model_parse(&m, o.model, act);
-    if (st == PAR_OK) st = par_mode_parse(&mode, o.mode);
-    if (st == PAR_OK && o.fault) {
-        par_fault f;
-        st = par_fault_parse(&f, o.fault);
-        if (st == PAR_OK) par_fault_set(&f);
-    }
-    if (st != PAR_OK) return cli_fail("check", st, "run 'parity check --help'");
-    if (strcmp(o.dtype, "f32") == 0)
-        dt = PAR_F32;
-    else if (strcmp(o.dtype, "f64") == 0)
-        dt = PAR_F64;
-    else {
-        fprintf(stderr, "parity check: --dtype '%s': expected f32 or f64\n", o.dtype);
-        return EXIT_USAGE;
-    }
-    const par_trainer_ops *tr = par_trainer_find(o.trainer);
-    if (!tr || (tr->caps & PAR_CAP_RANKS)) {
+    cli_numerics nu;
+    const cli_numerics_flags nf = {o.act, o.model, o.mode, o.dtype, o.fault, o.trainer, o.threads};
+    rc = cli_numerics_resolve("check", &nf, &nu);
+    if (rc) return rc;
+    if (o.fault) par_fault_set(&nu.fault);
+    const par_model m = nu.m;
+    const par_mode mode = nu.mode;
+    const par_dtype dt = nu.dt;
+    const par_trainer_ops *tr = nu.tr;
+    if (tr->caps & PAR_CAP_RANKS) {
         fprintf(stderr, "parity check: --trainer '%s': expected reference, serial or omp\n",
                 o.trainer);
         fprintf(stderr, "hint: MPI trainers (mpi, hybrid, root) are not checked yet; check the "
@@ -372,12 +359,6 @@ int cmd_check(int argc, char **argv)
                         "--prec 64 to 1048576\n");
         return EXIT_USAGE;
     }
-    if (o.threads > 1 && !(tr->caps & PAR_CAP_THREADS)) {
-        fprintf(stderr, "parity check: --threads %d: trainer %s runs one thread\n", o.threads,
-                tr->name);
-        fprintf(stderr, "hint: use --trainer omp for threads\n");
-        return EXIT_USAGE;
-    }
     if (o.samples && o.step > 0) {
         fprintf(stderr, "parity check: --step and --samples both given\n");
         fprintf(stderr, "hint: --step picks the batch of a `parity train` step, --samples gives "
@@ -387,7 +368,7 @@ int cmd_check(int argc, char **argv)
 
     const double t0 = now();
     par_dataset ds;
-    st = par_dataset_open(&ds, o.dataset, 10);
+    par_status st = par_dataset_open(&ds, o.dataset, 10);
     if (st != PAR_OK) return cli_fail("check", st, HINT_DATA);
     rc = EXIT_OK;
     if (ds.train.n_features != m.n_inputs || ds.n_classes != m.n_classes) {

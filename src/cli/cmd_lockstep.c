@@ -105,39 +105,23 @@ int cmd_lockstep(int argc, char **argv)
         cli_usage("parity lockstep --trainer T [--mode fast] [train flags] [--steps K] [--json]", opts);
         return EXIT_OK;
     }
-    par_model m;
-    par_act act;
-    par_mode mode;
-    par_dtype dt = PAR_F32;
-    par_status st = par_act_parse(&act, o.act);
-    if (st == PAR_OK) st = par_model_parse(&m, o.model, act);
-    if (st == PAR_OK) st = par_mode_parse(&mode, o.mode);
-    if (st == PAR_OK && o.fault) {
-        par_fault f;
-        st = par_fault_parse(&f, o.fault);
-        if (st == PAR_OK) par_fault_set(&f);
-    }
-    if (st != PAR_OK) return cli_fail("lockstep", st, "run 'parity lockstep --help'");
-    if (strcmp(o.dtype, "f64") == 0) dt = PAR_F64;
-    else if (strcmp(o.dtype, "f32") != 0) {
-        fprintf(stderr, "parity lockstep: --dtype '%s': expected f32 or f64\n", o.dtype);
-        return EXIT_USAGE;
-    }
-    const par_trainer_ops *tr = par_trainer_find(o.trainer);
-    if (!tr || strcmp(o.trainer, "reference") == 0) {
-        fprintf(stderr, "parity lockstep: --trainer '%s': expected one of", o.trainer);
-        for (int i = 0; par_trainers[i]; i++)
-            if (strcmp(par_trainers[i]->name, "reference") != 0) fprintf(stderr, " %s", par_trainers[i]->name);
-        fprintf(stderr, "\n");
+    cli_numerics nu;
+    const cli_numerics_flags nf = {o.act, o.model, o.mode, o.dtype, o.fault, o.trainer, o.threads};
+    rc = cli_numerics_resolve("lockstep", &nf, &nu);
+    if (rc) return rc;
+    if (o.fault) par_fault_set(&nu.fault);
+    const par_model m = nu.m;
+    const par_mode mode = nu.mode;
+    const par_dtype dt = nu.dt;
+    const par_trainer_ops *tr = nu.tr;
+    if (strcmp(o.trainer, "reference") == 0) {
+        fprintf(stderr, "parity lockstep: --trainer reference: the reference is what it is "
+                        "compared with; expected serial, omp, mpi, hybrid or root\n");
         return EXIT_USAGE;
     }
     if (o.epochs < 1 || o.batch < 1 || o.chunk < 1 || o.threads < 1 || !(o.lr > 0)) {
         fprintf(stderr, "parity lockstep: --epochs, --batch, --chunk and --threads must be >= 1 "
                         "and --lr > 0\n");
-        return EXIT_USAGE;
-    }
-    if (o.threads > 1 && !(tr->caps & PAR_CAP_THREADS)) {
-        fprintf(stderr, "parity lockstep: --threads %d: trainer %s runs one thread\n", o.threads, tr->name);
         return EXIT_USAGE;
     }
     int rank = 0, size = 1;
@@ -150,7 +134,7 @@ int cmd_lockstep(int argc, char **argv)
     }
 
     par_dataset ds;
-    st = par_dataset_open(&ds, o.dataset, 10);
+    par_status st = par_dataset_open(&ds, o.dataset, 10);
     if (st != PAR_OK)
         return par_mpi_finish(cli_fail("lockstep", st, "run data/fetch.sh (or ci/setup.sh) to install the datasets"));
     void *init = malloc(m.n_params * par_dtype_size(dt));

@@ -202,18 +202,18 @@ int cmd_model(int argc, char **argv)
         if (!par_mpi_under_launcher()) return par_mpi_relaunch(argc, argv, 2);
         return probe_comm();
     }
-    par_act act;
-    par_model m;
-    par_status st = par_act_parse(&act, o.act);
-    if (st == PAR_OK) st = par_model_parse(&m, o.model, act);
-    if (st != PAR_OK) return cli_fail("model", st, "run 'parity model --help'");
-    const par_dtype dt = strcmp(o.dtype, "f64") == 0 ? PAR_F64 : PAR_F32;
+    cli_numerics nu;
+    const cli_numerics_flags nf = {o.act, o.model, NULL, o.dtype, NULL, NULL, 1};
+    rc = cli_numerics_resolve("model", &nf, &nu);
+    if (rc) return rc;
+    const par_model m = nu.m;
+    const par_dtype dt = nu.dt;
     if (o.batch < 1 || o.chunk < 1 || o.steps < 1 || o.max_ranks < 1) {
         fprintf(stderr, "parity model: --batch, --chunk, --steps and --max-ranks must be >= 1\n");
         return EXIT_USAGE;
     }
     par_dataset ds;
-    st = par_dataset_open(&ds, o.dataset, 10);
+    par_status st = par_dataset_open(&ds, o.dataset, 10);
     if (st != PAR_OK) return cli_fail("model", st, "run data/fetch.sh to install the datasets");
     void *w = malloc(m.n_params * par_dtype_size(dt));
     par_model_init(&m, dt, 42, w);

@@ -566,38 +566,19 @@ int cmd_train(int argc, char **argv)
         return EXIT_OK;
     }
 
-    par_model m;
-    par_act act;
-    par_mode mode;
-    par_dtype dt;
-    par_status st = par_act_parse(&act, o.act);
-    if (st == PAR_OK) st = par_model_parse(&m, o.model, act);
-    if (st == PAR_OK) st = par_mode_parse(&mode, o.mode);
-    par_fault fault = {PAR_FAULT_NONE, 0, 0, 0};
-    if (st == PAR_OK && o.fault) st = par_fault_parse(&fault, o.fault);
-    if (st != PAR_OK) return cli_fail("train", st, "run 'parity train --help'");
-    if (strcmp(o.dtype, "f32") == 0) dt = PAR_F32;
-    else if (strcmp(o.dtype, "f64") == 0) dt = PAR_F64;
-    else {
-        fprintf(stderr, "parity train: --dtype '%s': expected f32 or f64\n", o.dtype);
-        return EXIT_USAGE;
-    }
-    const par_trainer_ops *tr = par_trainer_find(o.trainer);
-    if (!tr) {
-        fprintf(stderr, "parity train: --trainer '%s': expected one of", o.trainer);
-        for (int i = 0; par_trainers[i]; i++) fprintf(stderr, " %s", par_trainers[i]->name);
-        fprintf(stderr, "\nhint: mpi, hybrid and root need a build with -DPARITY_MPI=ON\n");
-        return EXIT_USAGE;
-    }
+    cli_numerics nu;
+    const cli_numerics_flags nf = {o.act, o.model, o.mode, o.dtype, o.fault, o.trainer, o.threads};
+    rc = cli_numerics_resolve("train", &nf, &nu);
+    if (rc) return rc;
+    const par_act act = nu.act;
+    const par_model m = nu.m;
+    const par_mode mode = nu.mode;
+    const par_dtype dt = nu.dt;
+    par_fault fault = nu.fault;
+    const par_trainer_ops *tr = nu.tr;
     if (o.epochs < 1 || o.batch < 1 || o.chunk < 1 || o.threads < 1 || !(o.lr > 0)) {
         fprintf(stderr, "parity train: --epochs, --batch, --chunk and --threads must be >= 1 "
                         "and --lr > 0\n");
-        return EXIT_USAGE;
-    }
-    if (o.threads > 1 && !(tr->caps & PAR_CAP_THREADS)) {
-        fprintf(stderr, "parity train: --threads %d: trainer %s runs one thread\n", o.threads,
-                tr->name);
-        fprintf(stderr, "hint: use --trainer omp or hybrid for threads\n");
         return EXIT_USAGE;
     }
     if ((o.ckpt_every > 0 || o.keep > 0) && !o.ckpt_dir && !o.resume) {
@@ -633,7 +614,7 @@ int cmd_train(int argc, char **argv)
     // Preparation. Every rank passes every collective below whatever fails,
     // and all agree before training, so that no rank waits for another.
     par_dataset ds;
-    st = par_dataset_open(&ds, o.dataset, 10);
+    par_status st = par_dataset_open(&ds, o.dataset, 10);
     const char *hint = st != PAR_OK ? HINT_DATA : NULL;
     c.ds = &ds;
     const size_t sz = par_dtype_size(dt);

@@ -1,0 +1,45 @@
+// The flags every training command resolves the same way (--act, --model,
+// --mode, --dtype, --fault, --trainer with --threads): one place for their
+// checks and their error lines.
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "par_engine.h"
+
+int cli_numerics_resolve(const char *cmd, const cli_numerics_flags *f, cli_numerics *out)
+{
+    char hint[64];
+    snprintf(hint, sizeof hint, "run 'parity %s --help'", cmd);
+    memset(out, 0, sizeof *out);
+    out->fault.kind = PAR_FAULT_NONE;
+    par_status st = par_act_parse(&out->act, f->act);
+    if (st == PAR_OK) st = par_model_parse(&out->m, f->model, out->act);
+    if (st == PAR_OK && f->mode) st = par_mode_parse(&out->mode, f->mode);
+    if (st == PAR_OK && f->fault) st = par_fault_parse(&out->fault, f->fault);
+    if (st != PAR_OK) return cli_fail(cmd, st, hint);
+
+    if (strcmp(f->dtype, "f32") == 0) {
+        out->dt = PAR_F32;
+    } else if (strcmp(f->dtype, "f64") == 0) {
+        out->dt = PAR_F64;
+    } else {
+        fprintf(stderr, "parity %s: --dtype '%s': expected f32 or f64\n", cmd, f->dtype);
+        return EXIT_USAGE;
+    }
+    if (!f->trainer) return 0;
+    out->tr = par_trainer_find(f->trainer);
+    if (!out->tr) {
+        fprintf(stderr, "parity %s: --trainer '%s': expected one of", cmd, f->trainer);
+        for (int i = 0; par_trainers[i]; i++) fprintf(stderr, " %s", par_trainers[i]->name);
+        fprintf(stderr, "\nhint: mpi, hybrid and root need a build with -DPARITY_MPI=ON\n");
+        return EXIT_USAGE;
+    }
+    if (f->threads > 1 && !(out->tr->caps & PAR_CAP_THREADS)) {
+        fprintf(stderr, "parity %s: --threads %d: trainer %s runs one thread\n", cmd, f->threads,
+                out->tr->name);
+        fprintf(stderr, "hint: use --trainer omp or hybrid for threads\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
