@@ -61,9 +61,9 @@ NAIVE(double, f64, fma)
 
 #define RUN_CASE(REAL, SFX)                                                                     \
     do {                                                                                        \
-        const size_t ld = par_dense_ldwt(n_out);                                               \
         REAL *x = malloc(B * n_in * sizeof(REAL)), *W = malloc(n_out * n_in * sizeof(REAL));    \
-        REAL *WT = calloc(n_in * ld, sizeof(REAL)), *b = malloc(n_out * sizeof(REAL));          \
+        REAL *WT = calloc(par_dense_wt_elems(n_in, n_out), sizeof(REAL));                       \
+        REAL *b = malloc(n_out * sizeof(REAL));                                                 \
         REAL *dz = malloc(B * n_out * sizeof(REAL)), *y1 = calloc(B * n_out, sizeof(REAL));     \
         REAL *y2 = calloc(B * n_out, sizeof(REAL)), *dx1 = calloc(B * n_in, sizeof(REAL));      \
         REAL *dx2 = calloc(B * n_in, sizeof(REAL)), *g1 = malloc(n_out * n_in * sizeof(REAL));  \

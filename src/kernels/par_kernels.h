@@ -22,6 +22,14 @@ static inline size_t par_dense_ldwt(size_t n_out)
     return (n_out + PAR_DENSE_OB - 1) / PAR_DENSE_OB * PAR_DENSE_OB;
 }
 
+// Elements to allocate for WT: n_in rows of ldwt, plus one block of slack so
+// that a forward block starting at any column o0 may load PAR_DENSE_OB values
+// of the last row (the portable kernel keeps its block width fixed).
+static inline size_t par_dense_wt_elems(size_t n_in, size_t n_out)
+{
+    return n_in * par_dense_ldwt(n_out) + PAR_DENSE_OB;
+}
+
 #define PAR_DECLARE_KERNELS(REAL, SFX)                                                          \
     /* Columns o in [o0, o1) of WT: WT[i][o] = W[o][i]. W: (n_out, n_in), WT: (n_in, ldwt);   \
        the padding columns n_out <= o < ldwt are the caller's (zero them once). */            \

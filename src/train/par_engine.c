@@ -110,7 +110,7 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
     int ok = e->w && e->g && e->loss;
     for (int l = 0; l < m->n_layers && ok; l++) {
         const par_layer *L = &m->layers[l];
-        e->wt[l] = calloc(L->n_in * par_dense_ldwt(L->n_out), sz);   // padding stays 0
+        e->wt[l] = calloc(par_dense_wt_elems(L->n_in, L->n_out), sz);   // padding stays 0
         e->a[l + 1] = malloc(B * L->n_out * sz);
         e->d[l] = malloc(B * L->n_out * sz);
         ok = e->wt[l] && e->a[l + 1] && e->d[l];
