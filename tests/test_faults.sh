@@ -84,6 +84,13 @@ for part in $parts; do
         "$P" train --steps 2 --lr 1e6 --resume "$d/ck" --json >"$T/out" 2>"$T/err" </dev/null
         check "NaN: last good checkpoint loads ($(head -c 200 "$T/err"))" test $? = 0
         expect 3 'step [0-9]+ \(epoch 0\): loss = inf: not finite' train --steps 50 --lr 100
+        # Weights overflow while the loss (computed before the update) is finite:
+        # caught by the scan after the last step, and before a checkpoint.
+        expect 3 'step 1 \(epoch 0\): weight layer[0-9]\.[a-z]+\[[0-9]+\](\[[0-9]+\])? = -?(inf|nan) after the update: not finite' \
+            train --steps 1 --lr 1e40
+        expect 3 'step 1 \(epoch 0\): weight layer[0-9]\.[a-z]+\[[0-9]+\](\[[0-9]+\])? = -?(inf|nan): not finite; no checkpoint written' \
+            train --steps 3 --lr 1e40 --check-every 0 --checkpoint-dir "$d/ck2" --checkpoint-every 1
+        check "no checkpoint of the bad step" test ! -e "$d/ck2/ckpt-0000000001.json"
         expect 3 'step 2 \(epoch 0\): loss = -?nan.*not finite' train --steps 50 --lr 1e300 --dtype f64
         if have_mpi; then
             expect 3 'step 3 \(epoch 0\): loss = -?nan.*not finite' train --trainer mpi --ranks 2 --steps 50 --lr 1e6

@@ -154,6 +154,11 @@ static par_status on_step(void *vctx, int epoch, long step, size_t B, double los
 // Rank 0 writes the checkpoint of point pt.
 static par_status write_checkpoint(train_ctx *c, const par_run_point *pt, const void *params)
 {
+    // Weights are scanned every --check-every steps only: never save a bad one.
+    char where[160];
+    PAR_FAIL_IF(par_find_nonfinite(where, sizeof where, c->m, c->dt, params), PAR_ERR_NUMERIC,
+                "step %ld (epoch %d): weight %s: not finite; no checkpoint written "
+                "(learning rate too large?)", pt->step, pt->epoch, where);
     par_ckpt_meta *mt = &c->meta;
     mt->step = pt->step;
     mt->epoch = pt->epoch;
@@ -522,7 +527,7 @@ int cmd_train(int argc, char **argv)
     train_opts o = {
         .dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
         .trainer = "serial", .mode = "exact", .dtype = "f32", .epochs = 1, .batch = 64,
-        .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42, .check_every = 1,
+        .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42, .check_every = 100,
     };
     const cli_opt opts[] = {
         {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  mnist, fashion-mnist or a folder of IDX files (fashion-mnist)"},
@@ -547,7 +552,7 @@ int cmd_train(int argc, char **argv)
         {"--checkpoint-every", CLI_INT, &o.ckpt_every, "N       checkpoint every N steps (default: once per epoch), and at the end"},
         {"--keep", CLI_INT, &o.keep, "K         keep the newest K checkpoints (3)"},
         {"--resume", CLI_STR, &o.resume, "DIR       continue the run of DIR's newest valid checkpoint"},
-        {"--check-every", CLI_INT, &o.check_every, "N         NaN/Inf check of all weights every N steps (1; 0: loss only)"},
+        {"--check-every", CLI_INT, &o.check_every, "N         NaN/Inf check of all weights every N steps and at the end (100; 0: loss only)"},
         {"--no-digest", CLI_FLAG, &o.no_digest, "          no per-step SHA-256 of the weights in --log (saves ~2 ms/step)"},
         {"--json", CLI_FLAG, &o.json, "          print a JSON summary on stdout"},
         {"--quiet", CLI_FLAG, &o.quiet, "          no progress line even on a terminal"},

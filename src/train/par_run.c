@@ -87,7 +87,7 @@ int par_find_nonfinite(char *where, size_t cap, const par_model *m, par_dtype dt
 // same on every rank, so every rank decides alike. The gradient (complete
 // on this rank or not) only helps name where it started.
 static par_status check_finite(const par_run_opts *o, const par_run_ext *x, void *state,
-                               int epoch, long step, double loss)
+                               int epoch, long step, int last, double loss)
 {
     const par_model *m = o->cfg.model;
     const void *w;
@@ -95,7 +95,7 @@ static par_status check_finite(const par_run_opts *o, const par_run_ext *x, void
     PAR_TRY(o->trainer->params(state, &w, &n));
     char wbad[160] = "", gbad[160] = "", msg[400];
     const long every = x->weights_every > 1 ? x->weights_every : 1;
-    const int scan = (x->weights_every >= 0 && step % every == 0) || !isfinite(loss);
+    const int scan = (x->weights_every >= 0 && (step % every == 0 || last)) || !isfinite(loss);
     const int w_bad = scan &&
                       any_nonfinite_threads(w, o->cfg.dtype, m->n_params, o->cfg.threads) &&
                       par_find_nonfinite(wbad, sizeof wbad, m, o->cfg.dtype, w);
@@ -184,8 +184,11 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
             double loss = 0;
             st = o->trainer->step(state, &batch, &loss);
             step++;
-            if (st == PAR_OK && x->check_finite)
-                st = check_finite(o, x, state, epoch, step, loss);
+            if (st == PAR_OK && x->check_finite) {
+                const int last = (limited && step >= o->max_steps) ||
+                                 (epoch == o->epochs - 1 && pos + B >= n_train);
+                st = check_finite(o, x, state, epoch, step, last, loss);
+            }
             const void *w = NULL;
             size_t n;
             if (st == PAR_OK && ((h && h->on_step) || x->after_step))

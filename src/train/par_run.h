@@ -52,7 +52,8 @@ typedef struct par_run_ext {
     // batch: step = epoch * ceil(n_train / batch) + ceil(pos / batch).
     const par_run_point *start;
     // Non-zero: after every step check the loss, and every weight (O(N))
-    // after every `weights_every`-th step; on NaN/Inf fail with
+    // after every `weights_every`-th step and after the run's last step (and
+    // after any step whose loss is not finite); on NaN/Inf fail with
     // PAR_ERR_NUMERIC naming the step, the tensor (view) and the element,
     // and the first non-finite gradient element if any. The check reads only
     // values that are equal on every rank, so MPI ranks stop together.
