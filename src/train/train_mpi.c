@@ -301,7 +301,12 @@ static par_status step(void *state, const par_batch *batch, double *loss)
 
     double sum;
     const double t0 = MPI_Wtime();
-    if (e->mode == PAR_MODE_EXACT && !s->is_root_design) {
+    if (e->mode == PAR_MODE_EXACT && !s->is_root_design && s->size == 1) {
+        // One rank: the chain is just this rank's fold. In one parallel region,
+        // not one per ring segment (each region wakes the threads again).
+        par_engine_weight_grads(e, B, c0, c1, 0);
+        sum = par_engine_loss_fold(e, B, c0, c1, 0, 0);
+    } else if (e->mode == PAR_MODE_EXACT && !s->is_root_design) {
         sum = ring_fold(s, B, c0, c1);
     } else if (e->mode == PAR_MODE_EXACT) {
         sum = root_fold(s, B, c0, c1, n_chunks);
