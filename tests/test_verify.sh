@@ -176,6 +176,8 @@ trainers = serial'
     expect_suite model "$T/model:4: key 'model': 'cnn:1': expected mlp:"
     printf '%s\ncheck_steps = first, middle\n' "$ok" >"$T/cs"
     expect_suite cs "$T/cs:4: key 'check_steps': 'middle': expected a step number"
+    printf '%s\npredict = 4, 2048\n' "$ok" >"$T/pred"
+    expect_suite pred "$T/pred:4: key 'predict': '2048': expected an integer from 1 to 1024"
     printf '%s\ncheck_steps = 9\n' "$ok" >"$T/cs2"
     expect_suite cs2 "$T/cs2:4: key 'check_steps': 9: expected a step from 1 to steps (5)"
     printf '%s\nfault = bogus\n' "$ok" >"$T/fault"
@@ -285,8 +287,15 @@ timed = [c for c in cf if c['timing']['timed']]
 assert timed and all(len(c['timing']['seconds']) >= 1 for c in timed)
 over = [c for c in d['cases'][1]['configs']]
 assert over and all(c['oversubscribed'] and not c['timing']['timed'] for c in over)
+pr = d['cases'][0]['predicted']
+assert [(r['mode'], r['ranks']) for r in pr['rows']] == [(m, R) for m in ('exact', 'fast') for R in (4, 64, 1024)], pr
+assert all(r['seconds'] > 0 for r in pr['rows']) and pr['costs']['comm_measured'], pr
+# the model's own arithmetic at R = 1: speedup 1 by definition; checked rows are the timed mpi ones
+assert sorted((c['mode'], c['ranks']) for c in pr['check']) == sorted(
+    (c['mode'], c['ranks']) for c in cf if c['trainer'] == 'mpi' and c['timing']['timed']), pr
 PY
-    check "results.json has provenance, dataset and suite hashes, raw timings, oversubscribed rows untimed" test $? = 0
+    check "results.json has provenance, dataset and suite hashes, raw timings, oversubscribed rows untimed, predicted rows" test $? = 0
+    check "table.md marks the predicted rows" test "$(grep -c '| \*\*PREDICTED\*\* |$' "$T/q/table.md")" = 6
     if [ -x /usr/bin/minisign ]; then
         /usr/bin/minisign -V -p "$T/k.pub" -m "$T/q/results.json" -x "$T/q/results.json.sig" >/dev/null
         check "minisign -V accepts the quick table's signature" test $? = 0

@@ -128,6 +128,46 @@ static void md_header(FILE *f, const json_t *res, const char *signed_note)
     fprintf(f, "| run | %s to %s (%.0f s) |\n\n", str(res, "started"), str(res, "finished"), num(res, "seconds"));
 }
 
+// The scaling model's rows (suite key `predict`), marked PREDICTED, and the
+// model against what the case measured.
+static void md_predicted(FILE *f, const json_t *pr)
+{
+    if (!pr) return;
+    fprintf(f, "Scaling model (README \"Scaling model\"): rows marked **PREDICTED** are computed, "
+               "not measured, and take no part in the verdict.");
+    if (json_object_get(pr, "error")) {
+        fprintf(f, " Not available: ");
+        md_text(f, str(pr, "error"));
+        fprintf(f, "\n\n");
+        return;
+    }
+    const json_t *k = json_object_get(pr, "costs"), *cal = json_object_get(pr, "calibration");
+    fprintf(f, " Costs measured here: compute t(b) = t0 + b t_sample with t0 = %.1f us, t_sample = "
+               "%.2f us", num(k, "t0_s") * 1e6, num(k, "t_sample_s") * 1e6);
+    if (strcmp(str(cal, "to"), "none") != 0)
+        fprintf(f, " (scaled by %.3f to the %s)", num(cal, "compute_scale"), str(cal, "to"));
+    if (json_is_true(json_object_get(k, "comm_measured")))
+        fprintf(f, "; network alpha = %.2f us, beta = %.3f ns/byte (2-rank ping-pong).\n\n",
+                num(k, "alpha_s") * 1e6, num(k, "beta_s_per_byte") * 1e9);
+    else fprintf(f, "; network not measured (no MPI): communication left out.\n\n");
+    fprintf(f, "| trainer | mode | R | seconds | speedup (vs the model's R=1) | efficiency | |\n"
+               "|---|---|--:|--:|--:|--:|---|\n");
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(pr, "rows"), i, row)
+        fprintf(f, "| %s | %s | %ld | %.3f | %.2f | %.3f | **PREDICTED** |\n", str(row, "trainer"),
+                str(row, "mode"), integer(row, "ranks"), num(row, "seconds"), num(row, "speedup"),
+                num(row, "efficiency"));
+    fprintf(f, "\n");
+    if (json_array_size(json_object_get(pr, "check")) == 0) return;
+    fprintf(f, "The model against this case's timed mpi configs:\n\n"
+               "| mode | R | measured median s | predicted s | error |\n|---|--:|--:|--:|--:|\n");
+    json_array_foreach(json_object_get(pr, "check"), i, row)
+        fprintf(f, "| %s | %ld | %.3f | %.3f | %+.0f%% |\n", str(row, "mode"), integer(row, "ranks"),
+                num(row, "measured"), num(row, "predicted"), 100 * num(row, "error"));
+    fprintf(f, "\n");
+}
+
 static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char *plot_note)
 {
     const json_t *st = json_object_get(cs, "settings"), *ref = json_object_get(cs, "reference");
@@ -193,6 +233,8 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
         fprintf(f, "\n");
     }
     if (any) fprintf(f, "\n");
+
+    md_predicted(f, json_object_get(cs, "predicted"));
 
     fprintf(f, "MPFR checks (`parity check`, 256 bits, on the weights entering the step):\n\n");
     fprintf(f, "| trainer | mode | T | step | weights | verdict | detail |\n|---|---|--:|--:|---|---|---|\n");

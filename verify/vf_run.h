@@ -26,6 +26,7 @@ typedef struct case_run {
     char dir[1024];             // OUT/runs/<case>
     char ref_key[600];          // settings that determine the reference's run
     long per_epoch, N;          // steps per epoch, total steps
+    size_t n_train;             // training records of the dataset
     int epochs;                 // --epochs passed to train
     long check_steps[VF_MAX_CHECKS];
     json_t *res;                // the case's result object
@@ -94,5 +95,8 @@ void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int
 // speedup and efficiency against the case's serial exact T=1 R=1 median.
 par_status vf_time_config(runner *r, case_run *cr, const vf_config *cf, json_t *timing);
 void vf_speedups(json_t *configs, json_t *cres_case);
+// Predicted rows of the scaling model (vf_run_predict.c): cres["predicted"]
+// for a case with `predict` rank counts, after its timings.
+par_status vf_predict_case(runner *r, case_run *cr, json_t *cres);
 
 #endif

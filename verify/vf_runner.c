@@ -80,6 +80,7 @@ static par_status plan_case(runner *r, case_run *cr, const vf_case *c, json_t **
     par_dataset ds;
     par_status st = par_dataset_open(&ds, c->dataset, 10);
     if (st != PAR_OK) return st;
+    cr->n_train = ds.n_train;
     cr->per_epoch = (long)((ds.n_train + (size_t)c->batch - 1) / (size_t)c->batch);
     cr->N = c->steps > 0 ? c->steps : (long)c->epochs * cr->per_epoch;
     cr->epochs = c->epochs > 0 ? c->epochs : (int)((c->steps + cr->per_epoch - 1) / cr->per_epoch);
@@ -206,7 +207,7 @@ static par_status run_case(runner *r, case_run *cr, json_t *cres)
             json_object_set_new(e, "verdict", json_string("error"));
     }
     vf_speedups(configs, cres);
-    return PAR_OK;
+    return vf_predict_case(r, cr, cres);
 }
 
 static void iso_time(char *buf, size_t n)

@@ -20,12 +20,14 @@
 
 typedef enum key_id {
     K_DATASET, K_MODEL, K_ACT, K_DTYPE, K_BATCH, K_CHUNK, K_STEPS, K_EPOCHS, K_LR, K_SEED,
-    K_TRAINERS, K_MODES, K_THREADS, K_RANKS, K_REPEATS, K_WARMUP, K_CHECK_STEPS, K_FAULT, K_N
+    K_TRAINERS, K_MODES, K_THREADS, K_RANKS, K_REPEATS, K_WARMUP, K_CHECK_STEPS, K_FAULT,
+    K_PREDICT, K_N
 } key_id;
 
 static const char *const KEY_NAMES[K_N] = {
     "dataset", "model", "act", "dtype", "batch", "chunk", "steps", "epochs", "lr", "seed",
     "trainers", "modes", "threads", "ranks", "repeats", "warmup", "check_steps", "fault",
+    "predict",
 };
 
 __attribute__((format(printf, 4, 5)))
@@ -232,6 +234,8 @@ static par_status set_key(vf_suite *s, vf_case *c, key_id k, int line, char *v)
         return int_list(s, line, key, v, c->threads, &c->n_threads);
     case K_RANKS:
         return int_list(s, line, key, v, c->ranks, &c->n_ranks);
+    case K_PREDICT:
+        return int_list(s, line, key, v, c->predict, &c->n_predict);
     case K_CHECK_STEPS:
         n = split(v, items, VF_MAX_CHECKS);
         if (n < 0) return fail(s, line, key, "expected a list of 1 to %d steps (numbers >= 1, first, last), comma-separated", VF_MAX_CHECKS);

@@ -35,6 +35,8 @@ typedef struct vf_case {
     int modes[VF_MAX_LIST];     // par_mode
     int threads[VF_MAX_LIST], ranks[VF_MAX_LIST];
     int repeats, warmup;
+    int n_predict;              // rank counts the scaling model predicts (0: none)
+    int predict[VF_MAX_LIST];
     int n_check_steps;
     long check_steps[VF_MAX_CHECKS];   // >= 1, VF_STEP_FIRST or VF_STEP_LAST
     int n_configs;              // expanded, filtered, deduplicated
@@ -57,7 +59,8 @@ typedef struct vf_suite {
 // batch [64], chunk [8], steps or epochs (one of them: required), lr
 // [0.01], seed [42], trainers (required; serial, omp, mpi, hybrid, root),
 // modes [exact], threads [1], ranks [1], repeats [3], warmup [1],
-// check_steps [first, last], fault [none; tests only]. Returns
+// check_steps [first, last], predict [none: rank counts for the scaling
+// model's predicted rows], fault [none; tests only]. Returns
 // PAR_ERR_CONFIG with s->error set for any mistake in the file, PAR_ERR_IO
 // when it cannot be read. s is large: allocate it, don't put it on the stack.
 par_status vf_suite_load(vf_suite *s, const char *path);

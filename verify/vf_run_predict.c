@@ -1,0 +1,147 @@
+// Predicted rows of a case (suite key `predict`, vf_run.h): the scaling
+// model of `parity model` (verify/sm_model.h; README "Scaling model") with
+// costs measured on this machine by `parity model --json`, for the mpi
+// trainer in exact and fast mode at the listed rank counts. Each timed mpi
+// T=1 config of the case is also predicted and set against its measured
+// median: the model's error, where it can be checked. Predictions never
+// enter a verdict; table.md marks them PREDICTED.
+#define _POSIX_C_SOURCE 200809L
+#include "vf_run.h"
+
+#include <string.h>
+
+#include "par_trainer.h"
+#include "sm_model.h"
+
+// Seconds of the case's N training steps on P ranks: full batches, except
+// the last batch of each epoch, which holds what is left of n_train.
+static double run_seconds(const sm_costs *k, sm_design d, int P, const case_run *cr, size_t B)
+{
+    const long full_epochs = cr->N / cr->per_epoch, rest = cr->N % cr->per_epoch;
+    const size_t last_B = cr->n_train - (size_t)(cr->per_epoch - 1) * B;
+    const double epoch = (double)(cr->per_epoch - 1) * sm_step_seconds(k, d, P, B) +
+                         sm_step_seconds(k, d, P, last_B);
+    return (double)full_epochs * epoch + (double)rest * sm_step_seconds(k, d, P, B);
+}
+
+static double get_num(const json_t *o, const char *key)
+{
+    return json_number_value(json_object_get(o, key));
+}
+
+par_status vf_predict_case(runner *r, case_run *cr, json_t *cres)
+{
+    const vf_case *c = cr->c;
+    if (c->n_predict == 0) return PAR_OK;
+    vf_note(r, "scaling model: measuring compute and network costs");
+    char out[1200], err[1200];
+    vf_fmt(out, sizeof out, "%s/model.json", cr->dir);
+    vf_fmt(err, sizeof err, "%s/model.err", cr->dir);
+    args b = {0};
+    vf_arg(&b, "parity");
+    vf_arg(&b, "model");
+    vf_arg(&b, "--dataset");
+    vf_arg(&b, "%s", c->dataset);
+    vf_arg(&b, "--model");
+    vf_arg(&b, "%s", c->model);
+    vf_arg(&b, "--act");
+    vf_arg(&b, "%s", c->act);
+    vf_arg(&b, "--dtype");
+    vf_arg(&b, "%s", c->dtype);
+    vf_arg(&b, "--batch");
+    vf_arg(&b, "%d", c->batch);
+    vf_arg(&b, "--chunk");
+    vf_arg(&b, "%d", c->chunk);
+    vf_arg(&b, "--validate=");     // no runs of its own: the case's timings check it
+    vf_arg(&b, "--max-ranks");
+    vf_arg(&b, "1");
+    vf_arg(&b, "--json");
+    int code;
+    double wall;
+    json_t *mj = NULL;
+    par_status st = vf_run_parity(r, &b, out, err, 0, &code, &wall, &mj);
+    vf_args_free(&b);
+    if (st != PAR_OK) return st;
+
+    json_t *pr = json_object();
+    json_object_set_new(cres, "predicted", pr);
+    if (code != 0 || !mj) {
+        char why[600];
+        vf_first_line(why, sizeof why, err);
+        json_object_set_new(pr, "error", json_string(why[0] ? why : "parity model failed"));
+        json_decref(mj);
+        return PAR_OK;
+    }
+    const size_t B = (size_t)c->batch;
+    sm_costs k = {
+        .t0 = get_num(mj, "t0_s"),
+        .t_sample = get_num(mj, "t_sample_s"),
+        .alpha = get_num(mj, "alpha_s"),
+        .beta = get_num(mj, "beta_s_per_byte"),
+        .n_params = (size_t)json_integer_value(json_object_get(mj, "n_params")),
+        .elem_bytes = strcmp(c->dtype, "f64") == 0 ? 8 : 4,
+        .chunk = (size_t)c->chunk,
+        .seg_params = PAR_RING_SEG_PARAMS,
+    };
+    // Calibration: the fit times the engine's steps alone; a run also
+    // gathers batches and runs hooks. Scale compute so that one rank takes
+    // the case's measured serial exact median (when it was timed).
+    double scale = 1;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(cres, "configs"), i, e) {
+        const json_t *t = json_object_get(e, "timing");
+        if (strcmp(json_string_value(json_object_get(e, "trainer")), "serial") == 0 &&
+            strcmp(json_string_value(json_object_get(e, "mode")), "exact") == 0 &&
+            json_is_true(json_object_get(t, "timed"))) {
+            const double model1 = run_seconds(&k, SM_MPI_EXACT, 1, cr, B);
+            if (model1 > 0) scale = get_num(t, "median") / model1;
+        }
+    }
+    k.t0 *= scale;
+    k.t_sample *= scale;
+    json_object_set_new(pr, "calibration",
+                        json_pack("{s:o, s:s}", "compute_scale", vf_jnum(scale), "to",
+                                  scale != 1 ? "serial exact T=1 R=1 median" : "none"));
+    json_object_set_new(pr, "costs", json_pack("{s:o, s:o, s:o, s:o, s:O}", "t0_s", vf_jnum(k.t0),
+                                               "t_sample_s", vf_jnum(k.t_sample), "alpha_s",
+                                               vf_jnum(k.alpha), "beta_s_per_byte",
+                                               vf_jnum(k.beta), "comm_measured",
+                                               json_object_get(mj, "comm_measured")));
+    json_decref(mj);
+
+    json_t *rows = json_array();
+    json_object_set_new(pr, "rows", rows);
+    for (int d = 0; d < 2; d++) {
+        const sm_design des = d ? SM_MPI_FAST : SM_MPI_EXACT;
+        const double t1 = run_seconds(&k, des, 1, cr, B);
+        for (int p = 0; p < c->n_predict; p++) {
+            const int R = c->predict[p];
+            const double tR = run_seconds(&k, des, R, cr, B);
+            json_array_append_new(rows, json_pack("{s:s, s:s, s:i, s:o, s:o, s:o}", "trainer",
+                                                  "mpi", "mode", d ? "fast" : "exact", "ranks", R,
+                                                  "seconds", vf_jnum(tR), "speedup",
+                                                  vf_jnum(t1 / tR), "efficiency",
+                                                  vf_jnum(t1 / tR / R)));
+        }
+    }
+
+    // The model against what this case measured.
+    json_t *check = json_array();
+    json_object_set_new(pr, "check", check);
+    json_array_foreach(json_object_get(cres, "configs"), i, e) {
+        const json_t *t = json_object_get(e, "timing");
+        if (strcmp(json_string_value(json_object_get(e, "trainer")), "mpi") != 0 ||
+            !json_is_true(json_object_get(t, "timed")))
+            continue;
+        const int fast = strcmp(json_string_value(json_object_get(e, "mode")), "fast") == 0;
+        const int R = (int)json_integer_value(json_object_get(e, "ranks"));
+        const double meas = get_num(t, "median");
+        const double pred = run_seconds(&k, fast ? SM_MPI_FAST : SM_MPI_EXACT, R, cr, B);
+        json_array_append_new(check, json_pack("{s:s, s:i, s:o, s:o, s:o}", "mode",
+                                               fast ? "fast" : "exact", "ranks", R, "measured",
+                                               vf_jnum(meas), "predicted", vf_jnum(pred), "error",
+                                               vf_jnum((pred - meas) / meas)));
+    }
+    return PAR_OK;
+}
