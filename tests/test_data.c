@@ -322,7 +322,7 @@ static void test_gather(void)
     uint8_t ramp[256];
     uint8_t ramp_lab[1] = {0};
     for (int p = 0; p < 256; p++) ramp[p] = (uint8_t)p;
-    par_images r = {1, 16, 16, 1, 256, ramp, ramp_lab};
+    par_images r = {1, 16, 16, 1, 256, ramp, ramp_lab, NULL, PAR_F32, 0};
     size_t z = 0;
     float rf[256];
     double rd[256];

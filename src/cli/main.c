@@ -12,6 +12,7 @@ static void usage(FILE *f)
             "commands:\n"
             "  train        train a model with any trainer (serial, omp, mpi, hybrid, root)\n"
             "  data order   print the sample order of an epoch\n"
+            "  data make-cifar DIR  write small synthetic CIFAR-10 binary files (for tests)\n"
             "  model        scaling model: measured costs, predicted speedup up to 1024 ranks\n"
             "  check        recompute one step (or --math: exp/log/tanh) in MPFR and compare\n"
             "  bisect       run two configurations in lockstep: first differing step, tensor, element\n"

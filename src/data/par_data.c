@@ -1,5 +1,6 @@
-// IDX loader (raw or gzip, detected by the 1f 8b magic), dataset lookup by name
-// or folder, the train/validation split and batch gathering. It is strict on
+// IDX and CIFAR-10 binary loaders (raw or gzip, detected by the 1f 8b magic),
+// dataset lookup by name or folder, the train/validation split and batch
+// gathering. It is strict on
 // purpose: any header, length or label inconsistency is an error naming the
 // file, never a guess. It does not shuffle (that is the trainer's, by RNG).
 // Tests: tests/test_data.c (ctest -R test_data).
@@ -30,6 +31,7 @@ typedef struct reader {
     int z_live;      // inflateInit2 succeeded
     int member_done; // the current gzip member ended (Z_STREAM_END)
     long long raw_size; // file size for raw files, -1 for gzip
+    int cifar;          // set before reader_open: a CIFAR-10 file (for messages)
     z_stream z;
 } reader;
 
@@ -59,7 +61,9 @@ static void reader_close(reader *r)
 // On failure the reader holds nothing (reader_close is still safe to call).
 static par_status reader_open(reader *r, const char *path)
 {
+    const int cifar = r->cifar;
     memset(r, 0, sizeof *r);
+    r->cifar = cifar;
     r->path = path;
     r->raw_size = -1;
     errno = 0;
@@ -69,8 +73,8 @@ static par_status reader_open(reader *r, const char *path)
     r->in = malloc(IN_BUF);
     PAR_FAIL_IF(!r->in, PAR_ERR_ALLOC, "%s: out of memory for the read buffer", path);
     PAR_TRY(fill(r));
-    PAR_FAIL_IF(r->in_len == 0, PAR_ERR_FORMAT, "%s: empty file, expected an IDX header",
-                path);
+    PAR_FAIL_IF(r->in_len == 0, PAR_ERR_FORMAT, "%s: empty file, expected %s", path,
+                r->cifar ? "CIFAR-10 records of 3073 bytes" : "an IDX header");
     if (r->in_len >= 2 && r->in[0] == 0x1f && r->in[1] == 0x8b) {
         r->gz = 1;
         int zr = inflateInit2(&r->z, 16 + MAX_WBITS); // gzip wrapper only
@@ -287,11 +291,120 @@ par_status par_idx_load(par_images *out, const char *images_path, const char *la
     return PAR_OK;
 }
 
+// ---- CIFAR-10 binary files ----
+
+// Reads a whole CIFAR-10 file into *data (malloc'd; the caller frees it, also
+// on error): a non-empty whole number of 3073-byte records.
+static par_status parse_cifar(reader *r, uint8_t **data, size_t *n_bytes)
+{
+    const char *path = r->path;
+    const size_t rec = PAR_CIFAR_RECORD;
+    PAR_FAIL_IF(r->raw_size >= 0 && r->raw_size % (long long)rec != 0, PAR_ERR_FORMAT,
+                "%s: %lld bytes, expected a multiple of %zu (CIFAR-10 records of 1 label byte "
+                "+ %d pixel bytes); truncated or not a CIFAR-10 binary file", path, r->raw_size,
+                rec, PAR_CIFAR_FEATURES);
+    size_t cap = r->raw_size > 0 ? (size_t)r->raw_size : 64 * rec, have = 0, got = 0;
+    *data = malloc(cap);
+    PAR_FAIL_IF(!*data, PAR_ERR_ALLOC, "%s: out of memory for %zu bytes", path, cap);
+    for (;;) {
+        PAR_TRY(reader_read(r, *data + have, cap - have, &got));
+        have += got;
+        if (have < cap) break;
+        if (r->raw_size >= 0) {   // all there: anything more is a changed file
+            unsigned char extra;
+            PAR_TRY(reader_read(r, &extra, 1, &got));
+            PAR_FAIL_IF(got != 0, PAR_ERR_FORMAT, "%s: the file grew while being read", path);
+            break;
+        }
+        PAR_FAIL_IF(cap > SIZE_MAX / 2, PAR_ERR_FORMAT, "%s: too large", path);
+        uint8_t *p = realloc(*data, 2 * cap);
+        PAR_FAIL_IF(!p, PAR_ERR_ALLOC, "%s: out of memory for %zu bytes", path, 2 * cap);
+        *data = p;
+        cap *= 2;
+    }
+    PAR_FAIL_IF(have == 0, PAR_ERR_FORMAT, "%s: no records, expected CIFAR-10 records of %zu "
+                "bytes", path, rec);
+    PAR_FAIL_IF(have % rec != 0, PAR_ERR_FORMAT,
+                "%s: %zu bytes, expected a multiple of %zu (CIFAR-10 records of 1 label byte "
+                "+ %d pixel bytes); truncated or not a CIFAR-10 binary file", path, have, rec,
+                PAR_CIFAR_FEATURES);
+    *n_bytes = have;
+    return PAR_OK;
+}
+
+static par_status load_cifar(const char *path, uint8_t **data, size_t *n_bytes)
+{
+    reader r;
+    r.cifar = 1;
+    *data = NULL;
+    *n_bytes = 0;
+    par_status st = reader_open(&r, path);
+    if (st == PAR_OK) st = parse_cifar(&r, data, n_bytes);
+    reader_close(&r);
+    if (st != PAR_OK) {
+        free(*data);
+        *data = NULL;
+    }
+    return st;
+}
+
+// Appends the records of buf (n of them, from path) to out.
+static par_status append_cifar(par_images *out, const char *path, const uint8_t *buf, size_t n,
+                               size_t n_classes)
+{
+    const size_t nf = PAR_CIFAR_FEATURES, rec = PAR_CIFAR_RECORD;
+    for (size_t i = 0; i < n; i++)
+        PAR_FAIL_IF(buf[i * rec] >= n_classes, PAR_ERR_FORMAT,
+                    "%s: label %u at record %zu is out of range, expected < %zu", path,
+                    (unsigned)buf[i * rec], i, n_classes);
+    PAR_FAIL_IF(out->n + n > SIZE_MAX / nf, PAR_ERR_FORMAT, "%s: too many records", path);
+    uint8_t *px = realloc(out->pixels, (out->n + n) * nf);
+    PAR_FAIL_IF(!px, PAR_ERR_ALLOC, "%s: out of memory for %zu records", path, out->n + n);
+    out->pixels = px;
+    uint8_t *lb = realloc(out->labels, out->n + n);
+    PAR_FAIL_IF(!lb, PAR_ERR_ALLOC, "%s: out of memory for %zu records", path, out->n + n);
+    out->labels = lb;
+    for (size_t i = 0; i < n; i++) {
+        out->labels[out->n + i] = buf[i * rec];
+        memcpy(out->pixels + (out->n + i) * nf, buf + i * rec + 1, nf);
+    }
+    out->n += n;
+    return PAR_OK;
+}
+
+par_status par_cifar_load(par_images *out, const char *const *paths, size_t n_paths,
+                          size_t n_classes)
+{
+    memset(out, 0, sizeof *out);
+    PAR_FAIL_IF(!paths || n_paths == 0, PAR_ERR_CONFIG, "par_cifar_load: no file path given");
+    PAR_FAIL_IF(n_classes < 1 || n_classes > 256, PAR_ERR_CONFIG,
+                "%s: n_classes = %zu, expected 1..256 for ubyte labels", paths[0], n_classes);
+    par_status st = PAR_OK;
+    for (size_t k = 0; k < n_paths && st == PAR_OK; k++) {
+        uint8_t *buf = NULL;
+        size_t nb = 0;
+        st = load_cifar(paths[k], &buf, &nb);
+        if (st == PAR_OK) st = append_cifar(out, paths[k], buf, nb / PAR_CIFAR_RECORD, n_classes);
+        free(buf);
+    }
+    if (st != PAR_OK) {
+        free(out->pixels);
+        free(out->labels);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    out->height = out->width = PAR_CIFAR_SIDE;
+    out->channels = 3;
+    out->n_features = PAR_CIFAR_FEATURES;
+    return PAR_OK;
+}
+
 void par_images_free(par_images *im)
 {
     if (!im) return;
     free(im->pixels);
     free(im->labels);
+    free(im->values);
     memset(im, 0, sizeof *im);
 }
 
@@ -303,10 +416,19 @@ void par_dataset_free(par_dataset *ds)
     memset(ds, 0, sizeof *ds);
 }
 
-static const char *const FILES[4] = {
+// The files of a dataset folder, by format.
+enum { FMT_IDX = 0, FMT_CIFAR = 1 };
+static const char *const IDX_FILES[4] = {
     "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
     "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
 };
+static const char *const CIFAR_FILES[6] = {
+    "data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+    "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin",
+};
+static const char *const *const FMT_FILES[2] = {IDX_FILES, CIFAR_FILES};
+static const int FMT_N[2] = {4, 6};
+static const char CIFAR_SUB[] = "cifar-10-batches-bin"; // as the CIFAR-10 archive unpacks
 
 static int is_file(const char *path)
 {
@@ -329,34 +451,52 @@ static int find_file(char *out, size_t cap, const char *dir, const char *base)
     return n > 0 && (size_t)n < cap && is_file(out);
 }
 
-// Index of the first of the four files missing from dir, or -1 if all exist.
-static int first_missing(const char *dir)
+// Index of the first file of format fmt missing from dir, or -1 if all exist.
+static int first_missing(const char *dir, int fmt)
 {
     char path[1024];
-    for (int i = 0; i < 4; i++)
-        if (!find_file(path, sizeof path, dir, FILES[i])) return i;
+    for (int i = 0; i < FMT_N[fmt]; i++)
+        if (!find_file(path, sizeof path, dir, FMT_FILES[fmt][i])) return i;
     return -1;
+}
+
+// The format of a folder given by path: IDX if its four files are there, else
+// CIFAR-10 if any CIFAR-10 file is (a missing one is then named), else IDX.
+static int folder_format(const char *dir)
+{
+    if (first_missing(dir, FMT_IDX) < 0) return FMT_IDX;
+    char path[1024];
+    for (int i = 0; i < FMT_N[FMT_CIFAR]; i++)
+        if (find_file(path, sizeof path, dir, CIFAR_FILES[i])) return FMT_CIFAR;
+    return FMT_IDX;
 }
 
 // Appends "place (why)" to the search log.
 static void note(char *log, size_t cap, const char *place, const char *why)
 {
     size_t len = strlen(log);
-    if (len < cap) snprintf(log + len, cap - len, "%s%s (%s)", len ? ", " : "", place, why);
+    if (len + 1 < cap)   // place cut at 500 bytes: a log line, not a path to use
+        snprintf(log + len, cap - len, "%s%.500s (%s)", len ? ", " : "", place, why);
 }
 
 // Resolves a dataset name to a folder, trying the places par_data.h lists.
 static par_status resolve_name(char *dir, size_t cap, const char *name)
 {
-    char places[3][1024], log[400] = "";
+    char places[5][1024], log[600] = "";
     int n_places = 0;
+    const int fmt = strcmp(name, "cifar10") == 0 ? FMT_CIFAR : FMT_IDX;
     const char *env = getenv("PARITY_DATA");
     if (env && *env) snprintf(places[n_places++], sizeof places[0], "%s/%s", env, name);
     else note(log, sizeof log, "$PARITY_DATA", "unset");
+    if (env && *env && fmt == FMT_CIFAR)
+        snprintf(places[n_places++], sizeof places[0], "%s/%s/%s", env, name, CIFAR_SUB);
     const char *home = getenv("HOME");
     if (home && *home)
         snprintf(places[n_places++], sizeof places[0], "%s/.cache/parity/data/%s", home, name);
     else note(log, sizeof log, "$HOME", "unset");
+    if (home && *home && fmt == FMT_CIFAR)
+        snprintf(places[n_places++], sizeof places[0], "%s/.cache/parity/data/%s/%s", home,
+                 name, CIFAR_SUB);
     if (strcmp(name, "fashion-mnist") == 0)
         snprintf(places[n_places++], sizeof places[0], "/usr/share/datasets/fashion-mnist");
     for (int i = 0; i < n_places; i++) {
@@ -364,10 +504,10 @@ static par_status resolve_name(char *dir, size_t cap, const char *name)
             note(log, sizeof log, places[i], "no such folder");
             continue;
         }
-        int miss = first_missing(places[i]);
+        int miss = first_missing(places[i], fmt);
         if (miss >= 0) {
             char why[64];
-            snprintf(why, sizeof why, "no %s[.gz]", FILES[miss]);
+            snprintf(why, sizeof why, "no %s[.gz]", FMT_FILES[fmt][miss]);
             note(log, sizeof log, places[i], why);
             continue;
         }
@@ -379,12 +519,32 @@ static par_status resolve_name(char *dir, size_t cap, const char *name)
                          "dataset '%s' not found; searched: %s", name, log);
 }
 
-static par_status open_dir(par_dataset *ds, int val_fraction_pct)
+// CIFAR-10: data_batch_1..5 in order are the training file, test_batch the test file.
+static par_status open_cifar_dir(par_dataset *ds, int val_fraction_pct)
 {
+    char path[6][1024];
+    const char *p[6];
+    for (int i = 0; i < 6; i++) {
+        PAR_FAIL_IF(!find_file(path[i], sizeof path[i], ds->dir, CIFAR_FILES[i]), PAR_ERR_IO,
+                    "%s/%s: not found (nor %s.gz); expected the CIFAR-10 binary files "
+                    "data_batch_1.bin .. data_batch_5.bin and test_batch.bin", ds->dir,
+                    CIFAR_FILES[i], CIFAR_FILES[i]);
+        p[i] = path[i];
+    }
+    PAR_TRY(par_cifar_load(&ds->train, p, 5, ds->n_classes));
+    PAR_TRY(par_cifar_load(&ds->test, p + 5, 1, ds->n_classes));
+    ds->n_val = ds->train.n * (size_t)val_fraction_pct / 100;
+    ds->n_train = ds->train.n - ds->n_val;
+    return PAR_OK;
+}
+
+static par_status open_dir(par_dataset *ds, int val_fraction_pct, int fmt)
+{
+    if (fmt == FMT_CIFAR) return open_cifar_dir(ds, val_fraction_pct);
     char path[4][1024];
     for (int i = 0; i < 4; i++)
-        PAR_FAIL_IF(!find_file(path[i], sizeof path[i], ds->dir, FILES[i]), PAR_ERR_IO,
-                    "%s/%s: not found (nor %s.gz)", ds->dir, FILES[i], FILES[i]);
+        PAR_FAIL_IF(!find_file(path[i], sizeof path[i], ds->dir, IDX_FILES[i]), PAR_ERR_IO,
+                    "%s/%s: not found (nor %s.gz)", ds->dir, IDX_FILES[i], IDX_FILES[i]);
     PAR_TRY(par_idx_load(&ds->train, path[0], path[1], ds->n_classes));
     PAR_TRY(par_idx_load(&ds->test, path[2], path[3], ds->n_classes));
     PAR_FAIL_IF(ds->test.height != ds->train.height || ds->test.width != ds->train.width,
@@ -404,15 +564,25 @@ par_status par_dataset_open(par_dataset *ds, const char *what, int val_fraction_
                 "%s: validation fraction %d%%, expected 0..99", what, val_fraction_pct);
     ds->n_classes = 10;
     snprintf(ds->name, sizeof ds->name, "%s", what);
+    int fmt = FMT_IDX;
     if (strchr(what, '/')) {
         PAR_FAIL_IF(strlen(what) >= sizeof ds->dir, PAR_ERR_CONFIG,
                     "%s: folder path longer than %zu bytes", what, sizeof ds->dir - 1);
         PAR_FAIL_IF(!is_dir(what), PAR_ERR_IO, "%s: no such folder", what);
         memcpy(ds->dir, what, strlen(what) + 1);
+        fmt = folder_format(ds->dir);
+        char sub[1024];
+        int n = snprintf(sub, sizeof sub, "%s/%s", what, CIFAR_SUB);
+        if (fmt == FMT_IDX && first_missing(ds->dir, FMT_IDX) >= 0 && n > 0 &&
+            (size_t)n < sizeof ds->dir && is_dir(sub)) {   // the unpacked archive's parent
+            memcpy(ds->dir, sub, (size_t)n + 1);
+            fmt = FMT_CIFAR;
+        }
     } else {
         PAR_TRY(resolve_name(ds->dir, sizeof ds->dir, what));
+        fmt = strcmp(what, "cifar10") == 0 ? FMT_CIFAR : FMT_IDX;
     }
-    par_status st = open_dir(ds, val_fraction_pct);
+    par_status st = open_dir(ds, val_fraction_pct, fmt);
     if (st != PAR_OK) {
         par_dataset_free(ds);
         return st;
@@ -424,7 +594,21 @@ void par_data_gather(const par_images *im, const size_t *idx, size_t B, par_dtyp
                      int32_t *labels)
 {
     const size_t nf = im->n_features;
-    if (dt == PAR_F64) {
+    if (im->values) {   // resampled: the values were rounded to the dtype at load time
+        assert(im->values_dt == dt || im->values_dt == PAR_F64);
+        const size_t sz = par_dtype_size(dt);
+        for (size_t s = 0; s < B; s++) {
+            assert(idx[s] < im->n);
+            if (im->values_dt == dt) {
+                memcpy((char *)x + s * nf * sz, (const char *)im->values + idx[s] * nf * sz,
+                       nf * sz);
+            } else {
+                const double *v = (const double *)im->values + idx[s] * nf;
+                float *y = (float *)x + s * nf;
+                for (size_t f = 0; f < nf; f++) y[f] = (float)v[f];
+            }
+        }
+    } else if (dt == PAR_F64) {
         double lut[256], *y = x;
         for (int p = 0; p < 256; p++) lut[p] = (double)p / 255.0;
         for (size_t s = 0; s < B; s++) {
