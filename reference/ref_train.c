@@ -15,6 +15,10 @@ struct ref_trainer {
     double lr;
     size_t B_cap;                       // samples the buffers hold
     void *w, *g, *loss;
+    ref_optim_kind opt;                 // the optimizer and its hyperparameters as given
+    double mu, b1, b2, eps;
+    void *s1, *s2;                      // its state: velocity, or m and v
+    long opt_steps;                     // updates done
     double *gabs;                       // NULL unless ref_track_abs
     void *a[PAR_MAX_LAYERS + 1];        // a[0] input, a[l+1] output of layer l
     void *d[PAR_MAX_LAYERS];            // d[l]: gradient at layer l's pre-activation
@@ -30,6 +34,7 @@ struct ref_trainer {
 #define LOG par_log_f32
 #define TANH par_tanh_f32
 #define SIGMOID par_sigmoid_f32
+#define SQRT sqrtf
 #include "ref_impl.inc"
 #undef REAL
 #undef SFX
@@ -38,6 +43,7 @@ struct ref_trainer {
 #undef LOG
 #undef TANH
 #undef SIGMOID
+#undef SQRT
 
 #define REAL double
 #define SFX f64
@@ -46,6 +52,7 @@ struct ref_trainer {
 #define LOG par_log_f64
 #define TANH par_tanh_f64
 #define SIGMOID par_sigmoid_f64
+#define SQRT sqrt
 #include "ref_impl.inc"
 
 static void free_buffers(ref_trainer *t)
@@ -103,6 +110,36 @@ par_status ref_create(ref_trainer **out, const par_model *m, par_dtype dt, size_
     return PAR_OK;
 }
 
+par_status ref_set_optimizer(ref_trainer *t, ref_optim_kind kind, double mu, double b1, double b2,
+                             double eps)
+{
+    free(t->s1);
+    free(t->s2);
+    t->s1 = t->s2 = NULL;
+    t->opt = kind;
+    t->mu = mu;
+    t->b1 = b1;
+    t->b2 = b2;
+    t->eps = eps;
+    t->opt_steps = 0;
+    const size_t n = t->m->n_params, sz = par_dtype_size(t->dt);
+    if (kind != REF_SGD) t->s1 = calloc(n, sz);
+    if (kind == REF_ADAM) t->s2 = calloc(n, sz);
+    PAR_FAIL_IF((kind != REF_SGD && !t->s1) || (kind == REF_ADAM && !t->s2), PAR_ERR_ALLOC,
+                "reference: out of memory for the optimizer state");
+    return PAR_OK;
+}
+
+int ref_optim_state(ref_trainer *t, void *arr[2], long *steps)
+{
+    arr[0] = t->s1;
+    arr[1] = t->s2;
+    *steps = t->opt_steps;
+    return t->opt == REF_SGD ? 0 : t->opt == REF_ADAM ? 2 : 1;
+}
+
+void ref_set_optim_steps(ref_trainer *t, long steps) { t->opt_steps = steps; }
+
 par_status ref_step(ref_trainer *t, const void *x, const int32_t *labels, size_t B, double *loss)
 {
     PAR_FAIL_IF(B == 0, PAR_ERR_CONFIG, "reference: empty batch");
@@ -114,6 +151,7 @@ par_status ref_step(ref_trainer *t, const void *x, const int32_t *labels, size_t
 const void *ref_params(const ref_trainer *t) { return t->w; }
 const void *ref_grad(const ref_trainer *t) { return t->g; }
 size_t ref_n_params(const ref_trainer *t) { return t->m->n_params; }
+par_dtype ref_dtype(const ref_trainer *t) { return t->dt; }
 
 void ref_set_params(ref_trainer *t, const void *w)
 {
@@ -148,5 +186,7 @@ void ref_destroy(ref_trainer *t)
     free(t->w);
     free(t->g);
     free(t->gabs);
+    free(t->s1);
+    free(t->s2);
     free(t);
 }

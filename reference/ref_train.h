@@ -20,7 +20,23 @@ typedef struct ref_trainer ref_trainer;
 par_status ref_create(ref_trainer **t, const par_model *m, par_dtype dt, size_t C, double lr,
                       const void *init_params);
 
-// One SGD step on a batch: x is (B, n_inputs) of dt, labels (B). *loss is
+// The reference's own names for the optimizers (it includes nothing of
+// src/train); the formulas are written out in ref_impl.inc.
+typedef enum ref_optim_kind { REF_SGD = 0, REF_MOMENTUM, REF_NESTEROV, REF_ADAM } ref_optim_kind;
+
+// Chooses the optimizer (default: SGD) before the first step: mu for
+// momentum and nesterov, b1, b2, eps for adam, each rounded to dt once.
+// Allocates its state, all zeros, and sets its step count to 0.
+par_status ref_set_optimizer(ref_trainer *t, ref_optim_kind kind, double mu, double b1, double b2,
+                             double eps);
+
+// The optimizer state: returns the number of arrays (0, 1 or 2; velocity,
+// or m and v), each n_params of dt, owned by t and writable (to restore a
+// state), and in *steps the updates done so far.
+int ref_optim_state(ref_trainer *t, void *arr[2], long *steps);
+void ref_set_optim_steps(ref_trainer *t, long steps);
+
+// One optimizer step on a batch: x is (B, n_inputs) of dt, labels (B). *loss is
 // the batch mean cross-entropy, folded over chunks as the contract says.
 par_status ref_step(ref_trainer *t, const void *x, const int32_t *labels, size_t B, double *loss);
 
@@ -29,6 +45,7 @@ par_status ref_step(ref_trainer *t, const void *x, const int32_t *labels, size_t
 const void *ref_params(const ref_trainer *t);
 const void *ref_grad(const ref_trainer *t);
 size_t ref_n_params(const ref_trainer *t);
+par_dtype ref_dtype(const ref_trainer *t);
 void ref_set_params(ref_trainer *t, const void *w);
 
 // From now on also record, per gradient element, S = sum over the samples

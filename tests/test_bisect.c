@@ -26,7 +26,7 @@ static par_run_cfg cfg_of(par_dtype dt, par_mode mode, int threads, size_t chunk
                           const par_fault *f)
 {
     return (par_run_cfg){&M, dt, mode, BATCH, chunk, lr, threads,
-                         dt == PAR_F32 ? INIT32 : INIT64, f ? f : &NO_FAULT};
+                         dt == PAR_F32 ? INIT32 : INIT64, f ? f : &NO_FAULT, NULL};
 }
 
 static par_run_cfg plain(int threads) { return cfg_of(PAR_F32, PAR_MODE_EXACT, threads, 8, 0.01, NULL); }

@@ -140,7 +140,7 @@ static par_status check_step(mpc_report *r, const par_model *m, par_dtype dt,
                              const batch_buf *bb, size_t C, const void *w0, int prec)
 {
     memset(r, 0, sizeof *r);
-    const par_run_cfg cfg = {m, dt, mode, bb->B, C, 0.05, threads, w0, NULL};
+    const par_run_cfg cfg = {m, dt, mode, bb->B, C, 0.05, threads, w0, NULL, NULL};
     const par_batch batch = {bb->x, bb->labels, bb->B};
     mpc_step run, ref;
     PAR_TRY(mpc_capture(&run, tr, &cfg, &batch));
@@ -279,7 +279,7 @@ static void faults(const par_dataset *ds)
         f.kind = PAR_FAULT_NONE;
         par_fault_set(&f);
         mpc_step run;
-        const par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, bb.B, 8, 0.05, 1, w0, NULL};
+        const par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, bb.B, 8, 0.05, 1, w0, NULL, NULL};
         const par_batch batch = {bb.x, bb.labels, bb.B};
         size_t big = 0;
         if (mpc_capture(&run, &par_trainer_reference, &cfg, &batch) == PAR_OK) {
@@ -345,7 +345,7 @@ static void step_records(const par_dataset *ds)
     for (int k = 0; k < 3; k++) {
         const long S = steps[k];
         par_run_opts ro = {&par_trainer_serial,
-                           {&m, PAR_F32, PAR_MODE_EXACT, batch, 8, 0.05, 1, w0, NULL},
+                           {&m, PAR_F32, PAR_MODE_EXACT, batch, 8, 0.05, 1, w0, NULL, NULL},
                            ds,
                            11,
                            2,
@@ -362,7 +362,7 @@ static void step_records(const par_dataset *ds)
             void *x = malloc(B * 784 * sz);
             int32_t *labels = malloc(B * sizeof *labels);
             par_data_gather(&ds->train, idx, B, PAR_F32, x, labels);
-            const par_run_cfg cfg = {&m, PAR_F32, PAR_MODE_EXACT, B, 8, 0.05, 1, w_prev, NULL};
+            const par_run_cfg cfg = {&m, PAR_F32, PAR_MODE_EXACT, B, 8, 0.05, 1, w_prev, NULL, NULL};
             const par_batch b = {x, labels, B};
             st = mpc_capture(&run, &par_trainer_serial, &cfg, &b);
             free(x);

@@ -41,7 +41,7 @@ int main(int argc, char **argv)
         void *init = malloc(m.n_params * par_dtype_size(dt));
         par_model_init(&m, dt, 42, init);
         for (int sh = 0; sh < 2; sh++) {
-            par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, shapes[sh].B, shapes[sh].C, 0.05, T, init, NULL};
+            par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, shapes[sh].B, shapes[sh].C, 0.05, T, init, NULL, NULL};
             trajectory ref, t;
             run_trajectory(&ref, &par_trainer_reference, &cfg, &ds, STEPS);
             run_trajectory(&t, ops, &cfg, &ds, STEPS);

@@ -25,7 +25,7 @@ int main(void)
         void *init = malloc(m.n_params * par_dtype_size(dt));
         par_model_init(&m, dt, 42, init);
         for (int sh = 0; sh < 2; sh++) {
-            par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, shapes[sh].B, shapes[sh].C, 0.05, 1, init, NULL};
+            par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, shapes[sh].B, shapes[sh].C, 0.05, 1, init, NULL, NULL};
             trajectory ref, t;
             if (run_trajectory(&ref, &par_trainer_reference, &cfg, &ds, STEPS) != PAR_OK) return 1;
             const char *dn = par_dtype_name(dt);

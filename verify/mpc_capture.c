@@ -126,6 +126,9 @@ par_status mpc_capture(mpc_step *s, const par_trainer_ops *tr, const par_run_cfg
                 "--trainer %s runs one process per MPI rank: parity check supports reference, "
                 "serial and omp for now",
                 tr->name);
+    PAR_FAIL_IF(cfg->optim && cfg->optim->kind != PAR_OPTIM_SGD, PAR_ERR_CONFIG,
+                "--optim %s: the MPFR checker is derived for SGD only (use --optim sgd)",
+                par_optim_name(cfg->optim->kind));
     PAR_FAIL_IF(!tr->grad, PAR_ERR_CONFIG, "--trainer %s does not expose its gradient", tr->name);
     PAR_FAIL_IF(batch->B == 0 || batch->B > cfg->batch, PAR_ERR_CONFIG,
                 "check: batch of %zu samples, expected 1..%zu", batch->B, cfg->batch);

@@ -97,6 +97,9 @@ par_status vf_lockstep(vf_lockstep_result *r, const par_trainer_ops *ops,
     const size_t n_train = ds->n_train;
     PAR_FAIL_IF(!ops->set_params, PAR_ERR_CONFIG, "trainer %s cannot set its parameters",
                 ops->name);
+    PAR_FAIL_IF(cfg_fast->optim && cfg_fast->optim->kind != PAR_OPTIM_SGD, PAR_ERR_CONFIG,
+                "--optim %s: the fast-mode lockstep bound is derived for SGD only (use --optim "
+                "sgd)", par_optim_name(cfg_fast->optim->kind));
     PAR_FAIL_IF(ds->train.n_features != m->n_inputs || ds->n_classes != m->n_classes,
                 PAR_ERR_CONFIG, "--model %s does not fit dataset %s", m->spec, ds->name);
     PAR_FAIL_IF(n_train == 0 || Bmax == 0 || epochs < 1, PAR_ERR_CONFIG,

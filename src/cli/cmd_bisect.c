@@ -524,7 +524,7 @@ int cmd_bisect(int argc, char **argv)
             o.side[s].ops = tr[s];
             o.side[s].cfg = (par_run_cfg){&m, dt, mode[s], (size_t)so[s].batch,
                                           (size_t)so[s].chunk, so[s].lr, so[s].threads, init,
-                                          &fault[s]};
+                                          &fault[s], NULL};
         }
         vf_bisect_result *r = malloc(sizeof *r);
         st = r ? vf_bisect_lockstep(r, &o)

@@ -408,7 +408,7 @@ int cmd_check(int argc, char **argv)
     mpc_report rep = {0};
     check_run c = {&o, &ds, &m, &run, idx, epoch, !o.samples, 0, 0, 0};
     if (st == PAR_OK && rc == EXIT_OK) {
-        const par_run_cfg cfg = {&m, dt, mode, B, (size_t)o.chunk, o.lr, o.threads, w0, NULL};
+        const par_run_cfg cfg = {&m, dt, mode, B, (size_t)o.chunk, o.lr, o.threads, w0, NULL, NULL};
         const par_batch batch = {x, labels, B};
         const double t1 = now();
         st = mpc_capture(&run, tr, &cfg, &batch);

@@ -39,8 +39,13 @@ typedef struct train_opts {
     const char *ckpt_dir, *resume;
     int epochs, batch, chunk, threads, ranks, json, quiet, help, no_digest;
     int steps, ckpt_every, keep, check_every;
+    int upscale;                              // --upscale S: images resampled to S x S (0: off)
     double lr;
     uint64_t seed;
+    const char *optim_s, *batch_s, *select;   // --optim, --batch B|full, --select
+    double momentum, beta1, beta2, eps;       // NAN: not given (the defaults apply)
+    par_optim optim;                          // resolved
+    int batch_full, best_val;                 // --batch full, --select best-val
 } train_opts;
 
 typedef struct train_ctx {
@@ -67,6 +72,11 @@ typedef struct train_ctx {
     par_status pending;
     int peer_failed;               // another rank failed: stop quietly
     int stop_sig;                  // SIGINT or SIGTERM: stopped cleanly at a step
+    // --select best-val (rank 0): the weights and evaluation of the best epoch so far.
+    void *best_w;
+    int best_epoch;                // 0-based; -1 before the first evaluation
+    double best_val_loss, best_val_acc, best_test_loss, best_test_acc;
+    par_optim_state optim_now;     // the trainer's optimizer state, filled before after_step
 } train_ctx;
 
 // The signal that asks for a clean stop (SIGINT or SIGTERM; under MPI also
@@ -165,7 +175,16 @@ static par_status write_checkpoint(train_ctx *c, const par_run_point *pt, const 
     mt->pos = pt->pos;
     mt->has_log = c->track != NULL;
     if (c->track) PAR_TRY(par_ckpt_log_sync(c->track, &mt->log));
-    PAR_TRY(par_ckpt_write(c->ck, mt, c->m, c->dt, params, c->o->keep));
+    par_ckpt_optim os = {c->optim_now.n, {NULL, NULL}, {c->optim_now.arr[0], c->optim_now.arr[1]},
+                         c->optim_now.t};
+    for (int i = 0; i < os.n; i++) os.names[i] = par_optim_state_name(c->o->optim.kind, i);
+    mt->has_best = c->best_w && c->best_epoch >= 0;   // --select best-val: the best so far
+    mt->best_epoch = c->best_epoch;
+    mt->best_val_loss = c->best_val_loss;
+    mt->best_val_acc = c->best_val_acc;
+    mt->best_test_loss = c->best_test_loss;
+    mt->best_test_acc = c->best_test_acc;
+    PAR_TRY(par_ckpt_write_ex(c->ck, mt, c->m, c->dt, params, &os, c->best_w, c->o->keep));
     c->last_ckpt = pt->step;
     return PAR_OK;
 }
@@ -211,6 +230,15 @@ static par_status on_epoch(void *vctx, int epoch, long step, const void *params)
         if (st == PAR_OK && c->log)
             st = par_log_epoch(c->log, epoch, step, c->val_loss, c->val_acc, c->test_loss,
                                c->test_acc);
+        // --select best-val: strictly better validation accuracy (a tie keeps the earlier).
+        if (st == PAR_OK && c->best_w && (c->best_epoch < 0 || c->val_acc > c->best_val_acc)) {
+            memcpy(c->best_w, params, c->m->n_params * par_dtype_size(c->dt));
+            c->best_epoch = epoch;
+            c->best_val_loss = c->val_loss;
+            c->best_val_acc = c->val_acc;
+            c->best_test_loss = c->test_loss;
+            c->best_test_acc = c->test_acc;
+        }
         if (st == PAR_OK && c->tty)
             fprintf(stderr,
                     "\repoch %d/%d  step %ld  loss %.4f  val acc %.4f  test acc %.4f      \n",
@@ -238,6 +266,20 @@ static void print_json(const train_ctx *c, const void *w, long steps, double sec
         "samples_per_second", seconds > 0 ? (double)c->samples / seconds : 0.0);
     if (c->resumed_from >= 0)
         json_object_set_new(j, "resumed_from_step", json_integer(c->resumed_from));
+    const par_optim *op = &o->optim;
+    json_object_set_new(j, "optim", json_string(par_optim_name(op->kind)));
+    if (op->kind == PAR_OPTIM_MOMENTUM || op->kind == PAR_OPTIM_NESTEROV)
+        json_object_set_new(j, "momentum", json_real(op->momentum));
+    if (op->kind == PAR_OPTIM_ADAM) {
+        json_object_set_new(j, "beta1", json_real(op->beta1));
+        json_object_set_new(j, "beta2", json_real(op->beta2));
+        json_object_set_new(j, "eps", json_real(op->eps));
+    }
+    if (o->batch_full) json_object_set_new(j, "batch_full", json_true());
+    if (o->upscale > 0) json_object_set_new(j, "upscale", json_integer(o->upscale));
+    json_object_set_new(j, "select", json_string(o->best_val ? "best-val" : "last"));
+    if (o->best_val && c->best_epoch >= 0)   // 1-based, like "epochs"
+        json_object_set_new(j, "best_epoch", json_integer(c->best_epoch + 1));
     if (c->last_ckpt >= 0)
         json_object_set_new(j, "last_checkpoint_step", json_integer(c->last_ckpt));
     if (stats->steps > 0) {   // MPI trainers: the busiest rank's traffic and wait
@@ -251,6 +293,10 @@ static void print_json(const train_ctx *c, const void *w, long steps, double sec
 }
 
 static const char *const HINT_DATA = "run data/fetch.sh (or ci/setup.sh) to install the datasets";
+static const char *const HINT_CIFAR =
+    "put data_batch_1..5.bin and test_batch.bin in ~/.cache/parity/data/cifar10/ (or give "
+    "--dataset DIR); for tests: parity data make-cifar DIR";
+static const char DEFAULT_MODEL[] = "mlp:784-256-128-10";   // input: the dataset's features
 
 // ---- --ranks: mpirun as a child, watched ----
 
@@ -439,6 +485,33 @@ static int launch_ranks(int argc, char **argv, const train_opts *o)
 
 // ---- checkpoints: config and resume ----
 
+// x in the fewest digits that read back as x.
+static void shortest(char *buf, size_t cap, double x)
+{
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, cap, "%.*g", p, x);
+        if (strtod(buf, NULL) == x) return;
+    }
+}
+
+// The optimizer as the checkpoint config records it: "sgd" (as before
+// optimizers existed), or its name and every hyperparameter, exactly.
+static void optim_text(char *buf, size_t cap, const par_optim *op)
+{
+    char a[32], b[32], e[32];
+    if (op->kind == PAR_OPTIM_SGD) {
+        snprintf(buf, cap, "sgd");
+    } else if (op->kind == PAR_OPTIM_ADAM) {
+        shortest(a, sizeof a, op->beta1);
+        shortest(b, sizeof b, op->beta2);
+        shortest(e, sizeof e, op->eps);
+        snprintf(buf, cap, "adam beta1=%s beta2=%s eps=%s", a, b, e);
+    } else {
+        shortest(a, sizeof a, op->momentum);
+        snprintf(buf, cap, "%s momentum=%s", par_optim_name(op->kind), a);
+    }
+}
+
 static void fill_config(par_ckpt_config *cf, const train_opts *o, const par_model *m,
                         par_act act, par_dtype dt, const par_dataset *ds, const void *init)
 {
@@ -446,7 +519,7 @@ static void fill_config(par_ckpt_config *cf, const train_opts *o, const par_mode
     snprintf(cf->model, sizeof cf->model, "%s", m->spec);
     snprintf(cf->act, sizeof cf->act, "%s", par_act_name(act));
     snprintf(cf->dtype, sizeof cf->dtype, "%s", par_dtype_name(dt));
-    snprintf(cf->optimizer, sizeof cf->optimizer, "sgd");
+    optim_text(cf->optimizer, sizeof cf->optimizer, &o->optim);
     cf->batch = o->batch;
     cf->chunk = o->chunk;
     cf->lr = o->lr;
@@ -459,17 +532,19 @@ static void fill_config(par_ckpt_config *cf, const train_opts *o, const par_mode
     cf->n_val = ds->n_val;
     cf->features = ds->train.n_features;
     cf->classes = ds->n_classes;
-    const void *parts[4] = {ds->train.pixels, ds->train.labels, ds->test.pixels, ds->test.labels};
-    const size_t sizes[4] = {ds->train.n * ds->train.n_features, ds->train.n,
-                             ds->test.n * ds->test.n_features, ds->test.n};
+    size_t b_train = 0, b_test = 0;   // pixels, or the --upscale values
+    const void *parts[4] = {par_images_bytes(&ds->train, &b_train), ds->train.labels,
+                            par_images_bytes(&ds->test, &b_test), ds->test.labels};
+    const size_t sizes[4] = {b_train, ds->train.n, b_test, ds->test.n};
     par_sha256_parts(cf->data_sha256, parts, sizes, 4);
 }
 
 // Rank 0: the newest valid checkpoint of dir, checked against this run's
-// config; its weights into params and its position into *pt.
+// config; its weights into params, its optimizer state into os (os->n
+// arrays named os->names, allocated) and its position into *pt.
 static par_status find_resume(par_ckpt_meta *found, par_run_point *pt, const char *dir,
                               const par_ckpt_config *run, const par_model *m, par_dtype dt,
-                              void *params)
+                              void *params, par_ckpt_optim *os)
 {
     char skipped[1024];
     PAR_TRY(par_ckpt_find(found, dir, skipped, sizeof skipped));
@@ -479,6 +554,7 @@ static par_status find_resume(par_ckpt_meta *found, par_run_point *pt, const cha
     PAR_FAIL_IF(par_ckpt_config_diff(why, sizeof why, &found->cfg, run), PAR_ERR_CONFIG,
                 "%s/ckpt-%010ld.json is from another run: %s", dir, found->step, why);
     PAR_TRY(par_ckpt_load(dir, found, m, dt, params));
+    PAR_TRY(par_ckpt_load_optim(dir, found, m, dt, os->n, os->names, os));
     pt->epoch = found->epoch;
     pt->pos = (size_t)found->pos;
     pt->step = found->step;
@@ -486,11 +562,21 @@ static par_status find_resume(par_ckpt_meta *found, par_run_point *pt, const cha
 }
 
 #ifdef PARITY_HAVE_MPI
-// Rank 0's resume status, point, checkpoint settings and weights to every
-// rank (all ranks must take the same decisions in after_step). Returns the
-// status this rank continues with.
+static void bcast_bytes(void *p, size_t bytes)
+{
+    for (size_t off = 0; off < bytes; off += (size_t)1 << 30) {
+        size_t n = bytes - off < ((size_t)1 << 30) ? bytes - off : (size_t)1 << 30;
+        MPI_Bcast((char *)p + off, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+    }
+}
+
+// Rank 0's resume status, point, checkpoint settings, weights and optimizer
+// state to every rank (all ranks must take the same decisions in after_step,
+// and every rank updates with the same state). Returns the status this rank
+// continues with.
 static par_status share_resume(train_ctx *c, par_status st, par_run_point *pt,
-                               par_ckpt_meta *found, void *params, size_t bytes)
+                               par_ckpt_meta *found, void *params, size_t bytes,
+                               par_ckpt_optim *os)
 {
     if (!c->mpi) return st;
     int s0 = (int)st;
@@ -500,47 +586,114 @@ static par_status share_resume(train_ctx *c, par_status st, par_run_point *pt,
         return PAR_RUN_STOP;
     }
     if (s0 != PAR_OK) return st;
-    long v[5] = {pt->epoch, (long)pt->pos, pt->step, found->every, found->keep};
-    MPI_Bcast(v, 5, MPI_LONG, 0, MPI_COMM_WORLD);
+    long v[6] = {pt->epoch, (long)pt->pos, pt->step, found->every, found->keep, os->t};
+    MPI_Bcast(v, 6, MPI_LONG, 0, MPI_COMM_WORLD);
     pt->epoch = (int)v[0];
     pt->pos = (size_t)v[1];
     pt->step = v[2];
     found->every = v[3];
     found->keep = (int)v[4];
-    for (size_t off = 0; off < bytes; off += (size_t)1 << 30) {
-        size_t n = bytes - off < ((size_t)1 << 30) ? bytes - off : (size_t)1 << 30;
-        MPI_Bcast((char *)params + off, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
-    }
+    os->t = v[5];
+    bcast_bytes(params, bytes);
+    for (int i = 0; i < os->n; i++) bcast_bytes(os->arr[i], bytes);   // optimizer state
     return st;
 }
 #else
 static par_status share_resume(train_ctx *c, par_status st, par_run_point *pt,
-                               par_ckpt_meta *found, void *params, size_t bytes)
+                               par_ckpt_meta *found, void *params, size_t bytes,
+                               par_ckpt_optim *os)
 {
-    (void)c, (void)pt, (void)found, (void)params, (void)bytes;
+    (void)c, (void)pt, (void)found, (void)params, (void)bytes, (void)os;
     return st;
 }
 #endif
 
+// --batch B|full, --optim and its hyperparameters, --select: into o, or
+// one line naming the flag and EXIT_USAGE.
+static int resolve_train_extras(train_opts *o)
+{
+    char *end = NULL;
+    if (strcmp(o->batch_s, "full") == 0) {
+        o->batch_full = 1;
+        o->batch = 1;   // the training split's size, once the dataset is open
+    } else {
+        errno = 0;
+        const long b = strtol(o->batch_s, &end, 10);
+        if (o->batch_s[0] == '-' || end == o->batch_s || *end || errno || b > 1000000000) {
+            fprintf(stderr, "parity train: --batch '%s': expected a non-negative integer or "
+                            "'full'\n", o->batch_s);
+            return EXIT_USAGE;
+        }
+        o->batch = (int)b;   // 0 is refused below with the other counts
+    }
+    par_optim_kind kind;
+    if (par_optim_parse(&kind, o->optim_s) != PAR_OK) {
+        fprintf(stderr, "parity train: --optim '%s': expected sgd, momentum, nesterov or adam\n",
+                o->optim_s);
+        return EXIT_USAGE;
+    }
+    o->optim = par_optim_default(kind);
+    const int mom = kind == PAR_OPTIM_MOMENTUM || kind == PAR_OPTIM_NESTEROV;
+    const int adam = kind == PAR_OPTIM_ADAM;
+    const struct { const char *flag; double v; int applies; double *dst; int ok; } hp[] = {
+        {"--momentum", o->momentum, mom, &o->optim.momentum, o->momentum >= 0 && o->momentum < 1},
+        {"--beta1", o->beta1, adam, &o->optim.beta1, o->beta1 >= 0 && o->beta1 < 1},
+        {"--beta2", o->beta2, adam, &o->optim.beta2, o->beta2 >= 0 && o->beta2 < 1},
+        {"--eps", o->eps, adam, &o->optim.eps, o->eps > 0 && isfinite(o->eps)},
+    };
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) {
+        if (isnan(hp[i].v)) continue;   // not given: the default
+        if (!hp[i].applies) {
+            fprintf(stderr, "parity train: %s does not apply to --optim %s\n", hp[i].flag,
+                    o->optim_s);
+            fprintf(stderr, "hint: --momentum goes with momentum or nesterov; --beta1, --beta2 "
+                            "and --eps with adam\n");
+            return EXIT_USAGE;
+        }
+        if (!hp[i].ok) {
+            fprintf(stderr, "parity train: %s %g: expected %s\n", hp[i].flag, hp[i].v,
+                    i == 3 ? "a finite number > 0" : "a number in [0, 1)");
+            return EXIT_USAGE;
+        }
+        *hp[i].dst = hp[i].v;
+    }
+    if (strcmp(o->select, "best-val") == 0) {
+        o->best_val = 1;
+    } else if (strcmp(o->select, "last") != 0) {
+        fprintf(stderr, "parity train: --select '%s': expected last or best-val\n", o->select);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_opts o = {
-        .dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
+        .dataset = "fashion-mnist", .model = NULL, .act = "relu",
         .trainer = "serial", .mode = "exact", .dtype = "f32", .epochs = 1, .batch = 64,
         .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42, .check_every = 100,
+        .batch_s = "64", .optim_s = "sgd", .select = "last",
+        .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN,
     };
     const cli_opt opts[] = {
-        {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  mnist, fashion-mnist or a folder of IDX files (fashion-mnist)"},
-        {"--model", CLI_STR, &o.model, "SPEC      mlp:N0-N1-...-Nk (mlp:784-256-128-10)"},
+        {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  mnist, fashion-mnist, cifar10 or a folder of IDX or CIFAR-10 files (fashion-mnist)"},
+        {"--upscale", CLI_INT, &o.upscale, "S         resample images to S x S, bilinear (28 -> 57: 3249 inputs, 112: 12544)"},
+        {"--model", CLI_STR, &o.model, "SPEC      mlp:N0-N1-...-Nk (mlp:F-256-128-10, F = the dataset's features)"},
         {"--act", CLI_STR, &o.act, "relu|sigmoid|tanh  hidden activation (relu)"},
         {"--trainer", CLI_STR, &o.trainer, "NAME      reference, serial, omp, mpi, hybrid, root (serial)"},
         {"--mode", CLI_STR, &o.mode, "exact|fast  arithmetic contract kept or relaxed (exact)"},
         {"--dtype", CLI_STR, &o.dtype, "f32|f64   floating-point type (f32)"},
         {"--epochs", CLI_INT, &o.epochs, "N         epochs (1)"},
         {"--steps", CLI_INT, &o.steps, "N         stop after N steps in all (0: no limit)"},
-        {"--batch", CLI_INT, &o.batch, "B         samples per step (64)"},
+        {"--batch", CLI_STR, &o.batch_s, "B|full    samples per step; full: the whole training split, one step per epoch (64)"},
         {"--chunk", CLI_INT, &o.chunk, "C         samples per chunk of the ordered fold (8)"},
-        {"--lr", CLI_DOUBLE, &o.lr, "LR        learning rate of SGD (0.01)"},
+        {"--lr", CLI_DOUBLE, &o.lr, "LR        learning rate (0.01)"},
+        {"--optim", CLI_STR, &o.optim_s, "NAME      sgd, momentum, nesterov or adam (sgd)"},
+        {"--momentum", CLI_DOUBLE, &o.momentum, "MU        momentum and nesterov: v = MU*v + g (0.9)"},
+        {"--beta1", CLI_DOUBLE, &o.beta1, "B1        adam: decay of the first moment (0.9)"},
+        {"--beta2", CLI_DOUBLE, &o.beta2, "B2        adam: decay of the second moment (0.999)"},
+        {"--eps", CLI_DOUBLE, &o.eps, "EPS       adam: added to sqrt(vhat) (1e-8)"},
+        {"--select", CLI_STR, &o.select, "last|best-val  weights kept at the end: the last, or the epoch with the best validation accuracy (last)"},
         {"--seed", CLI_U64, &o.seed, "S         seed of initialisation and shuffling (42)"},
         {"--threads", CLI_INT, &o.threads, "T         OpenMP threads per process (1)"},
         {"--ranks", CLI_INT, &o.ranks, "R         launch R MPI ranks through mpirun (mpi/hybrid/root)"},
@@ -572,18 +725,25 @@ int cmd_train(int argc, char **argv)
     }
 
     cli_numerics nu;
-    const cli_numerics_flags nf = {o.act, o.model, o.mode, o.dtype, o.fault, o.trainer, o.threads};
+    const cli_numerics_flags nf = {o.act, o.model ? o.model : DEFAULT_MODEL, o.mode, o.dtype,
+                                   o.fault, o.trainer, o.threads};
     rc = cli_numerics_resolve("train", &nf, &nu);
     if (rc) return rc;
     const par_act act = nu.act;
-    const par_model m = nu.m;
+    par_model m = nu.m;   // without --model: its input set to the dataset's features below
     const par_mode mode = nu.mode;
     const par_dtype dt = nu.dt;
     par_fault fault = nu.fault;
     const par_trainer_ops *tr = nu.tr;
+    rc = resolve_train_extras(&o);
+    if (rc) return rc;
     if (o.epochs < 1 || o.batch < 1 || o.chunk < 1 || o.threads < 1 || !(o.lr > 0)) {
         fprintf(stderr, "parity train: --epochs, --batch, --chunk and --threads must be >= 1 "
                         "and --lr > 0\n");
+        return EXIT_USAGE;
+    }
+    if (o.upscale > 1024) {
+        fprintf(stderr, "parity train: --upscale %d: expected a side of 1..1024\n", o.upscale);
         return EXIT_USAGE;
     }
     if ((o.ckpt_every > 0 || o.keep > 0) && !o.ckpt_dir && !o.resume) {
@@ -620,12 +780,52 @@ int cmd_train(int argc, char **argv)
     // and all agree before training, so that no rank waits for another.
     par_dataset ds;
     par_status st = par_dataset_open(&ds, o.dataset, 10);
-    const char *hint = st != PAR_OK ? HINT_DATA : NULL;
+    const char *hint = st != PAR_OK ? (strcmp(o.dataset, "cifar10") == 0 ? HINT_CIFAR : HINT_DATA)
+                                    : NULL;
     c.ds = &ds;
+    // --upscale S: resampled once here (every rank alike). Without --model the
+    // default MLP takes the dataset's features; a given --model must match them.
+    if (st == PAR_OK && o.upscale > 0) st = par_dataset_upscale(&ds, (size_t)o.upscale, dt);
+    if (st == PAR_OK && !o.model && ds.train.n_features != m.n_inputs) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "mlp:%zu-256-128-10", ds.train.n_features);
+        st = par_model_parse(&m, spec, act);
+    }
+    if (st == PAR_OK && o.model && ds.train.n_features != m.n_inputs) {
+        char up[64] = "";
+        if (o.upscale > 0)
+            snprintf(up, sizeof up, " (--upscale %d: %d x %d x %zu)", o.upscale, o.upscale,
+                     o.upscale, ds.train.channels);
+        st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--model %s takes %zu inputs but "
+                           "dataset %s has %zu features per sample%s; expected an input size "
+                           "of %zu", m.spec, m.n_inputs, ds.name, ds.train.n_features, up,
+                           ds.train.n_features);
+        hint = "leave out --model for the default MLP, or make its first number the input size";
+    }
+    if (st == PAR_OK && o.batch_full) {   // one step per epoch: the whole training split
+        if (ds.n_train > 1000000000)
+            st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--batch full: %zu training "
+                               "records is more than one batch can hold", ds.n_train);
+        else o.batch = (int)ds.n_train;
+    }
+    if (st == PAR_OK && o.best_val && ds.n_val == 0)
+        st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
+                           "--select best-val: dataset %s has no validation records", ds.name);
     const size_t sz = par_dtype_size(dt);
     void *init = malloc(m.n_params * sz), *final = malloc(m.n_params * sz);
     if (st == PAR_OK && (!init || !final))
         st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    // --select best-val: rank 0 keeps the best epoch's weights.
+    c.best_epoch = -1;
+    if (st == PAR_OK && o.best_val && rank == 0 && !(c.best_w = malloc(m.n_params * sz)))
+        st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    // --resume: the optimizer state of the checkpoint (every rank receives it).
+    par_ckpt_optim ros = {par_optim_n_state(o.optim.kind), {NULL, NULL}, {NULL, NULL}, 0};
+    for (int i = 0; i < ros.n; i++) {
+        ros.names[i] = par_optim_state_name(o.optim.kind, i);
+        if (st == PAR_OK && o.resume && !(ros.arr[i] = malloc(m.n_params * sz)))
+            st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    }
     if (st == PAR_OK) {
         if (o.init_load) st = par_weights_load(o.init_load, &m, dt, init);
         else par_model_init(&m, dt, o.seed, init);
@@ -649,15 +849,32 @@ int cmd_train(int argc, char **argv)
         const int same = o.resume && strcmp(ckdir, o.resume) == 0;   // resume in place
         st = par_ckpt_dir_open(&c.ck, ckdir, !same, !same);
         if (st == PAR_OK && o.resume) st = find_resume(&found, &start, o.resume, &c.meta.cfg, &m,
-                                                       dt, init);
+                                                       dt, init, &ros);
+        // --select best-val goes on from the checkpoint's best epoch so far.
+        if (st == PAR_OK && o.resume && o.best_val && strcmp(found.select, "best-val") != 0)
+            st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
+                               "--select best-val: the run of %s kept --select %s, so its best "
+                               "epoch before step %ld is unknown", o.resume, found.select,
+                               found.step);
+        if (st == PAR_OK && o.resume && o.best_val && found.has_best) {
+            st = par_ckpt_load_best(o.resume, &found, &m, dt, c.best_w);
+            c.best_epoch = found.best_epoch;
+            c.best_val_loss = found.best_val_loss;
+            c.best_val_acc = found.best_val_acc;
+            c.best_test_loss = found.best_test_loss;
+            c.best_test_acc = found.best_test_acc;
+        }
     }
-    if (o.resume) st = share_resume(&c, st, &start, &found, init, init ? m.n_params * sz : 0);
+    if (o.resume)
+        st = share_resume(&c, st, &start, &found, init, init ? m.n_params * sz : 0, &ros);
+    const par_optim_state start_os = {ros.n, {ros.arr[0], ros.arr[1]}, ros.t};
     c.every = o.ckpt_every > 0 ? o.ckpt_every : o.resume && found.every > 0 ? found.every
                                                                             : per_epoch;
     if (o.keep == 0) o.keep = o.resume && found.keep > 0 ? found.keep : 3;
     if (c.checkpointing) {
         snprintf(c.meta.trainer, sizeof c.meta.trainer, "%s", tr->name);
         snprintf(c.meta.mode, sizeof c.meta.mode, "%s", par_mode_name(mode));
+        snprintf(c.meta.select, sizeof c.meta.select, "%s", o.best_val ? "best-val" : "last");
         c.meta.threads = o.threads;
         c.meta.ranks = size;
         c.meta.every = c.every;
@@ -703,16 +920,24 @@ int cmd_train(int argc, char **argv)
         const par_run_opts ro = {
             .trainer = tr,
             .cfg = {&m, dt, mode, (size_t)o.batch, (size_t)o.chunk, o.lr, o.threads, init,
-                    o.fault ? &fault : NULL},
+                    o.fault ? &fault : NULL, &o.optim},
             .ds = &ds, .seed = o.seed, .epochs = o.epochs, .max_steps = o.steps,
         };
         const par_run_ext rx = {o.resume ? &start : NULL, 1, o.check_every > 0 ? o.check_every : -1,
-                                after_step};
+                                after_step, o.resume ? &start_os : NULL, &c.optim_now};
         const par_run_hooks hooks = {&c, on_step, on_epoch};
         c.t_start = c.t_last_print = now();
         st = par_run_ex(&ro, &rx, &hooks, final, &steps, &stats);
     }
     const double seconds = now() - c.t_start - c.t_eval;
+    if (st == PAR_OK && c.best_w && c.best_epoch >= 0) {
+        // --select best-val: that epoch's weights and evaluation stand for the run.
+        memcpy(final, c.best_w, m.n_params * sz);
+        c.val_loss = c.best_val_loss;
+        c.val_acc = c.best_val_acc;
+        c.test_loss = c.best_test_loss;
+        c.test_acc = c.best_test_acc;
+    }
     if (st == PAR_OK && o.save && rank == 0) st = par_weights_save(o.save, &m, dt, final);
     if (c.log) {
         // With checkpoints the log of a stopped or failed run is kept (whole
@@ -767,6 +992,9 @@ int cmd_train(int argc, char **argv)
     par_ckpt_dir_close(c.ck);
     free(init);
     free(final);
+    free(c.best_w);
+    free(ros.arr[0]);
+    free(ros.arr[1]);
     par_dataset_free(&ds);
     return par_mpi_finish(rc);
 }

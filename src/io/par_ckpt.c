@@ -83,7 +83,7 @@ int par_ckpt_config_diff(char *why, size_t cap, const par_ckpt_config *a,
     STR(model, "--model")
     STR(act, "--act")
     STR(dtype, "--dtype")
-    STR(optimizer, "optimizer")
+    STR(optimizer, "--optim")
     NUM(batch, "--batch", "%ld")
     NUM(chunk, "--chunk", "%ld")
     if (memcmp(&a->lr, &b->lr, sizeof a->lr) != 0) {
@@ -346,16 +346,35 @@ static char *meta_dump(const par_ckpt_meta *m)
                         "lines", (json_int_t)m->log.lines, "bytes", (json_int_t)m->log.bytes,
                         "sha256", m->log.sha256);
     }
+    json_t *os = json_array();
+    for (int i = 0; os && i < m->optim_n; i++)
+        json_array_append_new(os, json_string(m->optim_names[i]));
     json_t *j = json_pack(
-        "{s:s, s:i, s:I, s:i, s:I, s:o, s:s, s:{s:s, s:s}, s:[], s:o, s:{s:s, s:s, s:i, s:i, "
+        "{s:s, s:i, s:I, s:i, s:I, s:o, s:s, s:{s:s, s:s}, s:o, s:o, s:{s:s, s:s, s:i, s:i, "
         "s:I, s:i}}",
         "format", CKPT_FORMAT, "version", m->version, "step", (json_int_t)m->step, "epoch",
         m->epoch, "epoch_records_done", (json_int_t)m->pos, "config", cfg, "config_sha256",
         m->config_sha256, "weights", "file", m->npz, "sha256", m->npz_sha256, "optimizer_state",
-        "log", log, "writer", "trainer", m->trainer, "mode", m->mode,
+        os, "log", log, "writer", "trainer", m->trainer, "mode", m->mode,
         "threads", m->threads, "ranks", m->ranks, "checkpoint_every", (json_int_t)m->every,
         "keep", m->keep);
     if (!j) return NULL;
+    if (m->optim_n > 0) json_object_set_new(j, "optimizer_steps", json_integer(m->optim_t));
+    if (m->select[0] && strcmp(m->select, "last") != 0) {
+        json_object_set_new(j, "select", json_string(m->select));
+        json_t *b = json_null();
+        if (m->has_best) {   // exact values as hex floats, like lr_hex
+            char h[4][64];
+            snprintf(h[0], sizeof h[0], "%a", m->best_val_loss);
+            snprintf(h[1], sizeof h[1], "%a", m->best_val_acc);
+            snprintf(h[2], sizeof h[2], "%a", m->best_test_loss);
+            snprintf(h[3], sizeof h[3], "%a", m->best_test_acc);
+            b = json_pack("{s:i, s:s, s:s, s:s, s:s}", "epoch", m->best_epoch, "val_loss_hex",
+                          h[0], "val_accuracy_hex", h[1], "test_loss_hex", h[2],
+                          "test_accuracy_hex", h[3]);
+        }
+        json_object_set_new(j, "best", b ? b : json_null());
+    }
     char *s = json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
     json_decref(j);
     return s;
@@ -457,8 +476,35 @@ par_status par_ckpt_meta_parse(par_ckpt_meta *m, const char *text, size_t len, c
     copy_str(m->npz_sha256, sizeof m->npz_sha256, get_str(w, "sha256", &err), "weights.sha256",
              &err);
     json_t *os = json_object_get(j, "optimizer_state");
-    if ((!json_is_array(os) || json_array_size(os) != 0) && !err)
-        err = "optimizer_state (SGD has none)";
+    if ((!json_is_array(os) || json_array_size(os) > 2) && !err) err = "optimizer_state";
+    m->optim_n = json_is_array(os) ? (int)json_array_size(os) : 0;
+    for (int i = 0; i < m->optim_n && !err; i++) {
+        const char *nm = json_string_value(json_array_get(os, (size_t)i));
+        if (!nm || !*nm || strchr(nm, '.')) err = "optimizer_state";
+        else copy_str(m->optim_names[i], sizeof m->optim_names[i], nm, "optimizer_state", &err);
+    }
+    if (m->optim_n > 0) m->optim_t = (long)get_int(j, "optimizer_steps", 0, BIG, &err);
+    snprintf(m->select, sizeof m->select, "last");
+    if (json_object_get(j, "select")) {
+        copy_str(m->select, sizeof m->select, get_str(j, "select", &err), "select", &err);
+        json_t *b = json_object_get(j, "best");
+        if (json_is_object(b)) {
+            m->has_best = 1;
+            m->best_epoch = (int)get_int(b, "epoch", 0, 1000000000, &err);
+            double *dst[4] = {&m->best_val_loss, &m->best_val_acc, &m->best_test_loss,
+                              &m->best_test_acc};
+            const char *keys[4] = {"val_loss_hex", "val_accuracy_hex", "test_loss_hex",
+                                   "test_accuracy_hex"};
+            for (int i = 0; i < 4; i++) {
+                const char *hx = get_str(b, keys[i], &err);
+                char *e2 = NULL;
+                *dst[i] = strtod(hx, &e2);
+                if ((!e2 || *e2 || e2 == hx) && !err) err = keys[i];
+            }
+        } else if (!json_is_null(b) && !err) {
+            err = "best";
+        }
+    }
     json_t *lg = json_object_get(j, "log");
     if (json_is_object(lg)) {
         m->has_log = 1;
@@ -508,9 +554,56 @@ static void remove_ckpt(const char *dir, long step)
     unlink(p);
 }
 
+// The .npz of a checkpoint: the views (as par_weights_save) and the
+// optimizer state as "opt.<state>.<view>".
+static par_status write_npz(const char *path, const par_model *m, par_dtype dt,
+                            const void *params, const par_ckpt_optim *os, const void *best)
+{
+    const int n_os = os ? os->n : 0;
+    if (n_os == 0 && !best) return par_weights_save(path, m, dt, params);
+    par_array *arrays = calloc((size_t)m->n_views * (size_t)(2 + n_os), sizeof *arrays);
+    PAR_FAIL_IF(!arrays, PAR_ERR_ALLOC, "out of memory");
+    const size_t esize = par_dtype_size(dt);
+    size_t k = 0;
+    for (int s = -1; s <= n_os; s++) {   // the weights, the optimizer state, the best weights
+        if (s == n_os && !best) break;
+        const char *base = s < 0 ? params : s < n_os ? os->arr[s] : best;
+        for (int v = 0; v < m->n_views; v++, k++) {
+            const par_view *w = &m->views[v];
+            par_array *a = &arrays[k];
+            if (s < 0) snprintf(a->name, sizeof a->name, "%s", w->name);
+            else if (s == n_os) snprintf(a->name, sizeof a->name, "best.%s", w->name);
+            else snprintf(a->name, sizeof a->name, "opt.%s.%s", os->names[s], w->name);
+            a->dtype = dt;
+            a->ndim = w->ndim;
+            memcpy(a->shape, w->shape, sizeof a->shape);
+            a->count = w->count;
+            a->data = (void *)(base + w->offset * esize);   // only read
+        }
+    }
+    par_status st = par_npz_write(path, arrays, k);
+    free(arrays);
+    return st;
+}
+
 par_status par_ckpt_write(par_ckpt_dir *d, par_ckpt_meta *meta, const par_model *m, par_dtype dt,
                           const void *params, int keep)
 {
+    return par_ckpt_write_ex(d, meta, m, dt, params, NULL, NULL, keep);
+}
+
+par_status par_ckpt_write_ex(par_ckpt_dir *d, par_ckpt_meta *meta, const par_model *m,
+                             par_dtype dt, const void *params, const par_ckpt_optim *os,
+                             const void *best, int keep)
+{
+    PAR_FAIL_IF(meta->has_best && !best, PAR_ERR_CONFIG, "best-epoch weights missing");
+    PAR_FAIL_IF(os && (os->n < 0 || os->n > 2), PAR_ERR_CONFIG, "%d optimizer state arrays",
+                os->n);
+    meta->optim_n = os ? os->n : 0;
+    meta->optim_t = os ? os->t : 0;
+    memset(meta->optim_names, 0, sizeof meta->optim_names);
+    for (int i = 0; i < meta->optim_n; i++)
+        snprintf(meta->optim_names[i], sizeof meta->optim_names[i], "%s", os->names[i]);
     PAR_FAIL_IF(keep < 1, PAR_ERR_CONFIG, "--keep %d: expected >= 1", keep);
     PAR_FAIL_IF(meta->step < 0 || meta->step > 9999999999L, PAR_ERR_CONFIG,
                 "step %ld cannot be checkpointed", meta->step);
@@ -523,7 +616,7 @@ par_status par_ckpt_write(par_ckpt_dir *d, par_ckpt_meta *meta, const par_model 
     // A checkpoint of this step already there (a resumed run passing it
     // again) is replaced: invalidate it first.
     unlink(js);
-    par_status st = par_weights_save(npz, m, dt, params);
+    par_status st = write_npz(npz, m, dt, params, os, meta->has_best ? best : NULL);
     if (st == PAR_OK) st = par_sha256_file(meta->npz_sha256, npz);
     char *text = NULL;
     if (st == PAR_OK) {
@@ -604,6 +697,74 @@ par_status par_ckpt_load(const char *dir, const par_ckpt_meta *meta, const par_m
     PAR_FAIL_IF(strcmp(sha, meta->npz_sha256) != 0, PAR_ERR_FORMAT,
                 "%s: SHA-256 differs from its checkpoint's record (damaged)", npz);
     return par_weights_load(npz, m, dt, params);
+}
+
+// Members "<prefix><view>" of a checkpoint's .npz into dst (n_params of dt).
+static par_status load_members(const char *npz, const par_npz *z, const par_model *m,
+                               par_dtype dt, const char *prefix, void *dst)
+{
+    const size_t esize = par_dtype_size(dt);
+    for (int v = 0; v < m->n_views; v++) {
+        const par_view *w = &m->views[v];
+        char want[96];
+        snprintf(want, sizeof want, "%s%s", prefix, w->name);
+        const par_array *a = NULL;
+        for (size_t k = 0; k < z->n && !a; k++)
+            if (strcmp(z->arrays[k].name, want) == 0) a = &z->arrays[k];
+        PAR_FAIL_IF(!a || a->dtype != dt || a->count != w->count, PAR_ERR_FORMAT,
+                    "%s: array '%s' missing or not %zu elements of %s", npz, want, w->count,
+                    par_dtype_name(dt));
+        memcpy((char *)dst + w->offset * esize, a->data, w->count * esize);
+    }
+    return PAR_OK;
+}
+
+par_status par_ckpt_load_best(const char *dir, const par_ckpt_meta *meta, const par_model *m,
+                              par_dtype dt, void *best)
+{
+    char npz[1200], sha[65];
+    snprintf(npz, sizeof npz, "%s/%s", dir, meta->npz);
+    PAR_FAIL_IF(!meta->has_best, PAR_ERR_CONFIG, "%s: holds no best-epoch weights", npz);
+    PAR_TRY(par_sha256_file(sha, npz));
+    PAR_FAIL_IF(strcmp(sha, meta->npz_sha256) != 0, PAR_ERR_FORMAT,
+                "%s: SHA-256 differs from its checkpoint's record (damaged)", npz);
+    par_npz z;
+    PAR_TRY(par_npz_read(&z, npz));
+    const par_status st = load_members(npz, &z, m, dt, "best.", best);
+    par_npz_free(&z);
+    return st;
+}
+
+par_status par_ckpt_load_optim(const char *dir, const par_ckpt_meta *meta, const par_model *m,
+                               par_dtype dt, int n, const char *const names[2],
+                               par_ckpt_optim *os)
+{
+    char npz[1200], sha[65];
+    snprintf(npz, sizeof npz, "%s/%s", dir, meta->npz);
+    int same = meta->optim_n == n;
+    for (int i = 0; same && i < n; i++) same = strcmp(meta->optim_names[i], names[i]) == 0;
+    PAR_FAIL_IF(!same, PAR_ERR_CONFIG,
+                "%s: holds %d optimizer state arrays (%s%s%s), this run's optimizer has %d "
+                "(%s%s%s)", npz, meta->optim_n, meta->optim_n > 0 ? meta->optim_names[0] : "",
+                meta->optim_n > 1 ? ", " : "", meta->optim_n > 1 ? meta->optim_names[1] : "", n,
+                n > 0 ? names[0] : "", n > 1 ? ", " : "", n > 1 ? names[1] : "");
+    os->n = n;
+    os->t = meta->optim_t;
+    if (n == 0) return PAR_OK;
+    PAR_TRY(par_sha256_file(sha, npz));
+    PAR_FAIL_IF(strcmp(sha, meta->npz_sha256) != 0, PAR_ERR_FORMAT,
+                "%s: SHA-256 differs from its checkpoint's record (damaged)", npz);
+    par_npz z;
+    PAR_TRY(par_npz_read(&z, npz));
+    par_status st = PAR_OK;
+    for (int i = 0; i < n && st == PAR_OK; i++) {
+        os->names[i] = names[i];
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "opt.%s.", names[i]);
+        st = load_members(npz, &z, m, dt, prefix, os->arr[i]);
+    }
+    par_npz_free(&z);
+    return st;
 }
 
 // ---- the log ----

@@ -74,8 +74,12 @@ void par_log_discard(par_log *log);
 // .json last, so a checkpoint without its .json does not exist:
 //   ckpt-SSSSSSSSSS.npz   the weights, one array per view exactly as
 //                         par_weights_save writes them (numpy-readable, and
-//                         usable as --init-load); optimizer state would go
-//                         in members "opt.<view>" (SGD has none)
+//                         usable as --init-load, which skips members
+//                         "opt.*" and "best.*"), the optimizer state (SGD
+//                         has none) as members "opt.<state>.<view>" shaped
+//                         like the views (e.g. opt.m.layer0.weight), and
+//                         with --select best-val the best epoch's weights
+//                         as "best.<view>"
 //   ckpt-SSSSSSSSSS.json  format and version, the run's position (epoch,
 //                         records of that epoch done, step), the config it
 //                         belongs to and its SHA-256, the SHA-256 of the
@@ -88,7 +92,8 @@ void par_log_discard(par_log *log);
 // checkpoint. The trainer, mode, threads, ranks, epochs and steps may
 // differ (exact mode is bitwise the same for every trainer).
 typedef struct par_ckpt_config {
-    char model[128], act[16], dtype[8], optimizer[16];
+    char model[128], act[16], dtype[8];
+    char optimizer[128];        // "sgd", or the optimizer with its hyperparameters
     long batch, chunk;
     double lr;                  // as given (the trainer rounds it to dtype)
     uint64_t seed;
@@ -123,7 +128,26 @@ typedef struct par_ckpt_meta {
     int threads, ranks;
     long every;                 // its --checkpoint-every and --keep
     int keep;
+    int optim_n;                // optimizer state arrays in the .npz (0 for SGD)
+    char optim_names[2][16];    // their names ("velocity"; "m", "v")
+    long optim_t;               // optimizer updates done
+    // --select of the run ("last" or "best-val"; not part of the config:
+    // "" in checkpoints written before it existed, read as "last"); with
+    // best-val and has_best, the best epoch so far, whose weights are the
+    // .npz members "best.<view>".
+    char select[16];
+    int has_best, best_epoch;   // best_epoch 0-based
+    double best_val_loss, best_val_acc, best_test_loss, best_test_acc;
 } par_ckpt_meta;
+
+// Optimizer state to store with a checkpoint or to load from one: n arrays
+// (0 for SGD) of n_params elements of the run's dtype, named, and t.
+typedef struct par_ckpt_optim {
+    int n;
+    const char *names[2];
+    void *arr[2];
+    long t;
+} par_ckpt_optim;
 
 #define PAR_CKPT_VERSION 1
 
@@ -155,6 +179,15 @@ const char *par_ckpt_dir_path(const par_ckpt_dir *d);
 // untouched.
 par_status par_ckpt_write(par_ckpt_dir *d, par_ckpt_meta *meta, const par_model *m, par_dtype dt,
                           const void *params, int keep);
+// The same with the optimizer state os (NULL or n == 0: none, as for SGD)
+// and, when meta->has_best, the best epoch's weights `best` (n_params of dt).
+par_status par_ckpt_write_ex(par_ckpt_dir *d, par_ckpt_meta *meta, const par_model *m,
+                             par_dtype dt, const void *params, const par_ckpt_optim *os,
+                             const void *best, int keep);
+
+// Loads the best epoch's weights of a found checkpoint with has_best.
+par_status par_ckpt_load_best(const char *path, const par_ckpt_meta *meta, const par_model *m,
+                              par_dtype dt, void *best);
 
 // The newest valid checkpoint of folder `path` into *meta. Checkpoints that
 // are not valid are skipped; `skipped` (cap bytes, may be NULL) gets one
@@ -166,6 +199,14 @@ par_status par_ckpt_find(par_ckpt_meta *meta, const char *path, char *skipped, s
 // checking the .npz's SHA-256 again.
 par_status par_ckpt_load(const char *path, const par_ckpt_meta *meta, const par_model *m,
                          par_dtype dt, void *params);
+
+// Loads the optimizer state of a found checkpoint into os->arr[0..meta->optim_n)
+// (allocated by the caller, n_params of dt each); sets os->n and os->t. Fails
+// unless the checkpoint holds exactly the arrays named names[0..n) (the
+// run's optimizer), each for every view of m.
+par_status par_ckpt_load_optim(const char *path, const par_ckpt_meta *meta, const par_model *m,
+                               par_dtype dt, int n, const char *const names[2],
+                               par_ckpt_optim *os);
 
 // Parses the text of a checkpoint .json (from `path`, for messages).
 par_status par_ckpt_meta_parse(par_ckpt_meta *meta, const char *text, size_t len,

@@ -614,6 +614,8 @@ static par_status match_views(const par_array **found, const par_npz *z, const p
     }
     for (size_t i = 0; i < z->n; i++) {
         const par_array *a = &z->arrays[i];
+        // A checkpoint's optimizer state and best-epoch weights.
+        if (strncmp(a->name, "opt.", 4) == 0 || strncmp(a->name, "best.", 5) == 0) continue;
         int v = 0;
         while (v < m->n_views && strcmp(a->name, m->views[v].name) != 0) v++;
         format_shape(have, a->shape, a->ndim);

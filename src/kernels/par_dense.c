@@ -194,6 +194,7 @@ DEFINE_DENSE(double, f64)
 #define LOG par_log_f32
 #define TANH par_tanh_f32
 #define SIGMOID par_sigmoid_f32
+#define SQRT sqrtf
 #include "elementwise_impl.inc"
 #undef REAL
 #undef SFX
@@ -201,6 +202,7 @@ DEFINE_DENSE(double, f64)
 #undef LOG
 #undef TANH
 #undef SIGMOID
+#undef SQRT
 
 #define REAL double
 #define SFX f64
@@ -208,4 +210,5 @@ DEFINE_DENSE(double, f64)
 #define LOG par_log_f64
 #define TANH par_tanh_f64
 #define SIGMOID par_sigmoid_f64
+#define SQRT sqrt
 #include "elementwise_impl.inc"

@@ -30,6 +30,22 @@ static inline size_t par_dense_wt_elems(size_t n_in, size_t n_out)
     return n_in * par_dense_ldwt(n_out) + PAR_DENSE_OB;
 }
 
+// Coefficients of one optimizer update (par_optim_* below), every value
+// exactly representable in the dtype (the caller rounds them once):
+//   momentum:  lr, mu
+//   nesterov:  lr, mu
+//   adam:      lr, b1, b2, c1 = 1 - b1, c2 = 1 - b2 (both in the dtype),
+//              bc1 = 1 - b1^t, bc2 = 1 - b2^t (the caller's method), eps.
+typedef enum par_update_kind {
+    PAR_UPDATE_MOMENTUM = 1,
+    PAR_UPDATE_NESTEROV = 2,
+    PAR_UPDATE_ADAM = 3,
+} par_update_kind;
+typedef struct par_optim_coef {
+    par_update_kind kind;
+    double lr, mu, b1, b2, c1, c2, bc1, bc2, eps;
+} par_optim_coef;
+
 #define PAR_DECLARE_KERNELS(REAL, SFX)                                                          \
     /* Columns o in [o0, o1) of WT: WT[i][o] = W[o][i]. W: (n_out, n_in), WT: (n_in, ldwt);   \
        the padding columns n_out <= o < ldwt are the caller's (zero them once). */            \
@@ -78,6 +94,22 @@ static inline size_t par_dense_wt_elems(size_t n_in, size_t n_out)
        pass instead of an update and a transpose. */                                           \
     void par_sgd_dense_##SFX(REAL *restrict W, REAL *restrict WT, const REAL *restrict g,     \
                              size_t n_in, size_t n_out, size_t o0, size_t o1, REAL lr);        \
+    /* Optimizer update of n elements with state m (and v for adam), every                \
+       operation rounded to REAL, no fma, in exactly this order:                             \
+         momentum:  m = mu*m; m = m + g; t = lr*m; w = w - t                                  \
+         nesterov:  m = mu*m; m = m + g; t = mu*m; t = g + t; t = lr*t; w = w - t            \
+         adam:      m = b1*m; t = c1*g; m = m + t;                                            \
+                    v = b2*v; t = c2*g; t = t*g; v = v + t;                                   \
+                    mh = m/bc1; vh = v/bc2; d = sqrt(vh); d = d + eps;                        \
+                    t = lr*mh; t = t/d; w = w - t                                             \
+       (sqrt: IEEE correctly rounded). v may be NULL except for adam. */                      \
+    void par_optim_##SFX(REAL *restrict w, REAL *restrict m, REAL *restrict v,                 \
+                         const REAL *restrict g, size_t n, const par_optim_coef *k);           \
+    /* The same on rows [o0, o1) of a dense weight W (n_out, n_in) with its state rows,        \
+       also writing the new values into columns [o0, o1) of WT (as par_sgd_dense). */          \
+    void par_optim_dense_##SFX(REAL *restrict W, REAL *restrict WT, REAL *restrict M,          \
+                               REAL *restrict V, const REAL *restrict g, size_t n_in,          \
+                               size_t n_out, size_t o0, size_t o1, const par_optim_coef *k);   \
     /* Per-sample losses folded like the gradient: l_c = 0, l_c = l_c + loss[s] over chunk c; \
        cont = 0: acc = l_c0, then acc = acc + l_c; cont = 1: acc = acc + l_c for every c. */  \
     REAL par_loss_fold_##SFX(const REAL *loss, size_t B, size_t C, size_t c0, size_t c1,       \

@@ -103,11 +103,17 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
         e->fault = *cfg->fault;
         e->has_fault = 1;
     }
+    e->optim = cfg->optim ? *cfg->optim : par_optim_default(PAR_OPTIM_SGD);
+    e->pow_t = -1;
     const size_t sz = par_dtype_size(e->dt), B = e->B_cap;
     e->w = malloc(m->n_params * sz);
     e->g = calloc(m->n_params, sz);
     e->loss = malloc(B * sz);
     int ok = e->w && e->g && e->loss;
+    for (int i = 0; i < par_optim_n_state(e->optim.kind) && ok; i++) {
+        e->os[i] = calloc(m->n_params, sz);   // velocity, m, v start at 0
+        ok = e->os[i] != NULL;
+    }
     for (int l = 0; l < m->n_layers && ok; l++) {
         const par_layer *L = &m->layers[l];
         e->wt[l] = calloc(par_dense_wt_elems(L->n_in, L->n_out), sz);   // padding stays 0
@@ -129,6 +135,8 @@ void par_engine_free(par_engine *e)
     free(e->w);
     free(e->g);
     free(e->loss);
+    free(e->os[0]);
+    free(e->os[1]);
     for (int l = 0; l < PAR_MAX_LAYERS; l++) {
         free(e->wt[l]);
         free(e->a[l + 1]);
@@ -327,6 +335,94 @@ par_status par_engine_grad_op(void *state, const void **g)
     return PAR_OK;
 }
 
+double par_optim_power(double b, long t)
+{
+    double p = 1;
+    for (long i = 0; i < t; i++) p = p * b;
+    return p;
+}
+
+static double round_to(par_dtype dt, double x) { return dt == PAR_F32 ? (double)(float)x : x; }
+
+void par_optim_coefs(par_optim_coef *k, const par_optim *o, par_dtype dt, double lr, double p1,
+                     double p2)
+{
+    memset(k, 0, sizeof *k);
+    k->kind = o->kind == PAR_OPTIM_MOMENTUM   ? PAR_UPDATE_MOMENTUM
+              : o->kind == PAR_OPTIM_NESTEROV ? PAR_UPDATE_NESTEROV
+                                              : PAR_UPDATE_ADAM;
+    k->lr = round_to(dt, lr);
+    k->mu = round_to(dt, o->momentum);
+    k->b1 = round_to(dt, o->beta1);
+    k->b2 = round_to(dt, o->beta2);
+    k->c1 = round_to(dt, 1.0 - k->b1);   // the dtype's subtraction (double rounding is exact)
+    k->c2 = round_to(dt, 1.0 - k->b2);
+    k->bc1 = round_to(dt, 1.0 - p1);
+    k->bc2 = round_to(dt, 1.0 - p2);
+    k->eps = round_to(dt, o->eps);
+}
+
+par_status par_engine_get_optim_op(void *state, par_optim_state *out)
+{
+    par_engine *e = state;
+    out->n = par_optim_n_state(e->optim.kind);
+    out->arr[0] = e->os[0];
+    out->arr[1] = e->os[1];
+    out->t = e->opt_t;
+    return PAR_OK;
+}
+
+par_status par_engine_set_optim_op(void *state, const par_optim_state *in)
+{
+    par_engine *e = state;
+    const int n = par_optim_n_state(e->optim.kind);
+    PAR_FAIL_IF(in->n != n || in->t < 0, PAR_ERR_CONFIG,
+                "optimizer state of %d arrays at step %ld, optimizer %s has %d", in->n, in->t,
+                par_optim_name(e->optim.kind), n);
+    for (int i = 0; i < n; i++)
+        memcpy(e->os[i], in->arr[i], e->m->n_params * par_dtype_size(e->dt));
+    e->opt_t = in->t;
+    e->pow_t = -1;
+    return PAR_OK;
+}
+
+// Update number e->opt_t + 1 of a stateful optimizer.
+static void optim_update(par_engine *e)
+{
+    const long t = ++e->opt_t;
+    par_optim_coef k;
+    if (e->optim.kind == PAR_OPTIM_ADAM) {
+        const double b1 = round_to(e->dt, e->optim.beta1), b2 = round_to(e->dt, e->optim.beta2);
+        if (e->pow_t >= 0 && e->pow_t == t - 1) {   // one more factor: the same products
+            e->p1 = e->p1 * b1;
+            e->p2 = e->p2 * b2;
+        } else {
+            e->p1 = par_optim_power(b1, t);
+            e->p2 = par_optim_power(b2, t);
+        }
+        e->pow_t = t;
+    }
+    par_optim_coefs(&k, &e->optim, e->dt, e->lr, e->p1, e->p2);
+    const par_model *m = e->m;
+#pragma omp parallel num_threads(e->threads) if (e->threads > 1)
+    {
+        const int th = omp_get_thread_num(), T = omp_get_num_threads();
+        for (int l = 0; l < m->n_layers; l++) {
+            const par_layer *ly = &m->layers[l];
+            const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
+            size_t lo, hi;
+            own_rows(ly, th, T, &lo, &hi);
+            if (hi == lo) continue;
+            void *v_w = e->os[1] ? at(e, e->os[1], wo) : NULL;
+            void *v_b = e->os[1] ? at(e, e->os[1], bo + lo) : NULL;
+            KCALL(e->dt, par_optim_dense, at(e, e->w, wo), e->wt[l], at(e, e->os[0], wo), v_w,
+                  at(e, e->g, wo), ly->n_in, ly->n_out, lo, hi, &k);
+            KCALL(e->dt, par_optim, at(e, e->w, bo + lo), at(e, e->os[0], bo + lo), v_b,
+                  at(e, e->g, bo + lo), hi - lo, &k);
+        }
+    }
+}
+
 void par_engine_update(par_engine *e)
 {
     const size_t n = e->m->n_params;
@@ -339,6 +435,10 @@ void par_engine_update(par_engine *e)
             double *g = e->g;
             g[fi] = nextafter(g[fi], INFINITY);
         }
+    }
+    if (e->optim.kind != PAR_OPTIM_SGD) {
+        optim_update(e);
+        return;
     }
     const par_model *m = e->m;
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)

@@ -6,6 +6,7 @@
 #ifndef PAR_ENGINE_H
 #define PAR_ENGINE_H
 
+#include "par_kernels.h"
 #include "par_trainer.h"
 
 // Sets (or with kind NONE clears) the fault for all engines of this process.
@@ -30,7 +31,23 @@ typedef struct par_engine {
     long steps;                          // steps begun (par_engine_begin_step)
     par_fault fault;                     // this engine's own fault (cfg.fault), if has_fault
     int has_fault;
+    par_optim optim;                     // cfg.optim, or SGD
+    void *os[2];                         // optimizer state (n_params each), NULL when unused
+    long opt_t;                          // optimizer updates done
+    long pow_t;                          // p1 = b1^pow_t, p2 = b2^pow_t (cache; -1: none)
+    double p1, p2;
 } par_engine;
+
+// b^t as every path computes it: p = 1, then t times p = p * b, in double.
+double par_optim_power(double b, long t);
+
+// The coefficients of an optimizer update (par_kernels.h) for dtype dt: lr
+// and every hyperparameter rounded to dt once; adam: c1 = 1 - b1, c2 = 1 - b2
+// in dt, bc1 = 1 - p1 and bc2 = 1 - p2 in double rounded to dt once, with
+// p1 = b1^t, p2 = b2^t from par_optim_power (b1, b2 the dt-rounded values).
+// o->kind must not be SGD.
+void par_optim_coefs(par_optim_coef *k, const par_optim *o, par_dtype dt, double lr, double p1,
+                     double p2);
 
 // Marks the start of a step (for faults that fire at a given step).
 void par_engine_begin_step(par_engine *e);
@@ -64,12 +81,15 @@ double par_engine_loss_mean(const par_engine *e, double sum, size_t B);
 par_status par_engine_params_op(void *state, const void **w, size_t *n);
 par_status par_engine_set_params_op(void *state, const void *w);
 par_status par_engine_grad_op(void *state, const void **g);
+par_status par_engine_get_optim_op(void *state, par_optim_state *out);
+par_status par_engine_set_optim_op(void *state, const par_optim_state *in);
 
 // Recomputes the transposed weight panels from e->w: after e->w was replaced
 // other than by par_engine_update (init, set_params, a broadcast).
 void par_engine_sync_wt(par_engine *e);
 
-// w = w - lr * g elementwise (and the transposed panels kept in step) (optimizer update, same on every rank).
+// The optimizer update elementwise (and the transposed panels kept in
+// step): SGD w = w - lr * g, or e->optim with its state (same on every rank).
 void par_engine_update(par_engine *e);
 
 static inline size_t par_n_chunks(size_t B, size_t C) { return (B + C - 1) / C; }

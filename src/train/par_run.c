@@ -142,7 +142,7 @@ par_status par_run(const par_run_opts *o, const par_run_hooks *h, void *final_pa
 par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run_hooks *h,
                       void *final_params, long *steps_done, par_trainer_stats *stats)
 {
-    const par_run_ext none = {NULL, 0, 0, NULL};
+    const par_run_ext none = {NULL, 0, 0, NULL, NULL, NULL};
     if (!x) x = &none;
     if (stats) memset(stats, 0, sizeof *stats);
     const par_model *m = o->cfg.model;
@@ -161,8 +161,22 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
     const par_run_point p0 = {0, 0, 0}, *start = x->start ? x->start : &p0;
     if (x->start) PAR_TRY(check_start(o, x->start));
 
+    const par_optim_kind okind = o->cfg.optim ? o->cfg.optim->kind : PAR_OPTIM_SGD;
+    PAR_FAIL_IF(x->start && !x->start_optim && okind != PAR_OPTIM_SGD, PAR_ERR_CONFIG,
+                "resuming optimizer %s needs its state", par_optim_name(okind));
+    PAR_FAIL_IF((x->start_optim || x->optim_now) && okind != PAR_OPTIM_SGD &&
+                    (!o->trainer->get_optim || !o->trainer->set_optim),
+                PAR_ERR_CONFIG, "trainer %s has no optimizer state access", o->trainer->name);
+
     void *state = NULL;
     PAR_TRY(o->trainer->create(&o->cfg, &state));
+    if (x->start && x->start_optim && o->trainer->set_optim) {
+        const par_status s0 = o->trainer->set_optim(state, x->start_optim);
+        if (s0 != PAR_OK) {
+            o->trainer->destroy(state);
+            return s0;
+        }
+    }
     void *xb = malloc(Bmax * m->n_inputs * sz);
     int32_t *labels = malloc(Bmax * sizeof *labels);
     size_t *order = NULL;
@@ -194,6 +208,10 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
             if (st == PAR_OK && ((h && h->on_step) || x->after_step))
                 st = o->trainer->params(state, &w, &n);
             if (st == PAR_OK && h && h->on_step) st = h->on_step(h->ctx, epoch, step, B, loss, w);
+            if (st == PAR_OK && x->optim_now) {
+                memset(x->optim_now, 0, sizeof *x->optim_now);
+                if (o->trainer->get_optim) st = o->trainer->get_optim(state, x->optim_now);
+            }
             if (st == PAR_OK && x->after_step) {
                 const par_run_point pt = {epoch, pos + B, step};
                 st = x->after_step(h ? h->ctx : NULL, &pt, w);
@@ -233,7 +251,7 @@ par_status par_evaluate(const par_model *m, par_dtype dt, const void *params,
     *accuracy = 0;
     if (count == 0) return PAR_OK;
     PAR_FAIL_IF(first + count > im->n, PAR_ERR_CONFIG, "evaluation range past %zu records", im->n);
-    const par_run_cfg cfg = {m, dt, PAR_MODE_EXACT, EB, EB, 0, threads, params, NULL};
+    const par_run_cfg cfg = {m, dt, PAR_MODE_EXACT, EB, EB, 0, threads, params, NULL, NULL};
     par_engine e;
     PAR_TRY(par_engine_init(&e, &cfg));
     const size_t sz = par_dtype_size(dt);

@@ -11,8 +11,8 @@
 
 // Where a run stands after `step` steps: `pos` records of epoch `epoch`'s
 // order consumed (pos == n_train: that epoch's batches are all done, its
-// on_epoch not yet run). With the parameters (and optimizer state, none for
-// SGD) this is the whole state of a run: the order of an epoch is a pure
+// on_epoch not yet run). With the parameters and the optimizer state (none
+// for SGD) this is the whole state of a run: the order of an epoch is a pure
 // function of (seed, epoch), so the RNG position is (epoch, pos).
 typedef struct par_run_point {
     int epoch;
@@ -62,6 +62,13 @@ typedef struct par_run_ext {
     // Optional: after on_step, with the point reached (what a checkpoint
     // records); ctx is the hooks' ctx. May return PAR_RUN_STOP.
     par_status (*after_step)(void *ctx, const par_run_point *pt, const void *params);
+    // With start: the optimizer state at that point (NULL: a fresh state,
+    // right for SGD only). Given to every rank alike.
+    const par_optim_state *start_optim;
+    // Optional: filled before every after_step with the trainer's optimizer
+    // state (pointers into the trainer, valid during the hook), so that a
+    // checkpoint can store it.
+    par_optim_state *optim_now;
 } par_run_ext;
 
 // Runs the loop; copies the final parameters into final_params (n_params of

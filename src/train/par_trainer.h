@@ -40,6 +40,43 @@ typedef struct par_fault {
     size_t index;
 } par_fault;
 
+// The optimizer (shared/DESIGN.md, rule 6): an elementwise update of every
+// parameter from its gradient g, in the formula order written at the update
+// kernels (par_kernels.h, par_optim_*). Its state lives with the parameters:
+// arrays of n_params elements in the parameter layout.
+typedef enum par_optim_kind {
+    PAR_OPTIM_SGD = 0,        // w = w - lr*g (no state)
+    PAR_OPTIM_MOMENTUM,       // v = mu*v + g; w = w - lr*v            (state: velocity)
+    PAR_OPTIM_NESTEROV,       // v = mu*v + g; w = w - lr*(g + mu*v)   (state: velocity)
+    PAR_OPTIM_ADAM,           // Kingma & Ba with bias correction     (state: m, v, step t)
+} par_optim_kind;
+
+// The optimizer as given; every hyperparameter is rounded to the dtype
+// once by the trainer, like lr.
+typedef struct par_optim {
+    par_optim_kind kind;
+    double momentum;            // mu of momentum and nesterov (0.9)
+    double beta1, beta2, eps;   // adam (0.9, 0.999, 1e-8)
+} par_optim;
+
+// The defaults above for kind.
+par_optim par_optim_default(par_optim_kind kind);
+// "sgd" | "momentum" | "nesterov" | "adam" -> kind.
+par_status par_optim_parse(par_optim_kind *kind, const char *name);
+const char *par_optim_name(par_optim_kind kind);
+// State arrays of n_params elements: sgd 0, momentum/nesterov 1, adam 2.
+int par_optim_n_state(par_optim_kind kind);
+// Name of state array i: "velocity"; "m", "v".
+const char *par_optim_state_name(par_optim_kind kind, int i);
+
+// A trainer's optimizer state: n arrays of n_params elements of the dtype
+// (the parameter layout) and t, the number of updates done.
+typedef struct par_optim_state {
+    int n;
+    void *arr[2];
+    long t;
+} par_optim_state;
+
 typedef struct par_run_cfg {
     const par_model *model;
     par_dtype dtype;
@@ -50,6 +87,7 @@ typedef struct par_run_cfg {
     int threads;                // OpenMP threads per process (>= 1)
     const void *init_params;    // model->n_params elements of dtype; copied
     const par_fault *fault;     // TESTS ONLY: this run's fault; NULL: the process-wide one
+    const par_optim *optim;     // NULL: plain SGD; copied
 } par_run_cfg;
 
 // A batch: every process gets the whole batch; MPI trainers use their chunks.
@@ -84,6 +122,12 @@ typedef struct par_trainer_ops {
     par_status (*grad)(void *state, const void **g);
     // Optional (NULL for single-process trainers). Collective over the ranks.
     par_status (*stats)(void *state, par_trainer_stats *out);
+    // The optimizer state (par_optim_state: pointers into the trainer, valid
+    // until its next step). root: current on rank 0 only (it updates there).
+    par_status (*get_optim)(void *state, par_optim_state *out);
+    // Replaces the optimizer state (copies in; resume). Every rank must be
+    // given the same state; in->n must be the optimizer's.
+    par_status (*set_optim)(void *state, const par_optim_state *in);
 } par_trainer_ops;
 
 // The table, NULL-terminated; and lookup by name (NULL if unknown).

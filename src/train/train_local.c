@@ -56,10 +56,12 @@ const par_trainer_ops par_trainer_serial = {
     "serial", "kernels, one thread", 0,
     serial_create, local_step, par_engine_params_op, local_destroy,
     par_engine_set_params_op, par_engine_grad_op, NULL,
+    par_engine_get_optim_op, par_engine_set_optim_op,
 };
 
 const par_trainer_ops par_trainer_omp = {
     "omp", "OpenMP threads (--threads T): samples and weight rows split among threads",
     PAR_CAP_THREADS, omp_create, local_step, par_engine_params_op, local_destroy,
     par_engine_set_params_op, par_engine_grad_op, NULL,
+    par_engine_get_optim_op, par_engine_set_optim_op,
 };

@@ -382,18 +382,21 @@ const par_trainer_ops par_trainer_mpi = {
     "mpi", "one process per MPI rank, ordered ring reduction (exact) or MPI_Allreduce (fast)",
     PAR_CAP_RANKS, mpi_create, step, par_engine_params_op, destroy,
     par_engine_set_params_op, par_engine_grad_op, stats,
+    par_engine_get_optim_op, par_engine_set_optim_op,
 };
 
 const par_trainer_ops par_trainer_hybrid = {
     "hybrid", "MPI ranks x OpenMP threads (--threads T per rank), MPI_THREAD_FUNNELED",
     PAR_CAP_RANKS | PAR_CAP_THREADS, hybrid_create, step, par_engine_params_op, destroy,
     par_engine_set_params_op, par_engine_grad_op, stats,
+    par_engine_get_optim_op, par_engine_set_optim_op,
 };
 
 const par_trainer_ops par_trainer_root = {
     "root", "classic reduce to rank 0, update there, broadcast weights (exact: chunk by chunk)",
     PAR_CAP_RANKS | PAR_CAP_THREADS, root_create, step, par_engine_params_op, destroy,
     par_engine_set_params_op, par_engine_grad_op, stats,
+    par_engine_get_optim_op, par_engine_set_optim_op,
 };
 
 #endif
