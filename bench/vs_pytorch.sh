@@ -8,10 +8,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=${1:-3}
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    echo "installing python3-torch (with its recommends: OpenBLAS, not the reference BLAS)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch >/dev/null
+# python3-torch depends on "libblas.so.3", which apt satisfies with the
+# reference BLAS (10x slower here); OpenBLAS (pthread build) must be asked for.
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null ||
+   ! dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed"; then
+    echo "installing python3-torch and OpenBLAS (libopenblas0-pthread)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch libopenblas0-pthread >/dev/null
 fi
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
+echo "BLAS behind PyTorch: ${blas:-unknown}"
 [ -x build/parity ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
 
 median() { python3 -c "import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
