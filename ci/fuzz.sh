@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Fuzzes parity's parsers with libFuzzer (clang, ASan+UBSan): IDX (raw and
-# gzip), .npz/.npy, model spec strings, verify suite files, checkpoint
+# Fuzzes parity's parsers with libFuzzer (clang, ASan+UBSan): IDX and
+# CIFAR-10 (raw and gzip), .npz/.npy, model spec strings, verify suite files, checkpoint
 # metadata and folders, the CLI's flag parser, and minisign signature and
 # public-key files (tests/fuzz/). Each harness runs FUZZ_SECONDS (default 60) from a
 # small generated seed corpus; any crash, leak, UB report or hang (> 10 s
 # per input) fails the script and leaves the input under build-fuzz/artifacts/.
 # Usage: ci/fuzz.sh [harness ...]   e.g. FUZZ_SECONDS=10 ci/fuzz.sh fuzz_idx
-# Not part of ci/test.sh (it takes minutes). Needs root for apt-get once.
+# ci/test.sh runs it with FUZZ_SECONDS=10. Needs root for apt-get once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-60}
@@ -45,6 +45,9 @@ lb = idx((2,), bytes([3, 9]))
 seeds = {'im': b'\0' + im, 'lb': b'\1' + lb, 'imgz': b'\0' + gzip.compress(im),
          'lbgz': b'\1' + gzip.compress(lb), 'im2gz': b'\0' + gzip.compress(im[:10]) + gzip.compress(im[10:])}
 for k, v in seeds.items(): open(f'{S}/fuzz_idx/{k}', 'wb').write(v)
+cifar = bytes([3]) + bytes(i % 256 for i in range(3072))   # one CIFAR-10 record
+open(f'{S}/fuzz_idx/cifar', 'wb').write(b'\2' + cifar + cifar)
+open(f'{S}/fuzz_idx/cifargz', 'wb').write(b'\2' + gzip.compress(cifar))
 def npy(shape, descr='<f4', nbytes=None):
     d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
     h = d + ' ' * ((64 - (10 + len(d) + 1) % 64) % 64) + '\n'

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds parity with coverage and -Werror, runs the whole ctest suite
-# (unit, omp, mpi, mpfr labels) and prints a gcovr coverage summary of src/
-# and reference/. Usage: ci/test.sh [extra ctest args, e.g. -L unit]
+# (unit, omp, mpi, mpfr, cli, verify labels), prints a gcovr coverage summary
+# of src/ and reference/, then fuzzes every parser for a bounded time
+# (ci/fuzz.sh, PARITY_FUZZ_SECONDS each, default 10; 0 skips; any crash fails).
+# Usage: ci/test.sh [extra ctest args, e.g. -L unit: then no fuzzing]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh
@@ -21,3 +23,10 @@ gcovr -r . --object-directory "$build" --filter 'src/' --filter 'reference/' \
 sed -n '/^---/,$p' "$build/coverage.txt" | tail -n +1 | grep -E '^(src|reference|TOTAL|---)' || true
 gcovr -r . --object-directory "$build" --filter 'src/' --filter 'reference/' --print-summary \
       -o /dev/null | grep -E '^(lines|branches|functions)'
+
+fuzz_s=${PARITY_FUZZ_SECONDS:-10}
+if [ $# -eq 0 ] && [ "$fuzz_s" -gt 0 ]; then
+    echo
+    echo "== fuzzing (${fuzz_s} s per parser; ci/fuzz.sh) =="
+    FUZZ_SECONDS=$fuzz_s ci/fuzz.sh
+fi
