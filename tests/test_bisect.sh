@@ -5,37 +5,12 @@
 # and element, the same element as the omp trainer with the same fault.
 # Usage: test_bisect.sh cli|mpi PATH/TO/parity   (needs fashion-mnist)
 set -u
+. "$(dirname "$0")/test_lib.sh"
 MODE=$1
 P=$2
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
-
-check() { # name, condition (as a command)
-    local name=$1
-    shift
-    if "$@"; then echo "$name ... ok"; pass=$((pass + 1)); else echo "$name ... FAIL"; fail=$((fail + 1)); fi
-}
-
-# expect CODE PATTERN ARGS...: exit CODE, first stderr line matches PATTERN,
-# at most one line before the hint lines.
-expect() {
-    local code=$1 pat=$2
-    shift 2
-    timeout 120 "$P" "$@" >"$T/out" 2>"$T/err" </dev/null
-    local rc=$?
-    local first
-    first=$(head -n 1 "$T/err")
-    if [ "$rc" = "$code" ] && [[ "$first" =~ $pat ]] && [ "$(grep -vc '^hint:' "$T/err")" -le 1 ]; then
-        echo "parity $* -> $code ... ok"
-        pass=$((pass + 1))
-    else
-        echo "parity $* -> $code ... FAIL (got $rc: $(cat "$T/err"))"
-        fail=$((fail + 1))
-    fi
-}
 
 # bisect NAME CODE ARGS...: runs `parity bisect ARGS --json` into $T/NAME.json.
 bisect() {
@@ -154,5 +129,4 @@ if [ "$MODE" = mpi ]; then
     found mpi_mpi 3 layer2.weight.grad 389
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -6,37 +6,11 @@
 # With fashion-mnist installed also: --upscale 28 is the identity, bit for bit.
 # Usage: test_cifar_cli.sh PATH/TO/parity
 set -u
+. "$(dirname "$0")/test_lib.sh"
 P=$1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
 export OMP_WAIT_POLICY=passive
-
-check() { # name, condition (as a command)
-    local name=$1
-    shift
-    if "$@"; then echo "$name ... ok"; pass=$((pass + 1)); else echo "$name ... FAIL"; fail=$((fail + 1)); fi
-}
-
-# expect CODE PATTERN ARGS...: exit code CODE, first stderr line matches PATTERN,
-# at most one line before the hint lines.
-expect() {
-    local code=$1 pat=$2
-    shift 2
-    "$P" "$@" >"$T/out" 2>"$T/err" </dev/null
-    local rc=$?
-    local first nonhint
-    first=$(head -n 1 "$T/err")
-    nonhint=$(grep -vc '^hint:' "$T/err")
-    if [ "$rc" = "$code" ] && [[ "$first" =~ $pat ]] && [ "$nonhint" -le 1 ]; then
-        echo "parity $* -> $code ... ok"
-        pass=$((pass + 1))
-    else
-        echo "parity $* -> $code ... FAIL (got $rc: $(cat "$T/err"))"
-        fail=$((fail + 1))
-    fi
-}
 
 field() { # file key: a top-level value of a one-line JSON summary
     sed -n "s/.*\"$2\": *\"\\{0,1\\}\\([^,\"}]*\\).*/\\1/p" "$1"
@@ -112,5 +86,4 @@ else
     echo "fashion-mnist not installed: --upscale 28 identity check skipped"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -4,38 +4,11 @@
 # launcher, and silence when stderr is not a terminal.
 # Usage: test_cli.sh PATH/TO/parity   (needs fashion-mnist: data/fetch.sh)
 set -u
+. "$(dirname "$0")/test_lib.sh"
 P=$1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
-
-check() { # name, condition (as a command)
-    local name=$1
-    shift
-    if "$@"; then echo "$name ... ok"; pass=$((pass + 1)); else echo "$name ... FAIL"; fail=$((fail + 1)); fi
-}
-
-# expect CODE PATTERN ARGS...: exit code CODE, first stderr line matches PATTERN,
-# at most one line before the hint lines.
-expect() {
-    local code=$1 pat=$2
-    shift 2
-    "$P" "$@" >"$T/out" 2>"$T/err" </dev/null
-    local rc=$?
-    local first
-    first=$(head -n 1 "$T/err")
-    local nonhint
-    nonhint=$(grep -vc '^hint:' "$T/err")
-    if [ "$rc" = "$code" ] && [[ "$first" =~ $pat ]] && [ "$nonhint" -le 1 ]; then
-        echo "parity $* -> $code ... ok"
-        pass=$((pass + 1))
-    else
-        echo "parity $* -> $code ... FAIL (got $rc: $(cat "$T/err"))"
-        fail=$((fail + 1))
-    fi
-}
 
 "$P" >/dev/null 2>"$T/err" </dev/null
 check "parity with no command exits 2 with the usage" test $? = 2 -a "$(grep -c '^usage:' "$T/err")" = 1
@@ -105,5 +78,4 @@ check "data order is a permutation of 0..53999" \
     test "$(sort -n "$T/o1" | uniq | wc -l)" = 54000 -a "$(sort -n "$T/o1" | head -n 1)" = 0 -a "$(sort -n "$T/o1" | tail -n 1)" = 53999
 check "data order is reproducible" cmp -s "$T/o1" "$T/o2"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -9,6 +9,8 @@
 # crash or a hang. Usage: test_faults.sh PATH/TO/parity [nan|mpi|disk|input ...]
 # (default: all). Needs fashion-mnist (data/fetch.sh) and python3. ~30 s.
 set -u
+. "$(dirname "$0")/test_lib.sh"
+EXPECT_TIMEOUT=60   # a parity that hangs on bad input fails here
 P=$1
 shift
 parts=${*:-nan mpi disk input}
@@ -20,35 +22,8 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0
-fail=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
-
-check() { # name, command...
-    local name=$1
-    shift
-    if "$@"; then echo "$name ... ok"; pass=$((pass + 1)); else echo "$name ... FAIL"; fail=$((fail + 1)); fi
-}
-
-# expect CODE PATTERN ARGS...: parity exits CODE (2 or 3: never a signal),
-# within 60 s, its first stderr line matches PATTERN and it prints at most
-# one line besides hint: lines.
-expect() {
-    local code=$1 pat=$2
-    shift 2
-    timeout 60 "$P" "$@" >"$T/out" 2>"$T/err" </dev/null
-    local rc=$?
-    local first
-    first=$(head -n 1 "$T/err")
-    if [ "$rc" = "$code" ] && [[ "$first" =~ $pat ]] && [ "$(grep -vc '^hint:' "$T/err")" -le 1 ]; then
-        echo "parity ${*:1:6} -> $code ... ok"
-        pass=$((pass + 1))
-    else
-        echo "parity $* -> $code ... FAIL (got $rc: $(head -c 400 "$T/err"))"
-        fail=$((fail + 1))
-    fi
-}
 
 have_mpi() { "$P" train --trainer mpi --ranks 1 --steps 1 >/dev/null 2>&1 </dev/null; }
 
@@ -305,5 +280,4 @@ PY
     esac
 done
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

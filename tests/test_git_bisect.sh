@@ -6,17 +6,11 @@
 # naming the bad commit. Slow (one full build, then incremental ones).
 # Usage: test_git_bisect.sh SOURCE_DIR   (needs fashion-mnist: data/fetch.sh)
 set -u
+. "$(dirname "$0")/test_lib.sh"
 SRC=$1
 SCRIPT=$SRC/ci/git-bisect-run.sh
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-check() { # name, condition (as a command)
-    local name=$1
-    shift
-    if "$@"; then echo "$name ... ok"; pass=$((pass + 1)); else echo "$name ... FAIL"; fail=$((fail + 1)); fi
-}
 export PARITY_BISECT_BUILD=$T/build PARITY_BISECT_TIMEOUT=600
 export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t
 export GIT_COMMITTER_EMAIL=t@example.com GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
@@ -84,5 +78,4 @@ check "git bisect run names the bad commit" test "$first" = "$BAD"
 [ "$first" = "$BAD" ] || cat "$T/bisect.out"
 git bisect reset -q >/dev/null 2>&1
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -6,11 +6,10 @@
 # reference bit for bit. Everything is torn down on exit, every run is bounded.
 # Usage: test_multihost.sh PATH/TO/parity   (root; exits 77 = skipped without netns)
 set -u
+. "$(dirname "$0")/test_lib.sh"
 P=$(readlink -f "$1")
 T=$(mktemp -d)
 NS="par_sw par_h1 par_h2 par_h3"
-pass=0
-fail=0
 
 teardown() {
     for n in $NS; do ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
@@ -18,12 +17,6 @@ teardown() {
     rm -rf "$T"
 }
 trap teardown EXIT
-
-check() {
-    local name=$1
-    shift
-    if "$@"; then echo "$name ... ok"; pass=$((pass + 1)); else echo "$name ... FAIL"; fail=$((fail + 1)); fi
-}
 
 if [ "$(id -u)" != 0 ] || ! ip netns add par_probe 2>/dev/null; then
     echo "skipped: needs root and network namespaces (ip netns)"
@@ -87,5 +80,4 @@ check "hybrid: 3 hosts x 1 rank x 2 threads, exact == reference" test -n "$ref" 
 got=$(across 1 2 --trainer root)
 check "root: 2 hosts x 1 rank, exact == reference" test -n "$ref" -a "$got" = "$ref"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -9,20 +9,14 @@
 # of another optimizer are refused with one line.
 # Usage: test_optim_cli.sh PATH/TO/parity   (needs fashion-mnist: data/fetch.sh)
 set -u
+. "$(dirname "$0")/test_lib.sh"
 P=$1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 PY=/usr/bin/python3
 
-check() { # name, condition (as a command)
-    local name=$1
-    shift
-    if "$@"; then echo "$name ... ok"; pass=$((pass + 1)); else echo "$name ... FAIL"; fail=$((fail + 1)); fi
-}
 field() { $PY -c "import json,sys; print(json.load(open('$1')).get('$2'))"; }
 
 SRC=""
@@ -173,5 +167,4 @@ expect2 "resuming an adam checkpoint with momentum is refused, naming --optim" \
     "another run: --optim: checkpoint adam beta1=0.9 beta2=0.999 eps=1e-08, this run momentum" \
     "${COMMON[@]}" --batch 32 --optim momentum --resume "$T/ck"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -9,21 +9,15 @@
 # Usage: test_resume.sh PATH/TO/parity [serial|omp|mpi|signals|misc ...]
 # (default: all). Needs fashion-mnist (data/fetch.sh). ~40 s in all.
 set -u
+. "$(dirname "$0")/test_lib.sh"
 P=$1
 shift
 parts=${*:-serial omp mpi signals misc}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 
-check() { # name, command...
-    local name=$1
-    shift
-    if "$@"; then echo "$name ... ok"; pass=$((pass + 1)); else echo "$name ... FAIL"; fail=$((fail + 1)); fi
-}
 sha() { sed -n 's/.*"weights_sha256": *"\([0-9a-f]*\)".*/\1/p' "$1"; }
 # The run of every test: 2 epochs would be 1688 steps; 1000 steps cross the
 # end of epoch 0 (step 844, with its evaluation line) and stop mid-epoch 1.
@@ -196,5 +190,4 @@ for part in $parts; do
     esac
 done
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

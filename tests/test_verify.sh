@@ -9,25 +9,14 @@
 #          rejects it after one flipped byte (a few minutes)
 # Usage: test_verify.sh sign|suite|fault|quick PATH/TO/parity  (needs fashion-mnist)
 set -u
+. "$(dirname "$0")/test_lib.sh"
 MODE=$1
 P=$2
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 
-check() { # name, command...
-    local name=$1
-    shift
-    if "$@"; then echo "$name ... ok"; pass=$((pass + 1)); else echo "$name ... FAIL"; fail=$((fail + 1)); fi
-}
-finish() {
-    echo "$pass passed, $fail failed"
-    [ "$fail" = 0 ]
-    exit
-}
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 flip_byte() { # file offset: xor one byte with 1
     python3 - "$1" "$2" <<'PY'
