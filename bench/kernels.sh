@@ -2,7 +2,8 @@
 # Kernel-level figures: the machine's FMA peak (bench_peak), parity's achieved
 # GFLOP/s in training (6 x params x samples / time) on a layer-heavy model and
 # on the default one, seconds per epoch against hidden width, and the peak
-# memory of a Fashion-MNIST run. Prints figures; not a test.
+# memory of a Fashion-MNIST run, and the dense kernels against cblas_sgemm.
+# Prints figures; not a test.
 # Usage: bench/kernels.sh [STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,3 +42,12 @@ params = 235146 * 4 / 2**20
 limit = data + 4 * params + 64
 print(f"max RSS {rss:.1f} MiB; budget = dataset {data:.1f} + 4 x params {4 * params:.1f} + 64 = {limit:.1f} MiB: {'OK' if rss <= limit else 'OVER'}")
 PY
+
+# Would fast mode gain from a BLAS? (needs libblas-dev; OpenBLAS behind it if installed)
+echo
+if cmake --build build --target bench_blas >/dev/null 2>&1; then
+    echo "BLAS: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)"
+    OPENBLAS_NUM_THREADS=1 ./build/bench_blas
+else
+    echo "bench_blas not built: no BLAS with cblas.h (apt-get install libblas-dev libopenblas0-pthread)"
+fi
