@@ -22,7 +22,7 @@ gcovr -r . --object-directory "$build" --filter 'src/' --filter 'reference/' \
       --exclude-unreachable-branches --print-summary -o "$build/coverage.txt" >/dev/null
 sed -n '/^---/,$p' "$build/coverage.txt" | tail -n +1 | grep -E '^(src|reference|TOTAL|---)' || true
 gcovr -r . --object-directory "$build" --filter 'src/' --filter 'reference/' --print-summary \
-      -o /dev/null | grep -E '^(lines|branches|functions)'
+      -o "$build/coverage-summary.txt" | grep -E '^(lines|branches|functions)'
 
 fuzz_s=${PARITY_FUZZ_SECONDS:-10}
 if [ $# -eq 0 ] && [ "$fuzz_s" -gt 0 ]; then

@@ -155,6 +155,11 @@ PY
         expect 3 "checkpoint folder $d/afile: not a folder" train --steps 5 --checkpoint-dir "$d/afile"
         ;;
     input)
+        # Output files are written whole by renaming a temporary file over them:
+        # never over a device (as root that would replace /dev/null itself).
+        expect 2 "/dev/null: not a regular file" train --steps 1 --save /dev/null
+        expect 2 "/dev/null: not a regular file" train --steps 1 --log /dev/null
+        check "/dev/null is still a character device" test -c /dev/null
         d="$T/in"
         mkdir -p "$d"
         # A small valid dataset (IDX, raw), then one damage per copy.

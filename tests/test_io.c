@@ -432,7 +432,8 @@ static void test_atomic_writes(void)
     par_check(!exists(tpath("no_such_dir")) && tmp_leftovers() == 0,
               "atomic: nothing left behind");
 
-    // The final rename fails (the target is a directory): temp file removed.
+    // A target that is not a regular file (here a directory) is refused before
+    // anything is written (a rename would replace it): nothing left behind.
     p = tpath("a_directory.npz");
     mkdir(p, 0755);
     ok = par_weights_save(p, &m, PAR_F32, w) == PAR_ERR_IO && error_names(p, "rename");

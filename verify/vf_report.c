@@ -37,6 +37,7 @@ static par_status write_file(const char *dir, const char *name, const char *data
 {
     char path[1200], tmp[1300];
     snprintf(path, sizeof path, "%s/%s", dir, name);
+    PAR_TRY(par_out_check(path));
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     PAR_FAIL_IF(!f, PAR_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));

@@ -23,6 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "par_io.h"
+
 enum { KEYNUM = 8, SK_BYTES = 158, PK_BYTES = 42, SIG_BYTES = 74 };
 
 #define COMMENT_PREFIX "untrusted comment: "
@@ -231,6 +233,7 @@ par_status vf_sign_file(const char *sk_path, const char *file, const char *sig_p
     PAR_FAIL_IF(!extra, PAR_ERR_ALLOC, "out of memory");
     snprintf(extra, tn + sizeof gb64 + 64, TRUSTED_PREFIX "%s\n%s\n", trusted_comment, gb64);
     char tmp[1200];
+    PAR_TRY(par_out_check(sig_path));
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", sig_path, (long)getpid());
     st = write_text(tmp, 0644, 1, "signature from parity secret key", sig, sizeof sig, extra);
     free(extra);

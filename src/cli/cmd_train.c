@@ -750,6 +750,11 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "parity train: --checkpoint-every and --keep need --checkpoint-dir DIR\n");
         return EXIT_USAGE;
     }
+    // Outputs that cannot be written whole fail now, not after the training.
+    const char *outs[] = {o.save, o.init_save, o.log};
+    for (int i = 0; i < 3; i++)
+        if (outs[i] && par_out_check(outs[i]) != PAR_OK)
+            return cli_fail("train", PAR_ERR_CONFIG, NULL);
     if (o.resume && o.init_save) {
         fprintf(stderr, "parity train: --init-save: a resumed run does not start from its "
                         "initial weights\n");

@@ -131,6 +131,7 @@ static par_status sync_dir(const char *dir)
 static par_status write_atomic(const char *path, const char *data, size_t n)
 {
     char tmp[1200];
+    PAR_TRY(par_out_check(path));
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     PAR_FAIL_IF(fd < 0, PAR_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <sodium.h>
 #include <string.h>
+#include <sys/stat.h>
 
 // SHA-256 needs no state from sodium_init; call it anyway, as libsodium
 // asks. It is safe to call repeatedly and from several threads.
@@ -40,5 +41,15 @@ par_status par_sha256_file(char out[65], const char *path)
     unsigned char h[crypto_hash_sha256_BYTES];
     crypto_hash_sha256_final(&st, h);
     sodium_bin2hex(out, 65, h, sizeof h);
+    return PAR_OK;
+}
+
+par_status par_out_check(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) return PAR_OK;   // not there yet (or unreadable: the write says)
+    PAR_FAIL_IF(!S_ISREG(sb.st_mode), PAR_ERR_IO,
+                "%s: not a regular file (parity writes files whole: a temporary file, "
+                "then a rename over the old one)", path);
     return PAR_OK;
 }

@@ -46,6 +46,13 @@ par_status par_weights_save(const char *path, const par_model *m, par_dtype dt, 
 // rounding, reported by nothing; save in the run's dtype to be exact).
 par_status par_weights_load(const char *path, const par_model *m, par_dtype dt, void *params);
 
+// parity writes every output file whole: a temporary file renamed over the
+// old one. So an existing path must be a regular file (or a link to one):
+// renaming over a device, pipe or folder entry would replace it (as root,
+// `--save /dev/null` would replace /dev/null). PAR_ERR_IO naming the path
+// otherwise; PAR_OK when the path does not exist yet.
+par_status par_out_check(const char *path);
+
 // SHA-256 of n bytes as 64 lowercase hex chars + NUL (libsodium).
 void par_sha256_hex(char out[65], const void *data, size_t n);
 // SHA-256 of a file's bytes.

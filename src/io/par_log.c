@@ -58,6 +58,7 @@ static par_status fail(par_log *lg, par_status st, const char *fmt, ...)
 par_status par_log_open(par_log **log, const char *path)
 {
     *log = NULL;
+    PAR_TRY(par_out_check(path));
     par_log *lg = calloc(1, sizeof *lg);
     PAR_FAIL_IF(!lg, PAR_ERR_ALLOC, "log %s: out of memory", path);
     lg->path = strdup(path);

@@ -198,6 +198,7 @@ static par_status write_empty_zip(const char *tmp, const char *path)
 
 par_status par_npz_write(const char *path, const par_array *arrays, size_t n)
 {
+    PAR_TRY(par_out_check(path));
     for (size_t i = 0; i < n; i++) PAR_TRY(check_array(path, &arrays[i], i));
     char *tmp = tmp_path(path);
     PAR_FAIL_IF(!tmp, PAR_ERR_ALLOC, "%s: out of memory", path);
