@@ -66,6 +66,11 @@ par_status vf_run_parity(runner *r, args *b, const char *out_path, const char *e
 // --ranks for MPI trainers when with_ranks) of a config.
 void vf_case_flags(args *b, const case_run *cr, long steps);
 void vf_config_flags(args *b, const vf_config *cf, int with_ranks);
+// The model and data flags alone (dataset, model, act, dtype, batch, chunk),
+// for commands that take no training length (`parity model`); the case's
+// test-only fault (`--fault SPEC`, configs only), if it has one.
+void vf_setting_flags(args *b, const vf_case *c);
+void vf_fault_flag(args *b, const case_run *cr);
 json_t *vf_jnum(double x);                                  // null for NaN/Inf
 json_t *vf_losses_json(const double *l, long n);
 // Copies the fields of a `parity train --json` summary that results keep.

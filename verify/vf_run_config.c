@@ -158,10 +158,7 @@ static par_status compare_fast(runner *r, case_run *cr, const vf_config *cf, con
     vf_arg(&b, "lockstep");
     vf_case_flags(&b, cr, cr->N);
     vf_config_flags(&b, cf, 1);
-    if (cr->c->fault[0]) {
-        vf_arg(&b, "--fault");
-        vf_arg(&b, "%s", cr->c->fault);
-    }
+    vf_fault_flag(&b, cr);
     vf_arg(&b, "--json");
     int code;
     double wall;
@@ -226,10 +223,7 @@ par_status vf_run_config(runner *r, case_run *cr, const vf_config *cf, const jso
     vf_arg(&b, "train");
     vf_case_flags(&b, cr, cr->N);
     vf_config_flags(&b, cf, 1);
-    if (cr->c->fault[0]) {
-        vf_arg(&b, "--fault");
-        vf_arg(&b, "%s", cr->c->fault);
-    }
+    vf_fault_flag(&b, cr);
     vf_arg(&b, "--log");
     vf_arg(&b, "%s", log);
     vf_arg(&b, "--save");

@@ -40,18 +40,7 @@ par_status vf_predict_case(runner *r, case_run *cr, json_t *cres)
     args b = {0};
     vf_arg(&b, "parity");
     vf_arg(&b, "model");
-    vf_arg(&b, "--dataset");
-    vf_arg(&b, "%s", c->dataset);
-    vf_arg(&b, "--model");
-    vf_arg(&b, "%s", c->model);
-    vf_arg(&b, "--act");
-    vf_arg(&b, "%s", c->act);
-    vf_arg(&b, "--dtype");
-    vf_arg(&b, "%s", c->dtype);
-    vf_arg(&b, "--batch");
-    vf_arg(&b, "%d", c->batch);
-    vf_arg(&b, "--chunk");
-    vf_arg(&b, "%d", c->chunk);
+    vf_setting_flags(&b, c);
     vf_arg(&b, "--validate=");     // no runs of its own: the case's timings check it
     vf_arg(&b, "--max-ranks");
     vf_arg(&b, "1");

@@ -147,9 +147,8 @@ par_status vf_run_parity(runner *r, args *b, const char *out_path, const char *e
 
 // The training flags of a case for `steps` steps: everything but trainer,
 // mode, threads, ranks.
-void vf_case_flags(args *b, const case_run *cr, long steps)
+void vf_setting_flags(args *b, const vf_case *c)
 {
-    const vf_case *c = cr->c;
     vf_arg(b, "--dataset");
     vf_arg(b, "%s", c->dataset);
     vf_arg(b, "--model");
@@ -162,6 +161,12 @@ void vf_case_flags(args *b, const case_run *cr, long steps)
     vf_arg(b, "%d", c->batch);
     vf_arg(b, "--chunk");
     vf_arg(b, "%d", c->chunk);
+}
+
+void vf_case_flags(args *b, const case_run *cr, long steps)
+{
+    const vf_case *c = cr->c;
+    vf_setting_flags(b, c);
     vf_arg(b, "--lr");
     vf_arg(b, "%.17g", c->lr);
     vf_arg(b, "--seed");
@@ -170,6 +175,13 @@ void vf_case_flags(args *b, const case_run *cr, long steps)
     vf_arg(b, "%d", cr->epochs);
     vf_arg(b, "--steps");
     vf_arg(b, "%ld", steps);
+}
+
+void vf_fault_flag(args *b, const case_run *cr)
+{
+    if (!cr->c->fault[0]) return;
+    vf_arg(b, "--fault");
+    vf_arg(b, "%s", cr->c->fault);
 }
 
 void vf_config_flags(args *b, const vf_config *cf, int with_ranks)
