@@ -22,6 +22,7 @@ struct ref_trainer {
     double *gabs;                       // NULL unless ref_track_abs
     void *a[PAR_MAX_LAYERS + 1];        // a[0] input, a[l+1] output of layer l
     void *d[PAR_MAX_LAYERS];            // d[l]: gradient at layer l's pre-activation
+    void *term_dz, *term_x;             // the terms of one weight-gradient element of a sample
 };
 
 #define CAT_(a, b) a##b
@@ -69,6 +70,16 @@ static void free_buffers(ref_trainer *t)
     t->loss = NULL;
 }
 
+// The most terms one weight-gradient element gets from one sample.
+static size_t max_terms(const par_model *m)
+{
+    size_t n = 1;
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].n_rows && m->layers[l].n_out / m->layers[l].n_rows > n)
+            n = m->layers[l].n_out / m->layers[l].n_rows;
+    return n;
+}
+
 static par_status grow(ref_trainer *t, size_t B)
 {
     if (B <= t->B_cap) return PAR_OK;
@@ -101,7 +112,9 @@ par_status ref_create(ref_trainer **out, const par_model *m, par_dtype dt, size_
     const size_t bytes = m->n_params * par_dtype_size(dt);
     t->w = malloc(bytes);
     t->g = calloc(1, bytes);
-    if (!t->w || !t->g) {
+    t->term_dz = malloc(max_terms(m) * par_dtype_size(dt));
+    t->term_x = malloc(max_terms(m) * par_dtype_size(dt));
+    if (!t->w || !t->g || !t->term_dz || !t->term_x) {
         ref_destroy(t);
         PAR_FAIL_IF(1, PAR_ERR_ALLOC, "reference: out of memory for %zu parameters", m->n_params);
     }
@@ -186,6 +199,8 @@ void ref_destroy(ref_trainer *t)
     free(t->w);
     free(t->g);
     free(t->gabs);
+    free(t->term_dz);
+    free(t->term_x);
     free(t->s1);
     free(t->s2);
     free(t);

@@ -16,15 +16,37 @@
 
 typedef enum par_act { PAR_ACT_NONE = 0, PAR_ACT_RELU, PAR_ACT_SIGMOID, PAR_ACT_TANH } par_act;
 
-typedef enum par_layer_kind { PAR_LAYER_DENSE = 0 } par_layer_kind;
+// The layer kinds of the engine's layer table (src/train/par_layers.c): each
+// kind has forward, input-gradient and weight-gradient ops with a stated
+// summation order (src/kernels/par_kernels.h, par_conv.h).
+typedef enum par_layer_kind {
+    PAR_LAYER_DENSE = 0,    // y = act(x W^T + b)
+    PAR_LAYER_CONV2D = 1,   // y = act(conv(x, W) + b), zero padding, stride
+    PAR_LAYER_MAXPOOL = 2,  // y = max over K x K windows, stride K; no parameters
+} par_layer_kind;
+#define PAR_N_LAYER_KINDS 3
 
-// One layer: y = act(x W^T + b), W: (n_out, n_in), b: (n_out).
-// The last layer has act NONE; its outputs are the logits of softmax + xent.
+// One layer. Every layer maps a sample of n_in values to n_out values; an
+// image is stored (c, h, w) row-major, so "flatten" is only a change of view.
+// The last layer is dense with act NONE: its outputs are the logits of
+// softmax + xent.
+//   dense:   n_in, n_out; W: (n_out, n_in), b: (n_out).
+//   conv2d:  (c_in, h_in, w_in) -> (c_out, h_out, w_out), K x K kernel, stride,
+//            pad; h_out = (h_in + 2 pad - K) / stride + 1; W: (c_out, c_in, K, K)
+//            as torch.nn.Conv2d, b: (c_out).
+//   maxpool: (c, h_in, w_in) -> (c, h_in / K, w_in / K), windows K x K, stride K.
+// Parameter rows: W is n_rows rows of row_len values (dense n_out x n_in,
+// conv c_out x c_in K K, maxpool none); row o's bias is b[o]. Threads and MPI
+// segments split parameters by rows.
 typedef struct par_layer {
     par_layer_kind kind;
-    par_act act;
-    size_t n_in, n_out;
-    int w_view, b_view;   // indices into par_model.views
+    par_act act;              // applied to the output (NONE for maxpool)
+    size_t n_in, n_out;       // values per sample
+    size_t n_rows, row_len;   // parameter rows (0 for maxpool)
+    int w_view, b_view;       // indices into par_model.views; -1 without parameters
+    size_t c_in, h_in, w_in;  // spatial shapes (dense: n_in x 1 x 1 -> n_out x 1 x 1)
+    size_t c_out, h_out, w_out;
+    size_t K, stride, pad;    // conv2d and maxpool (dense: 1, 1, 0)
 } par_layer;
 
 // A named slice of the parameter buffer: elements [offset, offset + count),
@@ -38,6 +60,7 @@ typedef struct par_view {
 
 typedef struct par_model {
     char spec[128];            // as given, e.g. "mlp:784-256-128-10"
+    int is_cnn;                // spec is cnn:... (activations written in the spec)
     int n_layers;
     par_layer layers[PAR_MAX_LAYERS];
     int n_views;
@@ -48,9 +71,18 @@ typedef struct par_model {
     size_t max_width;          // widest layer input/output, for scratch sizing
 } par_model;
 
-// Parses "mlp:784-256-128-10" (at least two sizes; every hidden layer gets
-// `act`, the last none). Fails with PAR_ERR_CONFIG and a message naming
-// the spec and what was expected.
+// Parses a model spec. Fails with PAR_ERR_CONFIG and a message naming the
+// spec, the bad token and what was expected.
+//   mlp:N0-N1-...-Nk   dense layers N0 -> N1 -> ... -> Nk; every hidden layer
+//                      gets `act`, the last none.
+//   cnn:CxHxW-T-T-...  input C channels of H x W, then tokens (act is unused):
+//     cN[kK][pP][sS]   conv2d to N channels, K x K kernel (default 3), zero
+//                      padding P (default 0), stride S (default 1)
+//     mK               max-pool K x K, stride K
+//     r | sg | th      ReLU, sigmoid or tanh on the previous conv or fc
+//     f                flatten (required before the first fc after an image)
+//     fcN              dense to N outputs; the last token is the logits' fc
+//   e.g. cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10.
 par_status par_model_parse(par_model *m, const char *spec, par_act act);
 
 // "relu" | "sigmoid" | "tanh" -> act; PAR_ERR_CONFIG otherwise.
@@ -58,8 +90,10 @@ par_status par_act_parse(par_act *act, const char *name);
 const char *par_act_name(par_act act);
 
 // Initial parameters into `params` (n_params elements of dtype dt):
-// weights (2u - 1) a, u uniform in [0, 1), i.e. in [-a, a), with a = sqrt(6 / n_in) (He, for ReLU layers) or
-// sqrt(6 / (n_in + n_out)) (Xavier, otherwise), biases 0. Element i of
+// weights (2u - 1) a, u uniform in [0, 1), i.e. in [-a, a), with
+// a = sqrt(6 / fan_in) (He, for ReLU layers) or sqrt(6 / (fan_in + fan_out))
+// (Xavier, otherwise), biases 0; dense fan_in = n_in, fan_out = n_out; conv
+// fan_in = c_in K K, fan_out = c_out K K (PyTorch's definitions). Element i of
 // layer l is a function of (seed, l, i) only: drawn in f64, rounded once.
 void par_model_init(const par_model *m, par_dtype dt, uint64_t seed, void *params);
 

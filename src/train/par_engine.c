@@ -10,17 +10,12 @@
 #include <string.h>
 
 #include "par_kernels.h"
+#include "par_layers.h"
 
-// Dtype dispatch: fn##_f32 or fn##_f64 with the same (void *) arguments.
-#define KCALL(dt, fn, ...) ((dt) == PAR_F32 ? fn##_f32(__VA_ARGS__) : fn##_f64(__VA_ARGS__))
+#define at par_at
+#define split par_split
 
-static void *at(const par_engine *e, const void *base, size_t i)
-{
-    return (char *)base + i * par_dtype_size(e->dt);
-}
-
-// [lo, hi) of n items for thread t of T, in multiples of `quantum` items.
-static void split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi)
+void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi)
 {
     const size_t blocks = (n + quantum - 1) / quantum;
     const size_t b0 = blocks * (size_t)t / (size_t)T, b1 = blocks * (size_t)(t + 1) / (size_t)T;
@@ -70,10 +65,14 @@ static int fault_on(const par_engine *e, par_fault_kind kind)
     return f->kind == kind && (f->step == 0 || f->step == e->steps);
 }
 
+int par_engine_fault_on(const par_engine *e, par_fault_kind kind, int l)
+{
+    return fault_on(e, kind) && fault_of(e)->layer == l;
+}
+
 void par_engine_begin_step(par_engine *e) { e->steps++; }
 
-// PAR_FAULT_HALF_FWD: keep 11 significant bits of y[lo..hi) (f16-like).
-static void round_to_half(par_engine *e, void *y, size_t lo, size_t hi)
+void par_engine_round_to_half(const par_engine *e, void *y, size_t lo, size_t hi)
 {
     for (size_t i = lo; i < hi; i++) {
         double v = e->dt == PAR_F32 ? ((float *)y)[i] : ((double *)y)[i];
@@ -116,10 +115,24 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
     }
     for (int l = 0; l < m->n_layers && ok; l++) {
         const par_layer *L = &m->layers[l];
-        e->wt[l] = calloc(par_dense_wt_elems(L->n_in, L->n_out), sz);   // padding stays 0
+        if (L->n_rows > 0) {
+            e->wt[l] = calloc(par_dense_wt_elems(L->row_len, L->n_rows), sz);   // padding stays 0
+            ok = e->wt[l] != NULL;
+        }
         e->a[l + 1] = malloc(B * L->n_out * sz);
         e->d[l] = malloc(B * L->n_out * sz);
-        ok = e->wt[l] && e->a[l + 1] && e->d[l];
+        ok = ok && e->a[l + 1] && e->d[l];
+        if (L->kind == PAR_LAYER_CONV2D && ok) {
+            const size_t n_pos = L->h_out * L->w_out;
+            e->col[l] = malloc(B * n_pos * L->row_len * sz);
+            e->dzt[l] = malloc(B * n_pos * L->c_out * sz);
+            ok = e->col[l] && e->dzt[l];
+            if (l > 0 && n_pos * L->row_len > e->scratch_elems) e->scratch_elems = n_pos * L->row_len;
+        }
+    }
+    if (ok && e->scratch_elems > 0) {
+        e->scratch = malloc((size_t)e->threads * e->scratch_elems * sz);
+        ok = e->scratch != NULL;
     }
     if (!ok) {
         par_engine_free(e);
@@ -141,18 +154,23 @@ void par_engine_free(par_engine *e)
         free(e->wt[l]);
         free(e->a[l + 1]);
         free(e->d[l]);
+        free(e->col[l]);
+        free(e->dzt[l]);
     }
+    free(e->scratch);
     memset(e, 0, sizeof *e);
 }
 
-// The parameter rows of layer l that thread t of T owns: the same rows in
-// every phase (transpose, forward outputs, weight gradient, update), so the
-// weights a core updates are the ones it reads next step and parameters do
-// not move between the cores' caches. Multiples of PAR_DENSE_OB rows.
-static void own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi)
+// The same rows in every phase (transpose, dense forward outputs, weight
+// gradient, update), so the weights a core updates are the ones it reads next
+// step and parameters do not move between the cores' caches. Dense layers
+// take multiples of PAR_DENSE_OB rows, conv layers (few, long rows) of 4.
+void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi)
 {
-    split(ly->n_out, PAR_DENSE_OB, t, T, lo, hi);
+    split(ly->n_rows, ly->kind == PAR_LAYER_DENSE ? PAR_DENSE_OB : 4, t, T, lo, hi);
 }
+
+#define own_rows par_engine_own_rows
 
 void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s0, size_t s1,
                                  int backward)
@@ -167,22 +185,9 @@ void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1) reduction(+ : hits)
     {
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        // Forward: each thread computes the outputs of its own rows for every sample.
+        // Forward, layer by layer; each kind splits its work among the threads.
         for (int l = 0; l < L; l++) {
-            const par_layer *ly = &m->layers[l];
-            const void *b = at(e, e->w, m->views[ly->b_view].offset);
-            size_t o0, o1;
-            own_rows(ly, t, T, &o0, &o1);
-            if (o1 > o0) {
-                KCALL(dt, par_dense_forward, e->a[l + 1], e->a[l], e->wt[l], b, s0, s1, o0, o1,
-                      ly->n_in, ly->n_out);
-                for (size_t s = s0; s < s1; s++)
-                    KCALL(dt, par_act_forward, at(e, e->a[l + 1], s * ly->n_out + o0), o1 - o0,
-                          ly->act);
-                if (fault_on(e, PAR_FAULT_HALF_FWD) && fault_of(e)->layer == l)
-                    for (size_t s = s0; s < s1; s++)
-                        round_to_half(e, e->a[l + 1], s * ly->n_out + o0, s * ly->n_out + o1);
-            }
+            par_layer_ops_of(m->layers[l].kind)->forward(e, l, s0, s1, t, T);
 #pragma omp barrier
         }
         // Loss and input gradients: each thread takes its own samples, top down;
@@ -194,13 +199,12 @@ void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s
         if (hi > lo)
             hits += KCALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo,
                           hi, m->n_classes, B);
-        for (int l = L - 1; l >= 1 && hi > lo && backward; l--) {
+        for (int l = L - 1; l >= 0 && hi > lo && backward; l--) {
             const par_layer *ly = &m->layers[l];
-            const void *W = at(e, e->w, m->views[ly->w_view].offset);
-            KCALL(dt, par_dense_backward_data, e->d[l - 1], e->d[l], W, lo, hi, ly->n_in,
-                  ly->n_out);
-            KCALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
-                  at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
+            par_layer_ops_of(ly->kind)->backward(e, l, lo, hi, t);
+            if (l > 0)
+                KCALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
+                      at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
         }
     }
     e->hits = hits;
@@ -214,29 +218,33 @@ static void layer_rows(par_engine *e, int l, size_t B, size_t c0, size_t c1, siz
     const par_layer *ly = &m->layers[l];
     void *dW = at(e, e->g, m->views[ly->w_view].offset);
     void *db = at(e, e->g, m->views[ly->b_view].offset);
-    const void *dz = e->d[l], *x = e->a[l];
+    const void *dz, *x;
+    size_t ps;   // gradient rows per sample
+    par_layer_ops_of(ly->kind)->grad_rows(e, l, &dz, &x, &ps);
+    const size_t n_in = ly->row_len, n_out = ly->n_rows;
     size_t C = e->C;
     if (e->mode == PAR_MODE_FAST) {
         // One fma chain over all the samples of chunks [c0, c1).
         const size_t sa = c0 * C, sb = c1 * C < B ? c1 * C : B;
-        dz = at(e, dz, sa * ly->n_out);
-        x = at(e, x, sa * ly->n_in);
+        dz = at(e, dz, sa * ps * n_out);
+        x = at(e, x, sa * ps * n_in);
         B = sb - sa;
         C = B;
         c0 = 0;
         c1 = B > 0;
     }
+    const size_t Br = B * ps, Cr = C * ps;   // in rows
     const par_fault *f = fault_of(e);
     if (fault_on(e, PAR_FAULT_SKIP_SAMPLE) && f->layer == l && f->index < B) {
-        // The faulty kernel: as if sample `index` were not there (its dz row zeroed
+        // The faulty kernel: as if sample `index` were not there (its dz rows zeroed
         // for the weight gradient only; a copy keeps the input gradients intact).
-        const size_t sz = par_dtype_size(e->dt), row = ly->n_out * sz;
-        void *copy = malloc(B * row);
+        const size_t sz = par_dtype_size(e->dt), row = n_out * sz;
+        void *copy = malloc(Br * row);
         if (copy) {
-            memcpy(copy, dz, B * row);
-            memset((char *)copy + f->index * row, 0, row);
-            KCALL(e->dt, par_dense_backward_weights, dW, db, copy, x, B, C, c0, c1, o0, o1,
-                  ly->n_in, ly->n_out, cont);
+            memcpy(copy, dz, Br * row);
+            memset((char *)copy + f->index * ps * row, 0, ps * row);
+            KCALL(e->dt, par_dense_backward_weights, dW, db, copy, x, Br, Cr, c0, c1, o0, o1, n_in,
+                  n_out, cont);
             free(copy);
             return;
         }
@@ -244,17 +252,17 @@ static void layer_rows(par_engine *e, int l, size_t B, size_t c0, size_t c1, siz
     if (fault_on(e, PAR_FAULT_CHUNK_SWAP) && f->layer == l && !cont && c0 == 0 && c1 >= 3) {
         // The faulty fold ((g1 + g2) + g0) + g3 + ...: a real reordering (swapping
         // just two chunks would be invisible, IEEE addition being commutative).
-        KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, B, C, 1, 3, o0, o1, ly->n_in,
-              ly->n_out, 0);
-        KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, B, C, 0, 1, o0, o1, ly->n_in,
-              ly->n_out, 1);
+        KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, Br, Cr, 1, 3, o0, o1, n_in, n_out,
+              0);
+        KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, Br, Cr, 0, 1, o0, o1, n_in, n_out,
+              1);
         if (c1 > 3)
-            KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, B, C, 3, c1, o0, o1, ly->n_in,
-                  ly->n_out, 1);
+            KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, Br, Cr, 3, c1, o0, o1, n_in,
+                  n_out, 1);
         return;
     }
-    KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, B, C, c0, c1, o0, o1, ly->n_in,
-          ly->n_out, cont);
+    KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, Br, Cr, c0, c1, o0, o1, n_in, n_out,
+          cont);
 }
 
 void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1, size_t o0,
@@ -324,7 +332,7 @@ void par_engine_sync_wt(par_engine *e)
             own_rows(ly, t, T, &lo, &hi);
             if (hi > lo)
                 KCALL(e->dt, par_dense_transpose, e->wt[l], at(e, e->w, m->views[ly->w_view].offset),
-                      ly->n_in, ly->n_out, lo, hi);
+                      ly->row_len, ly->n_rows, lo, hi);
         }
     }
 }
@@ -409,6 +417,7 @@ static void optim_update(par_engine *e)
         const int th = omp_get_thread_num(), T = omp_get_num_threads();
         for (int l = 0; l < m->n_layers; l++) {
             const par_layer *ly = &m->layers[l];
+            if (ly->n_rows == 0) continue;
             const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
             size_t lo, hi;
             own_rows(ly, th, T, &lo, &hi);
@@ -416,7 +425,7 @@ static void optim_update(par_engine *e)
             void *v_w = e->os[1] ? at(e, e->os[1], wo) : NULL;
             void *v_b = e->os[1] ? at(e, e->os[1], bo + lo) : NULL;
             KCALL(e->dt, par_optim_dense, at(e, e->w, wo), e->wt[l], at(e, e->os[0], wo), v_w,
-                  at(e, e->g, wo), ly->n_in, ly->n_out, lo, hi, &k);
+                  at(e, e->g, wo), ly->row_len, ly->n_rows, lo, hi, &k);
             KCALL(e->dt, par_optim, at(e, e->w, bo + lo), at(e, e->os[0], bo + lo), v_b,
                   at(e, e->g, bo + lo), hi - lo, &k);
         }
@@ -446,12 +455,13 @@ void par_engine_update(par_engine *e)
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
         for (int l = 0; l < m->n_layers; l++) {
             const par_layer *ly = &m->layers[l];
+            if (ly->n_rows == 0) continue;
             const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
             size_t lo, hi;
             own_rows(ly, t, T, &lo, &hi);
             if (hi == lo) continue;
-            KCALL(e->dt, par_sgd_dense, at(e, e->w, wo), e->wt[l], at(e, e->g, wo), ly->n_in,
-                  ly->n_out, lo, hi, e->lr);
+            KCALL(e->dt, par_sgd_dense, at(e, e->w, wo), e->wt[l], at(e, e->g, wo), ly->row_len,
+                  ly->n_rows, lo, hi, e->lr);
             KCALL(e->dt, par_sgd, at(e, e->w, bo + lo), at(e, e->g, bo + lo), hi - lo, e->lr);
         }
     }

@@ -3,6 +3,8 @@
 // of samples, and the weight gradient of a range of chunks, each split among
 // `threads` OpenMP threads so that every element is computed exactly as in a
 // single thread. The trainers differ only in how chunk folds are combined.
+// The engine walks the model's layers through the layer table (par_layers.h);
+// what a layer kind computes, and in which order, lives in its own file.
 #ifndef PAR_ENGINE_H
 #define PAR_ENGINE_H
 
@@ -24,9 +26,14 @@ typedef struct par_engine {
     void *w;                             // parameters (n_params)
     void *g;                             // gradient (n_params)
     void *loss;                          // per-sample loss (B_cap)
-    void *wt[PAR_MAX_LAYERS];            // transposed weights, (n_in, ldwt)
+    void *wt[PAR_MAX_LAYERS];            // transposed weights, (row_len, ldwt(n_rows))
     void *a[PAR_MAX_LAYERS + 1];         // a[0] input copy, a[l+1] = output of layer l
     void *d[PAR_MAX_LAYERS];             // dL/d(pre-activation) of layer l
+    void *col[PAR_MAX_LAYERS];           // conv2d: im2col rows (B, positions, row_len)
+    void *dzt[PAR_MAX_LAYERS];           // conv2d: rows (B, positions, c_out): the forward's
+                                         //   output, then dz, for the dense kernels
+    void *scratch;                       // conv2d input gradient: one sample's rows per thread
+    size_t scratch_elems;                // elements of scratch per thread
     size_t hits;                         // correct predictions of the last forward
     long steps;                          // steps begun (par_engine_begin_step)
     par_fault fault;                     // this engine's own fault (cfg.fault), if has_fault
@@ -66,7 +73,8 @@ void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s
 // the chunks are one fma chain (the chunk boundaries are ignored).
 void par_engine_weight_grads(par_engine *e, size_t B, size_t c0, size_t c1, int cont);
 
-// Same for the rows [o0, o1) of layer l only (for pipelined reductions).
+// Same for the parameter rows [o0, o1) of layer l only (for pipelined
+// reductions); layer l must have parameters (n_rows > 0).
 void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1, size_t o0,
                             size_t o1, int cont);
 

@@ -70,11 +70,12 @@ static par_status make_segments(mpi_state *s)
         n = 0;
         for (int l = 0; l < m->n_layers; l++) {
             const par_layer *L = &m->layers[l];
-            size_t rows = (SEG_PARAMS / L->n_in + 3) / 4 * 4;
+            if (L->n_rows == 0) continue;   // no parameters (max-pool): no segment
+            size_t rows = (SEG_PARAMS / L->row_len + 3) / 4 * 4;
             if (rows == 0) rows = 4;
-            for (size_t o = 0; o < L->n_out; o += rows) {
+            for (size_t o = 0; o < L->n_rows; o += rows) {
                 if (pass == 1)
-                    s->seg[n] = (segment){l, o, o + rows < L->n_out ? o + rows : L->n_out};
+                    s->seg[n] = (segment){l, o, o + rows < L->n_rows ? o + rows : L->n_rows};
                 n++;
             }
         }
@@ -106,8 +107,8 @@ static void seg_parts(const mpi_state *s, int k, void **w, size_t *nw, void **b,
     const par_model *m = s->e.m;
     const segment *g = &s->seg[k];
     const par_layer *L = &m->layers[g->layer];
-    *w = at(s, s->e.g, m->views[L->w_view].offset + g->o0 * L->n_in);
-    *nw = (g->o1 - g->o0) * L->n_in;
+    *w = at(s, s->e.g, m->views[L->w_view].offset + g->o0 * L->row_len);
+    *nw = (g->o1 - g->o0) * L->row_len;
     *b = at(s, s->e.g, m->views[L->b_view].offset + g->o0);
     *nb = g->o1 - g->o0;
 }

@@ -1,0 +1,26 @@
+// The max-pool layer (K x K windows, stride K; no parameters):
+//   forward: the first maximum of each window in scan order (kh, then kw).
+//   input gradient: each output's gradient goes to that first maximum; every
+//            other input gets 0 (windows do not overlap: nothing is summed).
+// Threads split samples.
+#include "par_conv.h"
+#include "par_layers.h"
+
+static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
+{
+    const par_layer *ly = &e->m->layers[l];
+    size_t lo, hi;
+    par_split(s1 - s0, 1, t, T, &lo, &hi);
+    if (hi > lo) KCALL(e->dt, par_maxpool_forward, e->a[l + 1], e->a[l], ly, s0 + lo, s0 + hi);
+}
+
+static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
+{
+    (void)t;
+    if (l > 0)
+        KCALL(e->dt, par_maxpool_backward, e->d[l - 1], e->d[l], e->a[l], &e->m->layers[l], s0,
+              s1);
+}
+
+const par_layer_ops par_layer_maxpool = {
+    .name = "maxpool", .forward = forward, .backward = backward, .grad_rows = NULL};

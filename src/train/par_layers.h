@@ -1,0 +1,54 @@
+// The layer table: one entry per layer kind (par_layer_kind), each in its own
+// file (layer_dense.c, layer_conv.c, layer_pool.c). The engine calls only
+// these ops; adding a kind is one file and one line in par_layers.c. Every op
+// computes each element exactly as in one thread, whatever the split, and
+// states its summation order (the kernels' headers give the details).
+//
+// The weight gradient is not an op of its own: a layer with parameters
+// presents its gradient as rows for par_dense_backward_weights (dz rows and
+// input rows, `per_sample` rows per sample), so the chunk fold, the thread
+// split by parameter rows and the MPI segments are the same for every kind.
+#ifndef PAR_LAYERS_H
+#define PAR_LAYERS_H
+
+#include "par_engine.h"
+
+typedef struct par_layer_ops {
+    const char *name;
+    // Forward of samples [s0, s1) into e->a[l + 1], activation included: the
+    // share of thread t of T. Every thread calls it; a barrier follows.
+    void (*forward)(par_engine *e, int l, size_t s0, size_t s1, int t, int T);
+    // For samples [s0, s1), all of them thread t's: d[l] is final. Prepares
+    // the weight gradient's rows and, if l > 0, writes d[l - 1] = dL/d(input)
+    // (the engine then applies layer l-1's activation derivative).
+    void (*backward)(par_engine *e, int l, size_t s0, size_t s1, int t);
+    // Layers with parameters: the weight gradient's rows, after backward.
+    // dz: (B per_sample, n_rows), x: (B per_sample, row_len). NULL: none.
+    void (*grad_rows)(const par_engine *e, int l, const void **dz, const void **x,
+                      size_t *per_sample);
+} par_layer_ops;
+
+extern const par_layer_ops par_layer_dense, par_layer_conv2d, par_layer_maxpool;
+
+// The entry for a kind.
+const par_layer_ops *par_layer_ops_of(par_layer_kind kind);
+
+// Helpers shared by the layer files.
+// Dtype dispatch: fn##_f32 or fn##_f64 with the same (void *) arguments.
+#define KCALL(dt, fn, ...) ((dt) == PAR_F32 ? fn##_f32(__VA_ARGS__) : fn##_f64(__VA_ARGS__))
+// Element i of an array of the engine's dtype.
+static inline void *par_at(const par_engine *e, const void *base, size_t i)
+{
+    return (char *)base + i * par_dtype_size(e->dt);
+}
+// [lo, hi) of n items for thread t of T, in multiples of `quantum` items.
+void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi);
+// The parameter rows of layer l that thread t of T owns in every phase
+// (forward of a dense layer, weight gradient, update, transposed panels).
+void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi);
+// The fault of kind `kind`, if it fires now for layer l (tests only).
+int par_engine_fault_on(const par_engine *e, par_fault_kind kind, int l);
+// PAR_FAULT_HALF_FWD: keep 11 significant bits of y[lo..hi) (f16-like).
+void par_engine_round_to_half(const par_engine *e, void *y, size_t lo, size_t hi);
+
+#endif
