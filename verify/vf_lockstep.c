@@ -19,6 +19,19 @@ double vf_lockstep_tol(double lr, double S, double w, size_t B, double u)
     return lr * S * (2 * gB + 4 * u * (1 + gB) * (1 + u)) + 2 * u * fabs(w);
 }
 
+size_t vf_terms_per_sample(const par_model *m, size_t i)
+{
+    for (int l = 0; l < m->n_layers; l++) {
+        const par_layer *ly = &m->layers[l];
+        if (ly->n_rows == 0) continue;
+        const par_view *w = &m->views[ly->w_view], *b = &m->views[ly->b_view];
+        if ((i >= w->offset && i < w->offset + w->count) ||
+            (i >= b->offset && i < b->offset + b->count))
+            return ly->n_out / ly->n_rows;   // conv2d: output positions; dense: 1
+    }
+    return 1;
+}
+
 static double at(par_dtype dt, const void *p, size_t i)
 {
     return dt == PAR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
@@ -68,7 +81,8 @@ static par_status one_step(vf_lockstep_result *r, lockstep_buf *b, const par_tra
     size_t bad = 0;
     for (size_t i = 0; i < N; i++) {
         const double a = at(dt, wf, i), e = at(dt, wr, i);
-        const double tol = vf_lockstep_tol(lr, S[i], at(dt, b->w0, i), batch->B, u);
+        const size_t n_terms = batch->B * vf_terms_per_sample(m, i);
+        const double tol = vf_lockstep_tol(lr, S[i], at(dt, b->w0, i), n_terms, u);
         const double q = a == e ? 0 : fabs(a - e) / tol;   // NaN or Inf: over
         if (!(q <= 1)) bad++;
         if (!(q <= r->worst_ratio)) {

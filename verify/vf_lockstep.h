@@ -22,7 +22,9 @@ typedef struct vf_lockstep_result {
 } vf_lockstep_result;
 
 // The bound of one step, per element (u: unit roundoff of the dtype,
-// gB = gamma_B = B u / (1 - B u), S_i = sum over the samples of |dz_s x_s|
+// gB = gamma_B = B u / (1 - B u) where B is the number of terms of the
+// element's gradient (the batch size for dense layers, batch x output
+// positions for conv2d: vf_terms_per_sample), S_i = sum of |term| (|dz_s x_s|)
 // recorded by the reference, w_i the weights before the step, lr rounded
 // to the dtype):
 //   tol_i = lr S_i (2 gB + 4u (1 + gB)(1 + u)) + 2u |w_i|
@@ -34,6 +36,10 @@ typedef struct vf_lockstep_result {
 // The batch loss, B positive terms in any order then / B:
 //   |l_f - l_e| <= (2 gB + 3u) l_e.
 double vf_lockstep_tol(double lr, double S, double w, size_t B, double u);
+
+// Terms per sample in the gradient of parameter element i: dense 1, conv2d
+// the layer's output positions (each position adds one term per sample).
+size_t vf_terms_per_sample(const par_model *m, size_t i);
 
 // How the processes of an MPI trainer share the work: only rank 0 runs the
 // reference and the checks, and broadcasts the weights entering each step.
