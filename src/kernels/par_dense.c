@@ -124,6 +124,36 @@ RELU_AVX2(f32, float, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_and_p
           _mm256_setzero_ps)
 RELU_AVX2(f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_and_pd,
           _mm256_cmp_pd, _mm256_setzero_pd)
+
+// Adam (par_kernels.h's order, one IEEE rounding per operation, no fma) on
+// whole vectors [0, n - n % LANES); the caller does the tail with the scalar
+// loop. vdivps/vsqrtps round each lane exactly as divss/sqrtss do.
+#define ADAM_AVX2(SFX, REAL, V, LANES, P)                                                       \
+    static size_t adam_##SFX##_avx2(REAL *w, REAL *m, REAL *v, const REAL *g, size_t n,         \
+                                    const REAL c[8])                                            \
+    {                                                                                           \
+        const V b1 = P(set1)(c[0]), c1 = P(set1)(c[1]), b2 = P(set1)(c[2]), c2 = P(set1)(c[3]); \
+        const V bc1 = P(set1)(c[4]), bc2 = P(set1)(c[5]), eps = P(set1)(c[6]);                 \
+        const V lr = P(set1)(c[7]);                                                             \
+        size_t i = 0;                                                                           \
+        for (; i + LANES <= n; i += LANES) {                                                    \
+            const V gi = P(loadu)(g + i);                                                       \
+            const V a = P(add)(P(mul)(b1, P(loadu)(m + i)), P(mul)(c1, gi));                   \
+            P(storeu)(m + i, a);                                                                \
+            const V b = P(add)(P(mul)(b2, P(loadu)(v + i)), P(mul)(P(mul)(c2, gi), gi));        \
+            P(storeu)(v + i, b);                                                                \
+            const V d = P(add)(P(sqrt)(P(div)(b, bc2)), eps);                                   \
+            const V t = P(div)(P(mul)(lr, P(div)(a, bc1)), d);                                  \
+            P(storeu)(w + i, P(sub)(P(loadu)(w + i), t));                                       \
+        }                                                                                       \
+        return i;                                                                               \
+    }
+#define PS_(f) _mm256_##f##_ps
+#define PD_(f) _mm256_##f##_pd
+ADAM_AVX2(f32, float, __m256, 8, PS_)
+ADAM_AVX2(f64, double, __m256d, 4, PD_)
+#undef PS_
+#undef PD_
 #pragma GCC pop_options
 #endif
 
