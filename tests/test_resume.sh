@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Checkpoints and --resume of `parity train`, end to end: for serial, omp
-# (2 threads) and mpi (--ranks 2) a run is killed with SIGKILL mid-epoch,
+# (2 threads), a CNN under omp, and mpi (--ranks 2) a run is killed with SIGKILL mid-epoch,
 # resumed, and must equal an uninterrupted run bit for bit: weights_sha256
 # of --json and the whole JSONL log, byte for byte. Also: SIGINT/SIGTERM
 # stop cleanly (exit 130/143, checkpoint, hint), a resumed run under another
 # trainer, a damaged newest checkpoint skipped, a checkpoint of another
 # config refused (exit 2), --keep, a fresh run refusing a used folder.
-# Usage: test_resume.sh PATH/TO/parity [serial|omp|mpi|signals|misc ...]
+# Usage: test_resume.sh PATH/TO/parity [serial|omp|cnn|mpi|signals|misc ...]
 # (default: all). Needs fashion-mnist (data/fetch.sh). ~40 s in all.
 set -u
 . "$(dirname "$0")/test_lib.sh"
 P=$1
 shift
-parts=${*:-serial omp mpi signals misc}
+parts=${*:-serial omp cnn mpi signals misc}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
@@ -77,6 +77,9 @@ for part in $parts; do
     case $part in
     serial) resume_case serial --trainer serial ;;
     omp) resume_case omp --trainer omp --threads 2 ;;
+    cnn) # a conv + max-pool CNN (adam: optimizer state in the checkpoint too)
+        resume_case cnn --trainer omp --threads 2 --model cnn:1x28x28-c4k3p1-r-m2-f-fc10 \
+            --optim adam --lr 0.001 ;;
     mpi)
         if "$P" train --trainer mpi --ranks 1 --steps 1 >/dev/null 2>&1 </dev/null; then
             resume_case mpi --trainer mpi --ranks 2
