@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# parity against PyTorch (Debian python3-torch, installed here if missing) on
-# the same MLP 784-256-128-10, SGD lr 0.01, batch 64, one epoch of
-# Fashion-MNIST, f32, side by side in one run: seconds per epoch and ratios.
+# parity against PyTorch (Debian python3-torch, installed here if missing),
+# side by side in one run, f32, batch 64, one epoch: seconds per epoch and
+# ratios, for
+#   mlp (default): MLP 784-256-128-10, SGD lr 0.01, Fashion-MNIST;
+#   cnn: the MNIST CNN (conv 1->32 3x3 padding 1, ReLU, fc 128, ReLU, fc 10),
+#        Adam lr 0.001, MNIST.
 # PyTorch's best 2-core setups: torch 1 thread + OPENBLAS_NUM_THREADS=2, and
 # torch 2 threads with OMP_WAIT_POLICY=passive; its default 2-thread setup is
-# listed too. Prints figures; not a test. Usage: bench/vs_pytorch.sh [REPEATS]
+# listed too. Prints figures; not a test. Usage: bench/vs_pytorch.sh [REPEATS] [mlp|cnn]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=${1:-3}
+WHAT=${2:-mlp}
+case $WHAT in
+mlp) P_ARGS=(--dataset fashion-mnist) ;;
+cnn) P_ARGS=(--dataset mnist --model cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10 --optim adam --lr 0.001) ;;
+*) echo "usage: bench/vs_pytorch.sh [REPEATS] [mlp|cnn]" >&2; exit 2 ;;
+esac
 # python3-torch depends on "libblas.so.3", which apt satisfies with the
 # reference BLAS (10x slower here); OpenBLAS (pthread build) must be asked for.
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null ||
@@ -20,7 +29,7 @@ echo "BLAS behind PyTorch: ${blas:-unknown}"
 [ -x build/parity ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
 
 median() { python3 -c "import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
-parity_run() { ./build/parity train --epochs 1 --quiet --json "$@" | python3 -c "import json,sys; print(json.load(sys.stdin)['seconds'])"; }
+parity_run() { ./build/parity train --epochs 1 --quiet --json "${P_ARGS[@]}" "$@" | python3 -c "import json,sys; print(json.load(sys.stdin)['seconds'])"; }
 torch_run() { env "$@" | python3 -c "import json,sys; print(json.load(sys.stdin)['seconds'])"; }
 
 declare -A t
@@ -28,15 +37,15 @@ for i in $(seq "$R"); do
     t[p_serial_exact]+=" $(parity_run --trainer serial)"
     t[p_serial_fast]+=" $(parity_run --trainer serial --mode fast)"
     t[p_omp2_exact]+=" $(parity_run --trainer omp --threads 2)"
-    t[torch1]+=" $(torch_run OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/vs_pytorch.py 1)"
-    t[torch1_blas2]+=" $(torch_run OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/vs_pytorch.py 1)"
-    t[torch2_passive]+=" $(torch_run OMP_WAIT_POLICY=passive /usr/bin/python3 bench/vs_pytorch.py 2)"
-    t[torch2_default]+=" $(torch_run /usr/bin/python3 bench/vs_pytorch.py 2)"
+    t[torch1]+=" $(torch_run OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/vs_pytorch.py 1 f32 "$WHAT")"
+    t[torch1_blas2]+=" $(torch_run OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/vs_pytorch.py 1 f32 "$WHAT")"
+    t[torch2_passive]+=" $(torch_run OMP_WAIT_POLICY=passive /usr/bin/python3 bench/vs_pytorch.py 2 f32 "$WHAT")"
+    t[torch2_default]+=" $(torch_run /usr/bin/python3 bench/vs_pytorch.py 2 f32 "$WHAT")"
 done
 declare -A m
 for k in "${!t[@]}"; do m[$k]=$(median ${t[$k]}); done
 best2=$(python3 -c "print(min(${m[torch1_blas2]}, ${m[torch2_passive]}))")
-printf '%-44s %10s\n' "configuration (median of $R)" "s/epoch"
+printf '%-44s %10s\n' "$WHAT: configuration (median of $R)" "s/epoch"
 printf '%-44s %10.3f\n' "parity serial exact" "${m[p_serial_exact]}" "parity serial fast" "${m[p_serial_fast]}" \
     "parity omp T=2 exact" "${m[p_omp2_exact]}" "pytorch 1 thread" "${m[torch1]}" \
     "pytorch 1 thread + OPENBLAS_NUM_THREADS=2" "${m[torch1_blas2]}" \

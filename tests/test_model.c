@@ -102,6 +102,55 @@ static void test_parse(void)
     check_rejected(spec);
 }
 
+// The cnn: grammar. Shapes and parameter counts worked by hand: the MNIST CNN
+// has conv 1->32 3x3 (32*9 + 32 = 320), fc 32*28*28 = 25088 -> 128
+// (25088*128 + 128 = 3211392), fc 128 -> 10 (1290): 3213002 in all.
+static void test_parse_cnn(void)
+{
+    par_model m;
+    par_status st = par_model_parse(&m, "cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10", PAR_ACT_TANH);
+    if (!par_check(st == PAR_OK, "parse the MNIST CNN")) {
+        printf("  %s\n", par_last_error());
+        return;
+    }
+    const par_layer *c = &m.layers[0], *f1 = &m.layers[1], *f2 = &m.layers[2];
+    par_check(m.is_cnn && m.n_layers == 3 && m.n_views == 6 && m.n_inputs == 784 &&
+                  m.n_classes == 10 && m.n_params == 3213002,
+              "MNIST CNN: 3 layers, 6 views, 784 inputs, 10 classes, 3213002 parameters");
+    par_check(c->kind == PAR_LAYER_CONV2D && c->act == PAR_ACT_RELU && c->c_in == 1 &&
+                  c->h_in == 28 && c->c_out == 32 && c->h_out == 28 && c->w_out == 28 &&
+                  c->K == 3 && c->pad == 1 && c->stride == 1 && c->n_in == 784 &&
+                  c->n_out == 25088 && c->n_rows == 32 && c->row_len == 9,
+              "conv c32k3p1 on 1x28x28: 32x28x28 out, rows 32 of 9, relu (spec, not --act)");
+    const par_view *w = &m.views[c->w_view];
+    par_check(strcmp(w->name, "layer0.weight") == 0 && w->ndim == 4 && w->shape[0] == 32 &&
+                  w->shape[1] == 1 && w->shape[2] == 3 && w->shape[3] == 3 && w->count == 288,
+              "conv weight view layer0.weight (32, 1, 3, 3) like torch.nn.Conv2d");
+    par_check(f1->kind == PAR_LAYER_DENSE && f1->n_in == 25088 && f1->n_out == 128 &&
+                  f1->act == PAR_ACT_RELU && f2->n_in == 128 && f2->act == PAR_ACT_NONE,
+              "fc128 after f takes 25088 inputs; the logits' fc has no activation");
+
+    // Pools, strides, remainders: 3x32x32 -c8k5s2 -> 8x14x14 -m3 -> 8x4x4 -c1k1 -> 1x4x4.
+    st = par_model_parse(&m, "cnn:3x32x32-c8k5s2-th-m3-c1k1-sg-f-fc10", PAR_ACT_RELU);
+    par_check(st == PAR_OK && m.n_layers == 4 && m.layers[0].h_out == 14 &&
+                  m.layers[0].act == PAR_ACT_TANH && m.layers[1].kind == PAR_LAYER_MAXPOOL &&
+                  m.layers[1].h_out == 4 && m.layers[1].w_view == -1 &&
+                  m.layers[2].n_out == 16 && m.layers[2].act == PAR_ACT_SIGMOID &&
+                  m.n_views == 6 && strcmp(m.views[2].name, "layer2.weight") == 0 &&
+                  m.n_params == 8 * 75 + 8 + 8 + 1 + 16 * 10 + 10,
+              "stride 2, max-pool 3 with remainder, 1x1 conv; views skip the pool's index");
+
+    const char *bad[] = {
+        "cnn:",                  "cnn:28x28-c4-f-fc10",     "cnn:1x28x28",
+        "cnn:1x28x28-f",         "cnn:1x28x28-c4-fc10",     "cnn:1x28x28-c4-f-fc10-r",
+        "cnn:1x28x28-r-f-fc10",  "cnn:1x28x28-c4-r-r-f-fc10", "cnn:1x28x28-m2-r-f-fc10",
+        "cnn:1x28x28-c4k0-f-fc10", "cnn:1x4x4-c4k7-f-fc10",   "cnn:1x4x4-m5-f-fc10",
+        "cnn:1x28x28-c4q2-f-fc10", "cnn:1x28x28--f-fc10",     "cnn:1x28x28-f-f-fc10",
+        "cnn:1x28x28-f-c4-fc10", "cnn:1x28x28-c4-f-fc0",    "cnn:1x28x28-x-f-fc10"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        check_rejected(bad[k]);
+}
+
 static void test_act(void)
 {
     const char *names[] = {"relu", "sigmoid", "tanh"};
@@ -290,6 +339,7 @@ static void test_init(void)
 int main(void)
 {
     test_parse();
+    test_parse_cnn();
     test_act();
     test_init();
     return par_test_exit();

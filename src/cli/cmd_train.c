@@ -678,7 +678,7 @@ int cmd_train(int argc, char **argv)
     const cli_opt opts[] = {
         {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  mnist, fashion-mnist, cifar10 or a folder of IDX or CIFAR-10 files (fashion-mnist)"},
         {"--upscale", CLI_INT, &o.upscale, "S         resample images to S x S, bilinear (28 -> 57: 3249 inputs, 112: 12544)"},
-        {"--model", CLI_STR, &o.model, "SPEC      mlp:N0-N1-...-Nk (mlp:F-256-128-10, F = the dataset's features)"},
+        {"--model", CLI_STR, &o.model, "SPEC      mlp:N0-N1-...-Nk (mlp:F-256-128-10, F = the dataset's features) or cnn:CxHxW-... (README: CNNs)"},
         {"--act", CLI_STR, &o.act, "relu|sigmoid|tanh  hidden activation (relu)"},
         {"--trainer", CLI_STR, &o.trainer, "NAME      reference, serial, omp, mpi, hybrid, root (serial)"},
         {"--mode", CLI_STR, &o.mode, "exact|fast  arithmetic contract kept or relaxed (exact)"},

@@ -153,6 +153,13 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
     PAR_FAIL_IF(ds->train.n_features != m->n_inputs, PAR_ERR_CONFIG,
                 "--model %s takes %zu inputs but dataset %s has %zu features per sample",
                 m->spec, m->n_inputs, ds->name, ds->train.n_features);
+    const par_layer *l0 = &m->layers[0];
+    PAR_FAIL_IF(m->is_cnn && l0->kind != PAR_LAYER_DENSE &&
+                    (l0->c_in != ds->train.channels || l0->h_in != ds->train.height ||
+                     l0->w_in != ds->train.width),
+                PAR_ERR_CONFIG, "--model %s takes %zux%zux%zu images but dataset %s has %zux%zux%zu",
+                m->spec, l0->c_in, l0->h_in, l0->w_in, ds->name, ds->train.channels,
+                ds->train.height, ds->train.width);
     PAR_FAIL_IF(ds->n_classes != m->n_classes, PAR_ERR_CONFIG,
                 "--model %s has %zu outputs but dataset %s has %zu classes", m->spec,
                 m->n_classes, ds->name, ds->n_classes);
