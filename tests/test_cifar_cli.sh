@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI tests of CIFAR-10 and --upscale: `parity data make-cifar`, training on
 # the generated files with serial, omp --threads 2 and the reference (equal
-# weight digests, step by step), the default MLP's input size, --model
+# weight digests, step by step), for the default MLP and the CIFAR-10 CNN,
+# the default MLP's input size, --model
 # mismatches and damaged files (one-line errors naming the flag or file).
 # With fashion-mnist installed also: --upscale 28 is the identity, bit for bit.
 # Usage: test_cifar_cli.sh PATH/TO/parity
@@ -42,6 +43,24 @@ check "final weights: serial = reference" \
 check "per-step log (8 losses and weight digests): serial = omp --threads 2" \
     test "$(grep -c '"type":"step"' "$T/serial.jsonl")" = 8 -a \
     "$(grep '"type":"step"' "$T/serial.jsonl")" = "$(grep '"type":"step"' "$T/omp.jsonl")"
+
+# The CIFAR-10 CNN without batchnorm (three conv blocks 3->32->64->128 with
+# 2x2 max-pooling, two fc): the reference, serial and omp --threads 2 give
+# the same per-step log and weights; a model for another image shape is refused.
+cnn=cnn:3x32x32-c32k3p1-r-m2-c64k3p1-r-m2-c128k3p1-r-m2-f-fc256-r-fc10
+for tr in serial omp reference; do
+    th=1
+    [ "$tr" = omp ] && th=2
+    "$P" train "${common[@]}" --steps 3 --optim adam --lr 0.001 --model $cnn --trainer $tr \
+        --threads $th --log "$T/cnn-$tr.jsonl" >"$T/cnn-$tr.json" 2>"$T/cnn-$tr.err"
+    check "CIFAR-10 CNN on generated CIFAR-10, $tr (exit 0)" test $? = 0
+done
+check "CIFAR-10 CNN: serial = omp --threads 2 = reference, every step" \
+    test "$(grep -c '"type":"step"' "$T/cnn-serial.jsonl")" = 3 -a \
+    "$(grep '"type":"step"' "$T/cnn-serial.jsonl")" = "$(grep '"type":"step"' "$T/cnn-omp.jsonl")" -a \
+    "$(grep '"type":"step"' "$T/cnn-serial.jsonl")" = "$(grep '"type":"step"' "$T/cnn-reference.jsonl")"
+expect 2 "takes 1x32x96 images but dataset $C has 3x32x32" train --dataset "$C" --steps 1 \
+    --model cnn:1x32x96-c4k3-f-fc10
 
 # --upscale on CIFAR-10: 32 -> 40, 3 x 40 x 40 = 4800 inputs; serial = omp.
 for tr in serial omp; do
