@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "par_alloc.h"
 #include "par_kernels.h"
 #include "par_layers.h"
 
@@ -105,33 +106,33 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
     e->optim = cfg->optim ? *cfg->optim : par_optim_default(PAR_OPTIM_SGD);
     e->pow_t = -1;
     const size_t sz = par_dtype_size(e->dt), B = e->B_cap;
-    e->w = malloc(m->n_params * sz);
-    e->g = calloc(m->n_params, sz);
-    e->loss = malloc(B * sz);
+    e->w = par_calloc_big(m->n_params, sz);
+    e->g = par_calloc_big(m->n_params, sz);
+    e->loss = par_calloc_big(B, sz);
     int ok = e->w && e->g && e->loss;
     for (int i = 0; i < par_optim_n_state(e->optim.kind) && ok; i++) {
-        e->os[i] = calloc(m->n_params, sz);   // velocity, m, v start at 0
+        e->os[i] = par_calloc_big(m->n_params, sz);   // velocity, m, v start at 0
         ok = e->os[i] != NULL;
     }
     for (int l = 0; l < m->n_layers && ok; l++) {
         const par_layer *L = &m->layers[l];
         if (L->n_rows > 0) {
-            e->wt[l] = calloc(par_dense_wt_elems(L->row_len, L->n_rows), sz);   // padding stays 0
+            e->wt[l] = par_calloc_big(par_dense_wt_elems(L->row_len, L->n_rows), sz);   // padding stays 0
             ok = e->wt[l] != NULL;
         }
-        e->a[l + 1] = malloc(B * L->n_out * sz);
-        e->d[l] = malloc(B * L->n_out * sz);
+        e->a[l + 1] = par_calloc_big(B * L->n_out, sz);
+        e->d[l] = par_calloc_big(B * L->n_out, sz);
         ok = ok && e->a[l + 1] && e->d[l];
         if (L->kind == PAR_LAYER_CONV2D && ok) {
             const size_t n_pos = L->h_out * L->w_out;
-            e->col[l] = malloc(B * n_pos * L->row_len * sz);
-            e->dzt[l] = malloc(B * n_pos * L->c_out * sz);
+            e->col[l] = par_calloc_big(B * n_pos * L->row_len, sz);
+            e->dzt[l] = par_calloc_big(B * n_pos * L->c_out, sz);
             ok = e->col[l] && e->dzt[l];
             if (l > 0 && n_pos * L->row_len > e->scratch_elems) e->scratch_elems = n_pos * L->row_len;
         }
     }
     if (ok && e->scratch_elems > 0) {
-        e->scratch = malloc((size_t)e->threads * e->scratch_elems * sz);
+        e->scratch = par_calloc_big((size_t)e->threads * e->scratch_elems, sz);
         ok = e->scratch != NULL;
     }
     if (!ok) {
