@@ -92,8 +92,61 @@ NAIVE(double, f64, fma)
         free(dx2); free(g1); free(g2); free(gb1); free(gb2);                                    \
     } while (0)
 
+// par_gemm_acc: C[s][j] continues from its own value, k ascending, against
+// the loop written out; strides larger than the widths (as conv2d passes them)
+// and row sub-ranges. Lanes past N must be neither stored nor read into C.
+#define GEMM_CASE(REAL, SFX, FMA)                                                               \
+    do {                                                                                        \
+        REAL *A = malloc(M * lda * sizeof(REAL)), *Bm = malloc((K ? K : 1) * ldb * sizeof(REAL)); \
+        REAL *C1 = malloc(M * ldc * sizeof(REAL)), *C2 = malloc(M * ldc * sizeof(REAL));        \
+        for (size_t i = 0; i < M * lda; i++) A[i] = (REAL)rnd(seed + 10, i);                    \
+        for (size_t i = 0; i < K * ldb; i++) Bm[i] = (REAL)rnd(seed + 11, i);                   \
+        for (size_t i = 0; i < M * ldc; i++) C1[i] = C2[i] = (REAL)rnd(seed + 12, i);           \
+        par_gemm_acc_##SFX(C1, ldc, A, lda, Bm, ldb, s0, s1, N, K);                              \
+        for (size_t r = s0; r < s1; r++)                                                        \
+            for (size_t j = 0; j < N; j++)                                                      \
+                for (size_t k = 0; k < K; k++)                                                  \
+                    C2[r * ldc + j] = FMA(A[r * lda + k], Bm[k * ldb + j], C2[r * ldc + j]);    \
+        ok &= memcmp(C1, C2, M * ldc * sizeof(REAL)) == 0;                                      \
+        free(A); free(Bm); free(C1); free(C2);                                                  \
+    } while (0)
+
+static void test_gemm_acc(void)
+{
+    const size_t sizes[] = {1, 7, 9, 16, 27, 33, 300};
+    char name[160];
+    for (int variant = 0; variant < 2; variant++) {
+        par_kernels_force_portable(variant);
+        for (int d = 0; d < 2; d++) {
+            int all = 1;
+            for (uint64_t seed = 1; seed <= 40; seed++) {
+                const size_t M = sizes[par_rng_bits(seed, 8, 1, 0) % 7];
+                const size_t N = sizes[par_rng_bits(seed, 8, 1, 1) % 7];
+                const size_t K = sizes[par_rng_bits(seed, 8, 1, 2) % 7];
+                const size_t lda = K + par_rng_bits(seed, 8, 1, 3) % 3;
+                const size_t ldb = N + (seed % 2 ? 0 : 1 + par_rng_bits(seed, 8, 1, 4) % 20);
+                const size_t ldc = N + par_rng_bits(seed, 8, 1, 5) % 3;
+                const size_t s0 = par_rng_bits(seed, 8, 1, 6) % M;
+                const size_t s1 = s0 + 1 + par_rng_bits(seed, 8, 1, 7) % (M - s0);
+                int ok = 1;
+                if (d == 0) GEMM_CASE(float, f32, fmaf);
+                else GEMM_CASE(double, f64, fma);
+                if (!ok)
+                    printf("  seed %llu: M=%zu N=%zu K=%zu lda=%zu ldb=%zu ldc=%zu s=[%zu,%zu)\n",
+                           (unsigned long long)seed, M, N, K, lda, ldb, ldc, s0, s1);
+                all &= ok;
+            }
+            snprintf(name, sizeof name, "%s %s gemm_acc == contract loop (40 random shapes)",
+                     par_kernels_variant(), d ? "f64" : "f32");
+            par_check(all, name);
+        }
+    }
+    par_kernels_force_portable(0);
+}
+
 int main(void)
 {
+    test_gemm_acc();
     const size_t sizes[] = {1, 7, 16, 33, 128, 784, 785};
     const size_t n_sizes = sizeof sizes / sizeof sizes[0];
     char name[200];

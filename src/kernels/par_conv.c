@@ -1,7 +1,8 @@
 // Instantiation of the image-layer kernels (conv_impl.inc) for f32 and f64.
-// One portable variant: these kernels only move data, so the CPU's vector
-// width does not change a bit of their results.
+// One variant: they move data and call par_gemm_acc, which picks its own.
 #include "par_conv.h"
+
+#include "par_kernels.h"
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)

@@ -1,13 +1,19 @@
-// Kernels of the image layers (conv2d as an implicit GEMM, max-pool) under
-// the arithmetic contract. conv2d runs on the dense kernels of par_kernels.h:
-// im2col lays each output position's receptive field out as one row, so
-//   forward         = par_dense_forward over rows (sample, position),
-//   weight gradient = par_dense_backward_weights over the same rows (a chunk
-//                     of C samples is C * positions rows, so chunks align),
-//   input gradient  = par_dense_backward_data per row, then col2im,
-// and each element gets exactly the fma chain the contract states (see each
-// kernel). Images are (c, h, w) row-major per sample; shapes come from the
-// layer (par_model.h). Kernels allocate nothing and do no I/O.
+// Kernels of the image layers (conv2d, max-pool) under the arithmetic
+// contract. conv2d runs on the general chain par_gemm_acc (par_kernels.h),
+// with each sample's receptive fields laid out by im2col, so that every
+// element gets exactly the fma chain the contract states:
+//   forward:         y[co][p] = b[co], then the chain over taps ascending:
+//                    C = y (c_out x positions), A = W, B = colT (taps x positions);
+//   input gradient:  dcolT[tap][p] = 0, then the chain over co ascending:
+//                    C = dcolT, A = W^T (the layer's transposed panel), B = dz;
+//                    then col2im adds each input element's taps in ascending
+//                    output position;
+//   weight gradient: per chunk a chain over its samples and, within a sample,
+//                    positions ascending (C = g, A = dz, B = col); chunks
+//                    folded left (par_conv_backward_weights).
+// A tap is (ci, kh, kw), ascending as the weight's (c_in, K, K) layout.
+// Images are (c, h, w) row-major per sample; shapes come from the layer
+// (par_model.h). Kernels allocate nothing and do no I/O.
 #ifndef PAR_CONV_H
 #define PAR_CONV_H
 
@@ -20,13 +26,28 @@
        padding, p = oh w_out + ow, for s in [s0, s1). col: (B, h_out w_out, c_in K K). */     \
     void par_im2col_##SFX(REAL *restrict col, const REAL *restrict x, const par_layer *ly,     \
                           size_t s0, size_t s1);                                               \
+    /* y[i] = *v for i < n. */                                                                \
+    void par_fill_##SFX(REAL *restrict y, size_t n, const REAL *v);                            \
+    /* The same for one sample x, transposed: colT[tap][p]. colT: (c_in K K, h_out w_out). */ \
+    void par_im2col_t_##SFX(REAL *restrict colT, const REAL *restrict x, const par_layer *ly); \
     /* One sample: dx[ci][ih][iw] = 0, then for p ascending, for every tap (ci, kh, kw) of     \
-       row p that lies inside the image: dx[ci][ih][iw] = dx[ci][ih][iw] + dcol[p][tap].       \
+       position p that lies inside the image: dx[ci][ih][iw] = dx[ci][ih][iw] + dcolT[tap][p]. \
        So each input element is the sum of its taps in ascending output position. */          \
-    void par_col2im_##SFX(REAL *restrict dx, const REAL *restrict dcol, const par_layer *ly);  \
-    /* out[s][j][i] = in[s][i][j] for s in [s0, s1): in (B, rows, cols), out (B, cols, rows). */ \
-    void par_transpose_##SFX(REAL *restrict out, const REAL *restrict in, size_t rows,         \
-                             size_t cols, size_t s0, size_t s1);                               \
+    void par_col2im_t_##SFX(REAL *restrict dx, const REAL *restrict dcolT, const par_layer *ly); \
+    /* Weight and bias gradient of output channels o in [o0, o1), folded over chunks c in      \
+       [c0, c1) of C samples (chunk c = samples [cC, min(cC + C, B))), sample `skip` left out  \
+       (tests only; any value >= B: none):                                                     \
+         g_c[o][t] = 0; for s in chunk c ascending, for p ascending:                           \
+                        g_c[o][t] = fma(dz[s][o][p], col[s][p][t], g_c[o][t])                  \
+         gb_c[o]   = 0; for s in chunk c ascending, for p ascending: gb_c = gb_c + dz[s][o][p] \
+       cont = 0: dW = g_c0, then dW = dW + g_c for c = c0+1 .. c1-1 (same for db);            \
+       cont = 1: dW = dW + g_c for every c. dz: (B, c_out, positions), col as par_im2col.      \
+       g: scratch of (o1 - o0) c_in K K values. */                                             \
+    void par_conv_backward_weights_##SFX(REAL *restrict dW, REAL *restrict db,                 \
+                                         const REAL *restrict dz, const REAL *restrict col,     \
+                                         const par_layer *ly, size_t B, size_t C, size_t c0,   \
+                                         size_t c1, size_t o0, size_t o1, int cont,            \
+                                         size_t skip, REAL *restrict g);                       \
     /* y[s][c][oh][ow] = the first maximum in scan order (kh, then kw ascending; a later       \
        equal value does not replace it) of the K x K window at (oh K, ow K), s in [s0, s1). */ \
     void par_maxpool_forward_##SFX(REAL *restrict y, const REAL *restrict x,                   \

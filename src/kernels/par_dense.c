@@ -200,6 +200,12 @@ const char *par_kernels_variant(void) { return use_avx2() ? "avx2+fma" : "portab
     {                                                                                           \
         DISPATCH(forward, _##SFX##_, y, x, WT, b, s0, s1, o0, o1, n_in, n_out);                 \
     }                                                                                           \
+    void par_gemm_acc_##SFX(REAL *restrict C, size_t ldc, const REAL *restrict A, size_t lda,  \
+                            const REAL *restrict B, size_t ldb, size_t s0, size_t s1, size_t N, \
+                            size_t K)                                                           \
+    {                                                                                           \
+        DISPATCH(gemm_acc, _##SFX##_, C, ldc, A, lda, B, ldb, s0, s1, N, K);                    \
+    }                                                                                           \
     void par_dense_backward_data_##SFX(REAL *restrict dx, const REAL *restrict dz,             \
                                        const REAL *restrict W, size_t s0, size_t s1,            \
                                        size_t n_in, size_t n_out)                               \

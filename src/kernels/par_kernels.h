@@ -56,6 +56,12 @@ typedef struct par_optim_coef {
     void par_dense_forward_##SFX(REAL *restrict y, const REAL *restrict x,                     \
                                  const REAL *restrict WT, const REAL *restrict b, size_t s0,    \
                                  size_t s1, size_t o0, size_t o1, size_t n_in, size_t n_out);   \
+    /* The general chain: for s in [s0, s1), j < N, k ascending from 0 to K - 1:               \
+         C[s][j] = fma(A[s][k], B[k][j], C[s][j]), continuing from C's values.                 \
+       A: (.., lda), B: (K, ldb), C: (.., ldc); none may overlap. */                            \
+    void par_gemm_acc_##SFX(REAL *restrict C, size_t ldc, const REAL *restrict A, size_t lda,  \
+                            const REAL *restrict B, size_t ldb, size_t s0, size_t s1, size_t N, \
+                            size_t K);                                                          \
     /* dx[s][i] = 0; for o ascending: dx[s][i] = fma(dz[s][o], W[o][i], dx[s][i]),            \
        for s in [s0, s1). dz: (B, n_out), W: (n_out, n_in), dx: (B, n_in). */                  \
     void par_dense_backward_data_##SFX(REAL *restrict dx, const REAL *restrict dz,             \

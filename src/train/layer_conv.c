@@ -1,15 +1,17 @@
-// The conv2d layer as an implicit GEMM on the dense kernels (par_conv.h):
+// The conv2d layer on the general chain par_gemm_acc (par_conv.h):
 //   forward: y[s][co][oh][ow] = b[co], then an fma chain over the taps
-//            (ci, kh, kw) ascending, padding taps included with input +0:
-//            im2col, par_dense_forward on rows (s, position), then the
-//            (position, co) result transposed to (co, position). Threads
-//            split samples.
-//   input gradient: per row (s, position) and tap, t = 0, an fma chain over
-//            co ascending (par_dense_backward_data); then col2im adds each
-//            input element's taps in ascending output position, from 0.
-//   weight gradient: rows (s, position) in order, so a chunk of C samples is
-//            C * positions rows: per chunk one fma chain over its samples and,
-//            within a sample, positions ascending; chunks folded left.
+//            (ci, kh, kw) ascending, padding taps included with input +0.
+//   input gradient: per output position and tap, t = 0, an fma chain over co
+//            ascending; col2im then adds each input element's taps in
+//            ascending output position, from 0.
+//   weight gradient: per chunk one fma chain over its samples ascending and,
+//            within a sample, output positions ascending; chunks folded left.
+// Threads split samples (forward, input gradient) and output channels
+// (weight gradient). Scratch per thread: one sample's im2col (forward) or
+// tap gradients (backward), then one chunk's partial weight gradient.
+#include <omp.h>
+#include <string.h>
+
 #include "par_conv.h"
 #include "par_layers.h"
 
@@ -23,11 +25,18 @@ static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
     lo += s0;
     hi += s0;
     if (hi <= lo) return;
+    const void *W = par_at(e, e->w, m->views[ly->w_view].offset);
     const void *b = par_at(e, e->w, m->views[ly->b_view].offset);
-    KCALL(e->dt, par_im2col, e->col[l], e->a[l], ly, lo, hi);
-    KCALL(e->dt, par_dense_forward, e->dzt[l], e->col[l], e->wt[l], b, lo * n_pos, hi * n_pos, 0,
-          ly->c_out, ly->row_len, ly->c_out);
-    KCALL(e->dt, par_transpose, e->a[l + 1], e->dzt[l], n_pos, ly->c_out, lo, hi);
+    void *colT = par_at(e, e->scratch, (size_t)t * e->scratch_elems);
+    KCALL(e->dt, par_im2col, e->col[l], e->a[l], ly, lo, hi);   // for the weight gradient
+    for (size_t s = lo; s < hi; s++) {
+        void *y = par_at(e, e->a[l + 1], s * ly->n_out);
+        for (size_t co = 0; co < ly->c_out; co++)   // every chain starts at its bias
+            KCALL(e->dt, par_fill, par_at(e, y, co * n_pos), n_pos, par_at(e, b, co));
+        KCALL(e->dt, par_im2col_t, colT, par_at(e, e->a[l], s * ly->n_in), ly);
+        KCALL(e->dt, par_gemm_acc, (void *)y, n_pos, W, ly->row_len, colT, n_pos, 0, ly->c_out,
+              n_pos, ly->row_len);
+    }
     KCALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], lo * ly->n_out), (hi - lo) * ly->n_out,
           ly->act);
     if (par_engine_fault_on(e, PAR_FAULT_HALF_FWD, l))
@@ -36,29 +45,29 @@ static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
 
 static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
 {
-    const par_model *m = e->m;
-    const par_layer *ly = &m->layers[l];
+    if (l == 0) return;   // the weight gradient reads d[l] as it is
+    const par_layer *ly = &e->m->layers[l];
     const size_t n_pos = ly->h_out * ly->w_out;
-    // dz as rows (s, position) of c_out values, for the dense kernels.
-    KCALL(e->dt, par_transpose, e->dzt[l], e->d[l], ly->c_out, n_pos, s0, s1);
-    if (l == 0) return;
-    const void *W = par_at(e, e->w, m->views[ly->w_view].offset);
-    void *dcol = par_at(e, e->scratch, (size_t)t * e->scratch_elems);
+    void *dcolT = par_at(e, e->scratch, (size_t)t * e->scratch_elems);
     for (size_t s = s0; s < s1; s++) {
-        KCALL(e->dt, par_dense_backward_data, dcol, par_at(e, e->dzt[l], s * n_pos * ly->c_out), W,
-              0, n_pos, ly->row_len, ly->c_out);
-        KCALL(e->dt, par_col2im, par_at(e, e->d[l - 1], s * ly->n_in), dcol, ly);
+        memset(dcolT, 0, ly->row_len * n_pos * par_dtype_size(e->dt));
+        KCALL(e->dt, par_gemm_acc, dcolT, n_pos, e->wt[l], par_dense_ldwt(ly->c_out),
+              par_at(e, e->d[l], s * ly->n_out), n_pos, 0, ly->row_len, n_pos, ly->c_out);
+        KCALL(e->dt, par_col2im_t, par_at(e, e->d[l - 1], s * ly->n_in), dcolT, ly);
     }
 }
 
-static void grad_rows(const par_engine *e, int l, const void **dz, const void **x,
-                      size_t *per_sample)
+static void weight_grads(par_engine *e, int l, size_t s_base, size_t B, size_t C, size_t c0,
+                         size_t c1, size_t o0, size_t o1, int cont, size_t skip)
 {
-    const par_layer *ly = &e->m->layers[l];
-    *dz = e->dzt[l];
-    *x = e->col[l];
-    *per_sample = ly->h_out * ly->w_out;
+    const par_model *m = e->m;
+    const par_layer *ly = &m->layers[l];
+    const size_t n_pos = ly->h_out * ly->w_out;
+    KCALL(e->dt, par_conv_backward_weights, par_at(e, e->g, m->views[ly->w_view].offset),
+          par_at(e, e->g, m->views[ly->b_view].offset), par_at(e, e->d[l], s_base * ly->n_out),
+          par_at(e, e->col[l], s_base * n_pos * ly->row_len), ly, B, C, c0, c1, o0, o1, cont,
+          skip, par_at(e, e->scratch, (size_t)omp_get_thread_num() * e->scratch_elems));
 }
 
 const par_layer_ops par_layer_conv2d = {
-    .name = "conv2d", .forward = forward, .backward = backward, .grad_rows = grad_rows};
+    .name = "conv2d", .forward = forward, .backward = backward, .weight_grads = weight_grads};

@@ -6,6 +6,9 @@
 //            ascending, chunks folded left in order (par_dense_backward_weights).
 #include "par_layers.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
 {
     const par_model *m = e->m;
@@ -33,13 +36,32 @@ static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
     KCALL(e->dt, par_dense_backward_data, e->d[l - 1], e->d[l], W, s0, s1, ly->n_in, ly->n_out);
 }
 
-static void grad_rows(const par_engine *e, int l, const void **dz, const void **x,
-                      size_t *per_sample)
+static void weight_grads(par_engine *e, int l, size_t s_base, size_t B, size_t C, size_t c0,
+                         size_t c1, size_t o0, size_t o1, int cont, size_t skip)
 {
-    *dz = e->d[l];
-    *x = e->a[l];
-    *per_sample = 1;
+    const par_model *m = e->m;
+    const par_layer *ly = &m->layers[l];
+    void *dW = par_at(e, e->g, m->views[ly->w_view].offset);
+    void *db = par_at(e, e->g, m->views[ly->b_view].offset);
+    const void *dz = par_at(e, e->d[l], s_base * ly->n_out);
+    const void *x = par_at(e, e->a[l], s_base * ly->n_in);
+    if (skip < B) {
+        // As if sample `skip` were not there: its dz row zeroed, in a copy (the
+        // input gradients still need the real one).
+        const size_t row = ly->n_out * par_dtype_size(e->dt);
+        void *copy = malloc(B * row);
+        if (copy) {
+            memcpy(copy, dz, B * row);
+            memset((char *)copy + skip * row, 0, row);
+            KCALL(e->dt, par_dense_backward_weights, dW, db, copy, x, B, C, c0, c1, o0, o1,
+                  ly->n_in, ly->n_out, cont);
+            free(copy);
+            return;
+        }
+    }
+    KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, B, C, c0, c1, o0, o1, ly->n_in,
+          ly->n_out, cont);
 }
 
 const par_layer_ops par_layer_dense = {
-    .name = "dense", .forward = forward, .backward = backward, .grad_rows = grad_rows};
+    .name = "dense", .forward = forward, .backward = backward, .weight_grads = weight_grads};

@@ -23,4 +23,4 @@ static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
 }
 
 const par_layer_ops par_layer_maxpool = {
-    .name = "maxpool", .forward = forward, .backward = backward, .grad_rows = NULL};
+    .name = "maxpool", .forward = forward, .backward = backward, .weight_grads = NULL};

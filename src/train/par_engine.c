@@ -4,6 +4,7 @@
 #include "par_engine.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,11 +125,13 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
         e->d[l] = par_calloc_big(B * L->n_out, sz);
         ok = ok && e->a[l + 1] && e->d[l];
         if (L->kind == PAR_LAYER_CONV2D && ok) {
+            // im2col rows of the batch, and per thread one sample's taps or
+            // one chunk's partial weight gradient (layer_conv.c).
             const size_t n_pos = L->h_out * L->w_out;
             e->col[l] = par_calloc_big(B * n_pos * L->row_len, sz);
-            e->dzt[l] = par_calloc_big(B * n_pos * L->c_out, sz);
-            ok = e->col[l] && e->dzt[l];
-            if (l > 0 && n_pos * L->row_len > e->scratch_elems) e->scratch_elems = n_pos * L->row_len;
+            ok = e->col[l] != NULL;
+            const size_t need = L->row_len * (n_pos > L->c_out ? n_pos : L->c_out);
+            if (need > e->scratch_elems) e->scratch_elems = need;
         }
     }
     if (ok && e->scratch_elems > 0) {
@@ -156,7 +159,6 @@ void par_engine_free(par_engine *e)
         free(e->a[l + 1]);
         free(e->d[l]);
         free(e->col[l]);
-        free(e->dzt[l]);
     }
     free(e->scratch);
     memset(e, 0, sizeof *e);
@@ -215,55 +217,27 @@ void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s
 static void layer_rows(par_engine *e, int l, size_t B, size_t c0, size_t c1, size_t o0,
                        size_t o1, int cont)
 {
-    const par_model *m = e->m;
-    const par_layer *ly = &m->layers[l];
-    void *dW = at(e, e->g, m->views[ly->w_view].offset);
-    void *db = at(e, e->g, m->views[ly->b_view].offset);
-    const void *dz, *x;
-    size_t ps;   // gradient rows per sample
-    par_layer_ops_of(ly->kind)->grad_rows(e, l, &dz, &x, &ps);
-    const size_t n_in = ly->row_len, n_out = ly->n_rows;
-    size_t C = e->C;
+    const par_layer_ops *ops = par_layer_ops_of(e->m->layers[l].kind);
+    size_t C = e->C, s_base = 0;
     if (e->mode == PAR_MODE_FAST) {
         // One fma chain over all the samples of chunks [c0, c1).
-        const size_t sa = c0 * C, sb = c1 * C < B ? c1 * C : B;
-        dz = at(e, dz, sa * ps * n_out);
-        x = at(e, x, sa * ps * n_in);
-        B = sb - sa;
+        s_base = c0 * C;
+        B = (c1 * C < B ? c1 * C : B) - s_base;
         C = B;
         c0 = 0;
         c1 = B > 0;
     }
-    const size_t Br = B * ps, Cr = C * ps;   // in rows
     const par_fault *f = fault_of(e);
-    if (fault_on(e, PAR_FAULT_SKIP_SAMPLE) && f->layer == l && f->index < B) {
-        // The faulty kernel: as if sample `index` were not there (its dz rows zeroed
-        // for the weight gradient only; a copy keeps the input gradients intact).
-        const size_t sz = par_dtype_size(e->dt), row = n_out * sz;
-        void *copy = malloc(Br * row);
-        if (copy) {
-            memcpy(copy, dz, Br * row);
-            memset((char *)copy + f->index * ps * row, 0, ps * row);
-            KCALL(e->dt, par_dense_backward_weights, dW, db, copy, x, Br, Cr, c0, c1, o0, o1, n_in,
-                  n_out, cont);
-            free(copy);
-            return;
-        }
-    }
+    const size_t skip = fault_on(e, PAR_FAULT_SKIP_SAMPLE) && f->layer == l ? f->index : SIZE_MAX;
     if (fault_on(e, PAR_FAULT_CHUNK_SWAP) && f->layer == l && !cont && c0 == 0 && c1 >= 3) {
         // The faulty fold ((g1 + g2) + g0) + g3 + ...: a real reordering (swapping
         // just two chunks would be invisible, IEEE addition being commutative).
-        KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, Br, Cr, 1, 3, o0, o1, n_in, n_out,
-              0);
-        KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, Br, Cr, 0, 1, o0, o1, n_in, n_out,
-              1);
-        if (c1 > 3)
-            KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, Br, Cr, 3, c1, o0, o1, n_in,
-                  n_out, 1);
+        ops->weight_grads(e, l, s_base, B, C, 1, 3, o0, o1, 0, skip);
+        ops->weight_grads(e, l, s_base, B, C, 0, 1, o0, o1, 1, skip);
+        if (c1 > 3) ops->weight_grads(e, l, s_base, B, C, 3, c1, o0, o1, 1, skip);
         return;
     }
-    KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, Br, Cr, c0, c1, o0, o1, n_in, n_out,
-          cont);
+    ops->weight_grads(e, l, s_base, B, C, c0, c1, o0, o1, cont, skip);
 }
 
 void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1, size_t o0,

@@ -30,9 +30,7 @@ typedef struct par_engine {
     void *a[PAR_MAX_LAYERS + 1];         // a[0] input copy, a[l+1] = output of layer l
     void *d[PAR_MAX_LAYERS];             // dL/d(pre-activation) of layer l
     void *col[PAR_MAX_LAYERS];           // conv2d: im2col rows (B, positions, row_len)
-    void *dzt[PAR_MAX_LAYERS];           // conv2d: rows (B, positions, c_out): the forward's
-                                         //   output, then dz, for the dense kernels
-    void *scratch;                       // conv2d input gradient: one sample's rows per thread
+    void *scratch;                       // conv2d: working space, scratch_elems per thread
     size_t scratch_elems;                // elements of scratch per thread
     size_t hits;                         // correct predictions of the last forward
     long steps;                          // steps begun (par_engine_begin_step)

@@ -4,10 +4,9 @@
 // computes each element exactly as in one thread, whatever the split, and
 // states its summation order (the kernels' headers give the details).
 //
-// The weight gradient is not an op of its own: a layer with parameters
-// presents its gradient as rows for par_dense_backward_weights (dz rows and
-// input rows, `per_sample` rows per sample), so the chunk fold, the thread
-// split by parameter rows and the MPI segments are the same for every kind.
+// Layers with parameters split them by rows (par_layer.n_rows): threads and
+// MPI segments take ranges of rows, so the chunk fold and the ring are the
+// same for every kind.
 #ifndef PAR_LAYERS_H
 #define PAR_LAYERS_H
 
@@ -22,10 +21,14 @@ typedef struct par_layer_ops {
     // the weight gradient's rows and, if l > 0, writes d[l - 1] = dL/d(input)
     // (the engine then applies layer l-1's activation derivative).
     void (*backward)(par_engine *e, int l, size_t s0, size_t s1, int t);
-    // Layers with parameters: the weight gradient's rows, after backward.
-    // dz: (B per_sample, n_rows), x: (B per_sample, row_len). NULL: none.
-    void (*grad_rows)(const par_engine *e, int l, const void **dz, const void **x,
-                      size_t *per_sample);
+    // Layers with parameters (NULL: none), after backward: the weight and
+    // bias gradient of rows [o0, o1) into e->g, over chunks [c0, c1) of C
+    // samples of the batch's samples [s_base, s_base + B): per chunk a fresh
+    // chain over its samples ascending, chunks folded left in order (cont:
+    // continuing the fold already in e->g). Sample `skip` (relative to
+    // s_base; >= B: none) is left out: the test-only skip fault.
+    void (*weight_grads)(par_engine *e, int l, size_t s_base, size_t B, size_t C, size_t c0,
+                         size_t c1, size_t o0, size_t o1, int cont, size_t skip);
 } par_layer_ops;
 
 extern const par_layer_ops par_layer_dense, par_layer_conv2d, par_layer_maxpool;
