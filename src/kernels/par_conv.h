@@ -21,9 +21,15 @@
 
 #include "par_model.h"
 
+// Row stride of im2col's rows: c_in K K rounded up to a multiple of 8, so
+// that the chain kernel loads whole vectors (the padding is never read into
+// a stored result). E.g. 9 -> 16, 27 -> 32, 288 -> 288.
+static inline size_t par_conv_ldcol(const par_layer *ly) { return (ly->row_len + 7) / 8 * 8; }
+
 #define PAR_DECLARE_CONV_KERNELS(REAL, SFX)                                                     \
     /* col[s][p][(ci K + kh) K + kw] = x[s][ci][oh S + kh - pad][ow S + kw - pad], +0 in the  \
-       padding, p = oh w_out + ow, for s in [s0, s1). col: (B, h_out w_out, c_in K K). */     \
+       padding, p = oh w_out + ow, for s in [s0, s1). col: (B, h_out w_out, ldcol); the       \
+       columns c_in K K .. ldcol - 1 are +0. */                                                 \
     void par_im2col_##SFX(REAL *restrict col, const REAL *restrict x, const par_layer *ly,     \
                           size_t s0, size_t s1);                                               \
     /* y[i] = *v for i < n. */                                                                \
@@ -42,7 +48,7 @@
          gb_c[o]   = 0; for s in chunk c ascending, for p ascending: gb_c = gb_c + dz[s][o][p] \
        cont = 0: dW = g_c0, then dW = dW + g_c for c = c0+1 .. c1-1 (same for db);            \
        cont = 1: dW = dW + g_c for every c. dz: (B, c_out, positions), col as par_im2col.      \
-       g: scratch of (o1 - o0) c_in K K values. */                                             \
+       g: scratch of (o1 - o0) c_in K K values, and 64 more. */                                \
     void par_conv_backward_weights_##SFX(REAL *restrict dW, REAL *restrict db,                 \
                                          const REAL *restrict dz, const REAL *restrict col,     \
                                          const par_layer *ly, size_t B, size_t C, size_t c0,   \

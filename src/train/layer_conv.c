@@ -65,7 +65,7 @@ static void weight_grads(par_engine *e, int l, size_t s_base, size_t B, size_t C
     const size_t n_pos = ly->h_out * ly->w_out;
     KCALL(e->dt, par_conv_backward_weights, par_at(e, e->g, m->views[ly->w_view].offset),
           par_at(e, e->g, m->views[ly->b_view].offset), par_at(e, e->d[l], s_base * ly->n_out),
-          par_at(e, e->col[l], s_base * n_pos * ly->row_len), ly, B, C, c0, c1, o0, o1, cont,
+          par_at(e, e->col[l], s_base * n_pos * par_conv_ldcol(ly)), ly, B, C, c0, c1, o0, o1, cont,
           skip, par_at(e, e->scratch, (size_t)omp_get_thread_num() * e->scratch_elems));
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "par_alloc.h"
+#include "par_conv.h"
 #include "par_kernels.h"
 #include "par_layers.h"
 
@@ -128,9 +129,9 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
             // im2col rows of the batch, and per thread one sample's taps or
             // one chunk's partial weight gradient (layer_conv.c).
             const size_t n_pos = L->h_out * L->w_out;
-            e->col[l] = par_calloc_big(B * n_pos * L->row_len, sz);
+            e->col[l] = par_calloc_big(B * n_pos * par_conv_ldcol(L), sz);
             ok = e->col[l] != NULL;
-            const size_t need = L->row_len * (n_pos > L->c_out ? n_pos : L->c_out);
+            const size_t need = L->row_len * (n_pos > L->c_out ? n_pos : L->c_out) + 64;
             if (need > e->scratch_elems) e->scratch_elems = need;
         }
     }
