@@ -23,6 +23,8 @@ struct ref_trainer {
     void *a[PAR_MAX_LAYERS + 1];        // a[0] input, a[l+1] output of layer l
     void *d[PAR_MAX_LAYERS];            // d[l]: gradient at layer l's pre-activation
     void *term_dz, *term_x;             // the terms of one weight-gradient element of a sample
+    void *bn_mean[PAR_MAX_LAYERS];      // batchnorm layers: the last step's batch mean and
+    void *bn_inv[PAR_MAX_LAYERS];       //   1 / sqrt(var + eps) per channel
 };
 
 #define CAT_(a, b) a##b
@@ -114,7 +116,14 @@ par_status ref_create(ref_trainer **out, const par_model *m, par_dtype dt, size_
     t->g = calloc(1, bytes);
     t->term_dz = malloc(max_terms(m) * par_dtype_size(dt));
     t->term_x = malloc(max_terms(m) * par_dtype_size(dt));
-    if (!t->w || !t->g || !t->term_dz || !t->term_x) {
+    int ok = 1;
+    for (int l = 0; l < m->n_layers; l++) {
+        if (m->layers[l].kind != PAR_LAYER_BATCHNORM) continue;
+        t->bn_mean[l] = calloc(m->layers[l].c_out, par_dtype_size(dt));
+        t->bn_inv[l] = calloc(m->layers[l].c_out, par_dtype_size(dt));
+        ok = ok && t->bn_mean[l] && t->bn_inv[l];
+    }
+    if (!ok || !t->w || !t->g || !t->term_dz || !t->term_x) {
         ref_destroy(t);
         PAR_FAIL_IF(1, PAR_ERR_ALLOC, "reference: out of memory for %zu parameters", m->n_params);
     }
@@ -201,6 +210,10 @@ void ref_destroy(ref_trainer *t)
     free(t->gabs);
     free(t->term_dz);
     free(t->term_x);
+    for (int l = 0; l < PAR_MAX_LAYERS; l++) {
+        free(t->bn_mean[l]);
+        free(t->bn_inv[l]);
+    }
     free(t->s1);
     free(t->s2);
     free(t);

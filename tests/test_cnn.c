@@ -188,6 +188,39 @@ static void fast_case(par_dtype dt, const par_dataset *ds)
     free(init);
 }
 
+// Batchnorm (serial and omp only so far): a small CNN with batchnorm after
+// both convs and the first fc, every trainer equal to the reference; then
+// evaluation mode (running statistics) equal for every thread count.
+static void batchnorm_cases(const par_dataset *ds)
+{
+    static const char *const spec = "cnn:1x28x28-c4k3p1-bn-r-m2-c6k3-bn-r-m2-f-fc16-bn-r-fc10";
+    const struct { par_dtype dt; size_t B, C; par_optim_kind optim; } cases[] = {
+        {PAR_F32, 64, 8, PAR_OPTIM_SGD}, {PAR_F32, 50, 7, PAR_OPTIM_ADAM},
+        {PAR_F64, 64, 8, PAR_OPTIM_ADAM}, {PAR_F64, 50, 7, PAR_OPTIM_SGD}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const cnn_case c = {spec, cases[k].dt, cases[k].B, cases[k].C, cases[k].optim, 6};
+        trainers_case(&c, ds);
+    }
+    par_model m;
+    par_model_parse(&m, spec, PAR_ACT_RELU);
+    float *w = malloc(m.n_params * sizeof *w);
+    par_model_init(&m, PAR_F32, 42, w);
+    const par_optim o = par_optim_default(PAR_OPTIM_ADAM);
+    const par_run_cfg cfg = {.model = &m, .dtype = PAR_F32, .mode = PAR_MODE_EXACT, .batch = 64,
+                             .chunk = 8, .lr = 1e-3, .threads = 1, .init_params = w, .optim = &o};
+    trajectory t;
+    int ok = run_trajectory(&t, &par_trainer_serial, &cfg, ds, 20) == PAR_OK;
+    double loss[3], acc[3];
+    for (int T = 1; T <= 3 && ok; T++)   // the trained weights, running statistics included
+        ok = par_evaluate(&m, PAR_F32, (char *)t.w + 19 * m.n_params * sizeof(float), &ds->train,
+                          0, 300, T, &loss[T - 1], &acc[T - 1]) == PAR_OK;
+    par_check(ok && memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0 &&
+                  memcmp(&loss[0], &loss[2], sizeof loss[0]) == 0 && acc[0] == acc[2],
+              "batchnorm evaluation mode (running statistics): T = 1, 2, 3 give the same loss");
+    trajectory_free(&t);
+    free(w);
+}
+
 int main(void)
 {
     static const char *const odd[] = {
@@ -196,6 +229,8 @@ int main(void)
         "cnn:1x6x6-m2-c3k3p1-r-f-fc3",                  // pool on raw inputs (ties), conv at l=1
         "cnn:2x5x7-c1k5p2-r-m2-c4k2-th-f-fc3",          // C_out = 1, odd sizes, pool remainder
         "cnn:3x9x9-c5k4p3s2-r-c2k1-sg-m3-f-fc4-r-fc3",  // stride 2, 1x1 conv, sigmoid, pool 3
+        "cnn:2x5x7-c3k3p1-bn-th-m2-f-fc4-bn-sg-fc3",    // batchnorm 2d and 1d, pool remainder
+        "cnn:1x1x1-c2k1-bn-f-fc2",                      // batchnorm over one position
     };
     for (size_t k = 0; k < sizeof odd / sizeof odd[0]; k++)
         for (int d = 0; d < 2; d++)
@@ -205,6 +240,7 @@ int main(void)
     par_dataset ds;
     fixture_dataset(&ds, 1000);
     for (int k = 0; k < N_CNN_CASES; k++) trainers_case(&CNN_CASES[k], &ds);
+    batchnorm_cases(&ds);
     conv_fault_control(PAR_F32);
     conv_fault_control(PAR_F64);
     fast_case(PAR_F32, &ds);

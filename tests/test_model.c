@@ -96,7 +96,7 @@ static void test_parse(void)
     char spec[128];
     spec_of_sizes(spec, sizeof spec, PAR_MAX_LAYERS + 1);
     par_check(par_model_parse(&m, spec, PAR_ACT_RELU) == PAR_OK && m.n_layers == PAR_MAX_LAYERS &&
-                  m.n_views == PAR_MAX_VIEWS,
+                  m.n_views == 2 * PAR_MAX_LAYERS,
               "parse accepts PAR_MAX_LAYERS layers");
     spec_of_sizes(spec, sizeof spec, PAR_MAX_LAYERS + 2);
     check_rejected(spec);
@@ -140,7 +140,27 @@ static void test_parse_cnn(void)
                   m.n_params == 8 * 75 + 8 + 8 + 1 + 16 * 10 + 10,
               "stride 2, max-pool 3 with remainder, 1x1 conv; views skip the pool's index");
 
+    // Batchnorm: five views named as PyTorch's state_dict, initialised to
+    // weight 1, bias 0, running_mean 0, running_var 1, num_batches_tracked 0.
+    st = par_model_parse(&m, "cnn:1x4x4-c3k3-bn-r-f-fc2", PAR_ACT_RELU);
+    const char *bn_names[] = {"layer1.weight", "layer1.bias", "layer1.running_mean",
+                              "layer1.running_var", "layer1.num_batches_tracked"};
+    int names_ok = st == PAR_OK && m.n_layers == 3 && m.n_views == 9;
+    for (int k = 0; k < 5 && names_ok; k++)
+        names_ok = strcmp(m.views[2 + k].name, bn_names[k]) == 0 &&
+                   m.views[2 + k].count == (k < 4 ? 3u : 1u);
+    par_check(names_ok && m.layers[1].kind == PAR_LAYER_BATCHNORM &&
+                  m.layers[1].act == PAR_ACT_RELU && m.layers[0].act == PAR_ACT_NONE &&
+                  m.layers[1].n_in == 12 && m.layers[1].stat_view == 4,
+              "bn after a conv: 3 channels of 2x2, five views as torch's BatchNorm2d");
+    double bnw[128];
+    par_model_init(&m, PAR_F64, 1, bnw);
+    const double want[13] = {1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0};
+    par_check(m.n_params <= 128 && memcmp(bnw + m.views[2].offset, want, sizeof want) == 0,
+              "bn init: weight 1, bias 0, running_mean 0, running_var 1, count 0");
+
     const char *bad[] = {
+        "cnn:1x28x28-bn-f-fc10", "cnn:1x28x28-c4-r-bn-f-fc10", "cnn:1x28x28-c4-m2-bn-f-fc10",
         "cnn:",                  "cnn:28x28-c4-f-fc10",     "cnn:1x28x28",
         "cnn:1x28x28-f",         "cnn:1x28x28-c4-fc10",     "cnn:1x28x28-c4-f-fc10-r",
         "cnn:1x28x28-r-f-fc10",  "cnn:1x28x28-c4-r-r-f-fc10", "cnn:1x28x28-m2-r-f-fc10",

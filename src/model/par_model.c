@@ -54,8 +54,20 @@ static void add_view(par_model *m, const char *name, int ndim, const size_t *sha
 static void add_layer(par_model *m, par_layer L)
 {
     const int l = m->n_layers++;
-    L.w_view = L.b_view = -1;
-    if (L.n_rows > 0) {
+    L.w_view = L.b_view = L.stat_view = -1;
+    if (L.kind == PAR_LAYER_BATCHNORM) {
+        static const char *const names[] = {"weight", "bias", "running_mean", "running_var",
+                                            "num_batches_tracked"};
+        const size_t one = 1;
+        for (int k = 0; k < 5; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "layer%d.%s", l, names[k]);
+            add_view(m, name, 1, k < 4 ? &L.c_out : &one);
+        }
+        L.w_view = m->n_views - 5;
+        L.b_view = m->n_views - 4;
+        L.stat_view = m->n_views - 3;
+    } else if (L.n_rows > 0) {
         char name[32];
         size_t shape[4] = {L.n_rows, L.row_len};
         int ndim = 2;
@@ -152,6 +164,16 @@ static par_status cnn_token(par_model *m, const char *spec, const char *tok, int
     }
     CNN_FAIL(m->n_layers >= PAR_MAX_LAYERS, "at most %d layers", spec, PAR_MAX_LAYERS);
     const size_t n_in = *c * *h * *w;
+    if (len == 2 && strncmp(p, "bn", 2) == 0) {
+        CNN_FAIL(!prev || (prev->kind != PAR_LAYER_CONV2D && prev->kind != PAR_LAYER_DENSE) ||
+                     prev->act != PAR_ACT_NONE,
+                 "'bn' must follow a conv (c...) or fc layer, before its activation", spec);
+        par_layer L = {.kind = PAR_LAYER_BATCHNORM, .act = PAR_ACT_NONE, .c_in = *c, .h_in = *h,
+                       .w_in = *w, .c_out = *c, .h_out = *h, .w_out = *w, .K = 1, .stride = 1,
+                       .n_in = n_in, .n_out = n_in, .n_rows = *c, .row_len = 1};
+        add_layer(m, L);
+        return PAR_OK;
+    }
     if (len > 2 && strncmp(p, "fc", 2) == 0) {
         p += 2;
         CNN_FAIL(!read_size(&p, 1, MAX_SIZE, &v) || p != end,
@@ -261,6 +283,17 @@ void par_model_init(const par_model *m, par_dtype dt, uint64_t seed, void *param
         const par_layer *L = &m->layers[l];
         if (L->n_rows == 0) continue;
         const par_view *w = &m->views[L->w_view], *b = &m->views[L->b_view];
+        if (L->kind == PAR_LAYER_BATCHNORM) {   // gamma 1, beta 0, mean 0, var 1, count 0
+            const par_view *st = &m->views[L->stat_view];
+            for (size_t i = 0; i < w->count + b->count + 2 * st->count + 1; i++) {
+                const size_t rv = m->views[L->stat_view + 1].offset;
+                const size_t j = w->offset + i;
+                const double v = j < b->offset || (j >= rv && j < rv + st->count) ? 1.0 : 0.0;
+                if (dt == PAR_F32) ((float *)params)[j] = (float)v;
+                else ((double *)params)[j] = v;
+            }
+            continue;
+        }
         const double fan_in = (double)L->row_len, fan_out = (double)(L->n_rows * L->K * L->K);
         double fan = L->act == PAR_ACT_RELU ? fan_in : fan_in + fan_out;
         double a = sqrt(6.0 / fan);   // sqrt is correctly rounded (IEEE 754)

@@ -12,7 +12,7 @@
 #include "par_status.h"
 
 #define PAR_MAX_LAYERS 16
-#define PAR_MAX_VIEWS (2 * PAR_MAX_LAYERS)
+#define PAR_MAX_VIEWS (5 * PAR_MAX_LAYERS)   // batchnorm has five
 
 typedef enum par_act { PAR_ACT_NONE = 0, PAR_ACT_RELU, PAR_ACT_SIGMOID, PAR_ACT_TANH } par_act;
 
@@ -23,8 +23,9 @@ typedef enum par_layer_kind {
     PAR_LAYER_DENSE = 0,    // y = act(x W^T + b)
     PAR_LAYER_CONV2D = 1,   // y = act(conv(x, W) + b), zero padding, stride
     PAR_LAYER_MAXPOOL = 2,  // y = max over K x K windows, stride K; no parameters
+    PAR_LAYER_BATCHNORM = 3,   // y = act(gamma (x - mean) / sqrt(var + eps) + beta) per channel
 } par_layer_kind;
-#define PAR_N_LAYER_KINDS 3
+#define PAR_N_LAYER_KINDS 4
 
 // One layer. Every layer maps a sample of n_in values to n_out values; an
 // image is stored (c, h, w) row-major, so "flatten" is only a change of view.
@@ -35,15 +36,26 @@ typedef enum par_layer_kind {
 //            pad; h_out = (h_in + 2 pad - K) / stride + 1; W: (c_out, c_in, K, K)
 //            as torch.nn.Conv2d, b: (c_out).
 //   maxpool: (c, h_in, w_in) -> (c, h_in / K, w_in / K), windows K x K, stride K.
+//   batchnorm: (c, h, w) -> (c, h, w) (after a dense layer: h = w = 1), per
+//            channel: weight gamma (c), bias beta (c), and beside them the
+//            running statistics running_mean (c), running_var (c) and
+//            num_batches_tracked (1), as in PyTorch's state_dict; stat_view is
+//            the first of those three views. Rows: c rows of one value.
 // Parameter rows: W is n_rows rows of row_len values (dense n_out x n_in,
 // conv c_out x c_in K K, maxpool none); row o's bias is b[o]. Threads and MPI
 // segments split parameters by rows.
+// Batchnorm's constants, PyTorch's defaults, each rounded once to the dtype.
+#define PAR_BN_EPS 1e-5
+#define PAR_BN_MOMENTUM 0.1
+
 typedef struct par_layer {
     par_layer_kind kind;
     par_act act;              // applied to the output (NONE for maxpool)
     size_t n_in, n_out;       // values per sample
     size_t n_rows, row_len;   // parameter rows (0 for maxpool)
     int w_view, b_view;       // indices into par_model.views; -1 without parameters
+    int stat_view;            // batchnorm: running_mean, then running_var and
+                              //   num_batches_tracked follow; -1 otherwise
     size_t c_in, h_in, w_in;  // spatial shapes (dense: n_in x 1 x 1 -> n_out x 1 x 1)
     size_t c_out, h_out, w_out;
     size_t K, stride, pad;    // conv2d and maxpool (dense: 1, 1, 0)
@@ -79,6 +91,7 @@ typedef struct par_model {
 //     cN[kK][pP][sS]   conv2d to N channels, K x K kernel (default 3), zero
 //                      padding P (default 0), stride S (default 1)
 //     mK               max-pool K x K, stride K
+//     bn               batchnorm over the channels of the previous conv or fc
 //     r | sg | th      ReLU, sigmoid or tanh on the previous conv or fc
 //     f                flatten (required before the first fc after an image)
 //     fcN              dense to N outputs; the last token is the logits' fc

@@ -125,6 +125,10 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
         e->a[l + 1] = par_calloc_big(B * L->n_out, sz);
         e->d[l] = par_calloc_big(B * L->n_out, sz);
         ok = ok && e->a[l + 1] && e->d[l];
+        if (L->kind == PAR_LAYER_BATCHNORM && ok) {
+            e->bn[l] = par_calloc_big(4 * L->c_out, sz);
+            ok = e->bn[l] != NULL;
+        }
         if (L->kind == PAR_LAYER_CONV2D && ok) {
             // im2col rows of the batch, and per thread one sample's taps or
             // one chunk's partial weight gradient (layer_conv.c).
@@ -160,6 +164,7 @@ void par_engine_free(par_engine *e)
         free(e->a[l + 1]);
         free(e->d[l]);
         free(e->col[l]);
+        free(e->bn[l]);
     }
     free(e->scratch);
     memset(e, 0, sizeof *e);
@@ -184,6 +189,9 @@ void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s
     const int L = m->n_layers;
     const size_t B = batch->B;
     e->a[0] = (void *)batch->x;   // read only: layer 0's input
+    e->bn_train = backward;       // batchnorm: batch statistics when training
+    e->fb_s0 = s0;
+    e->fb_s1 = s1;
     size_t hits = 0;
 
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1) reduction(+ : hits)
@@ -203,7 +211,7 @@ void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s
         if (hi > lo)
             hits += KCALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo,
                           hi, m->n_classes, B);
-        for (int l = L - 1; l >= 0 && hi > lo && backward; l--) {
+        for (int l = L - 1; l >= 0 && backward; l--) {   // every thread: layers may sync
             const par_layer *ly = &m->layers[l];
             par_layer_ops_of(ly->kind)->backward(e, l, lo, hi, t);
             if (l > 0)
@@ -220,7 +228,9 @@ static void layer_rows(par_engine *e, int l, size_t B, size_t c0, size_t c1, siz
 {
     const par_layer_ops *ops = par_layer_ops_of(e->m->layers[l].kind);
     size_t C = e->C, s_base = 0;
-    if (e->mode == PAR_MODE_FAST) {
+    // fast mode sums each chunk range in one chain; batchnorm keeps the chunks
+    // (its batch sums also build the input gradient, which fast mode keeps).
+    if (e->mode == PAR_MODE_FAST && e->m->layers[l].kind != PAR_LAYER_BATCHNORM) {
         // One fma chain over all the samples of chunks [c0, c1).
         s_base = c0 * C;
         B = (c1 * C < B ? c1 * C : B) - s_base;

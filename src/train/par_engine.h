@@ -32,6 +32,9 @@ typedef struct par_engine {
     void *col[PAR_MAX_LAYERS];           // conv2d: im2col rows (B, positions, row_len)
     void *scratch;                       // conv2d: working space, scratch_elems per thread
     size_t scratch_elems;                // elements of scratch per thread
+    void *bn[PAR_MAX_LAYERS];            // batchnorm: mean, inv, dgamma, dbeta per channel
+    int bn_train;                        // this forward pass: batch statistics (1) or running (0)
+    size_t fb_s0, fb_s1;                 // samples of this forward/backward pass
     size_t hits;                         // correct predictions of the last forward
     long steps;                          // steps begun (par_engine_begin_step)
     par_fault fault;                     // this engine's own fault (cfg.fault), if has_fault

@@ -17,9 +17,10 @@ typedef struct par_layer_ops {
     // Forward of samples [s0, s1) into e->a[l + 1], activation included: the
     // share of thread t of T. Every thread calls it; a barrier follows.
     void (*forward)(par_engine *e, int l, size_t s0, size_t s1, int t, int T);
-    // For samples [s0, s1), all of them thread t's: d[l] is final. Prepares
-    // the weight gradient's rows and, if l > 0, writes d[l - 1] = dL/d(input)
-    // (the engine then applies layer l-1's activation derivative).
+    // For samples [s0, s1), all of them thread t's: d[l] is final for them.
+    // If l > 0, writes d[l - 1] = dL/d(input) (the engine then applies layer
+    // l-1's activation derivative). Every thread calls it, with or without
+    // samples, so a kind that reduces over the batch may hold a barrier.
     void (*backward)(par_engine *e, int l, size_t s0, size_t s1, int t);
     // Layers with parameters (NULL: none), after backward: the weight and
     // bias gradient of rows [o0, o1) into e->g, over chunks [c0, c1) of C
@@ -31,7 +32,8 @@ typedef struct par_layer_ops {
                          size_t c1, size_t o0, size_t o1, int cont, size_t skip);
 } par_layer_ops;
 
-extern const par_layer_ops par_layer_dense, par_layer_conv2d, par_layer_maxpool;
+extern const par_layer_ops par_layer_dense, par_layer_conv2d, par_layer_maxpool,
+    par_layer_batchnorm;
 
 // The entry for a kind.
 const par_layer_ops *par_layer_ops_of(par_layer_kind kind);

@@ -119,6 +119,11 @@ static par_status create(const par_run_cfg *cfg, void **state, int threads, int 
     MPI_Initialized(&init);
     PAR_FAIL_IF(!init, PAR_ERR_MPI, "MPI trainers need MPI to be initialised (run under mpirun "
                                     "or with --ranks R)");
+    for (int l = 0; l < cfg->model->n_layers; l++)
+        PAR_FAIL_IF(cfg->model->layers[l].kind == PAR_LAYER_BATCHNORM, PAR_ERR_CONFIG,
+                    "--model %s: batchnorm is not yet supported by the MPI trainers (its batch "
+                    "statistics need the ordered ring inside the forward pass); use serial or omp",
+                    cfg->model->spec);
     mpi_state *s = calloc(1, sizeof *s);
     PAR_FAIL_IF(!s, PAR_ERR_ALLOC, "out of memory");
     par_run_cfg c = *cfg;
