@@ -331,6 +331,64 @@ static void faults(const par_dataset *ds)
     free(bb.x);
 }
 
+// ---- CNNs: conv2d and max-pool --------------------------------------------------
+// A conv + max-pool CNN passes for serial and omp T=2 in f32 and f64 (LOCAL
+// bounds and the CONTRACT view); the same faults in its conv layer fail and
+// name the conv tensor: a skipped sample the LOCAL weight gradient, one ulp
+// and a reordered chunk fold the CONTRACT view (their LOCAL bound holds).
+static void cnn_checks(const par_dataset *ds)
+{
+    par_model m;
+    par_model_parse(&m, "cnn:1x28x28-c3k3p1-r-m2-c4k3-th-m2-f-fc10", PAR_ACT_RELU);
+    batch_buf bb = {0};
+    char name[200];
+    for (int d = 0; d < 2; d++) {
+        const par_dtype dt = d ? PAR_F64 : PAR_F32;
+        const char *dn = par_dtype_name(dt);
+        void *w0 = malloc(m.n_params * par_dtype_size(dt));
+        par_model_init(&m, dt, 42, w0);
+        gather(&bb, ds, dt, 21, 200);   // chunks of 8: 8, 8, 5
+        mpc_report r;
+        for (int T = 1; T <= 2; T++) {
+            const par_status st = check_step(&r, &m, dt, T == 1 ? &par_trainer_serial
+                                                                : &par_trainer_omp,
+                                             PAR_MODE_EXACT, T, &bb, 8, w0, 256);
+            snprintf(name, sizeof name, "%s %s T=%d: every tensor passes (conv, max-pool)",
+                     m.spec, dn, T);
+            if (!par_check(st == PAR_OK && r.n > 0 && r.n_fail == 0 &&
+                               row(&r, MPC_LOCAL, "layer0.weight.grad") &&
+                               row(&r, MPC_LOCAL, "layer1.out") &&
+                               !row(&r, MPC_LOCAL, "layer1.weight.grad"),
+                           name))
+                print_fails(&r);
+            mpc_report_free(&r);
+        }
+        const struct { const char *what; par_fault f; mpc_view view; const char *tensor; } controls[] = {
+            {"skipped sample", {PAR_FAULT_SKIP_SAMPLE, 1, 0, 3}, MPC_LOCAL, "layer0.weight.grad"},
+            {"one ulp", {PAR_FAULT_GRAD_ULP, 1, 0, 5}, MPC_CONTRACT, "layer0.weight.grad"},
+            {"reordered chunk fold", {PAR_FAULT_CHUNK_SWAP, 1, 2, 0}, MPC_CONTRACT,
+             "layer2.weight.grad"},
+        };
+        for (size_t k = 0; k < sizeof controls / sizeof controls[0]; k++) {
+            par_fault_set(&controls[k].f);
+            const par_status st =
+                check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
+            snprintf(name, sizeof name, "CNN, %s in a conv layer (%s): %s %s fails",
+                     controls[k].what, dn, controls[k].view == MPC_LOCAL ? "LOCAL" : "CONTRACT",
+                     controls[k].tensor);
+            if (!par_check(st == PAR_OK && verdict_is(&r, controls[k].view, controls[k].tensor,
+                                                      MPC_FAIL),
+                           name))
+                print_fails(&r);
+            mpc_report_free(&r);
+        }
+        const par_fault none = {PAR_FAULT_NONE, 0, 0, 0};
+        par_fault_set(&none);
+        free(w0);
+    }
+    free(bb.x);
+}
+
 // ---- --step is the batch of `parity train` ------------------------------------------
 
 static void step_records(const par_dataset *ds)
@@ -549,6 +607,7 @@ int main(void)
     fixture_dataset(&ds, 4000);
     pass_matrix(&ds);
     faults(&ds);
+    cnn_checks(&ds);
     step_records(&ds);
     default_mlp(&ds);
     par_dataset_free(&ds);

@@ -6,11 +6,13 @@
 #include <math.h>
 #include <mpfr.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mpc_check.h"
+#include "mpc_terms.h"
 
 // ---- error model ----------------------------------------------------------------
 //
@@ -59,10 +61,33 @@ typedef struct ws {
     mpfr_t *Z, *E, *D;            // K each: logits, exp terms, dz of one sample
     double *rho;                  // K: relative error bounds of the exp terms
     size_t K;
+    // One element's terms (mpc_terms.h): indices, the run's values (dtype), and
+    // exact values for END-TO-END; T of each (0 when unused).
+    size_t T, *ia, *ib;
+    void *va, *vb;
+    mpfr_t *ma, *mb;
 } ws;
+
+static void ws_terms(ws *w, int prec, size_t T, int e2e)
+{
+    w->T = T;
+    w->ia = malloc(2 * T * sizeof *w->ia);
+    w->va = malloc(2 * T * sizeof(double));
+    w->ma = e2e ? malloc(2 * T * sizeof(mpfr_t)) : NULL;
+    if (!w->ia || !w->va || (e2e && !w->ma)) abort(); // like MPFR's own allocations
+    w->ib = w->ia + T;
+    w->vb = (double *)w->va + T;
+    w->mb = e2e ? w->ma + T : NULL;
+    for (size_t k = 0; e2e && k < 2 * T; k++)
+        mpfr_init2(w->ma[k], prec);
+}
 
 static void ws_init(ws *w, int prec, size_t K)
 {
+    w->T = 0;
+    w->ma = NULL;
+    w->ia = NULL;
+    w->va = NULL;
     mpfr_inits2(prec, w->acc, w->y, w->q, w->e, (mpfr_ptr)0);
     mpfr_init2(w->t53, 53);
     mpfr_init2(w->tp, prec > 128 ? prec : 128);
@@ -78,6 +103,11 @@ static void ws_init(ws *w, int prec, size_t K)
 
 static void ws_clear(ws *w)
 {
+    for (size_t k = 0; w->ma && k < 2 * w->T; k++)
+        mpfr_clear(w->ma[k]);
+    free(w->ma);
+    free(w->ia);
+    free(w->va);
     for (size_t j = 0; j < 3 * w->K; j++)
         mpfr_clear(w->Z[j]);
     free(w->Z);
@@ -93,6 +123,23 @@ static double at(par_dtype dt, const void *p, size_t i)
 static const void *off(par_dtype dt, const void *p, size_t i)
 {
     return (const char *)p + i * par_dtype_size(dt);
+}
+
+// dst[k] = src[base + idx[k]] for k < n (dtype values).
+static void gather(par_dtype dt, void *dst, const void *src, size_t base, const size_t *idx,
+                   size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (dt == PAR_F32) ((float *)dst)[k] = ((const float *)src)[base + idx[k]];
+        else ((double *)dst)[k] = ((const double *)src)[base + idx[k]];
+    }
+}
+
+// dst[k] = src[base + idx[k]] for k < n (exact values).
+static void gather_mp(mpfr_t *dst, mpfr_t *src, size_t base, const size_t *idx, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        mpfr_set(dst[k], src[base + idx[k]], MPFR_RNDN);
 }
 
 // w->acc = init + sum_{k<n} a[k sa] b[k sb] (b NULL: + a[k sa]) of dtype values;
@@ -273,32 +320,63 @@ static void merge2(mpc_tensor *dst0, const mpc_tensor *p0, mpc_tensor *dst1, con
     }
 }
 
-// Forward of layer l: z = b + sum a W^T from the run's a[l] (LOCAL), then
-// act. Bound of the output y = ACT(fl(z)):
+// Forward of layer l: z = b + sum x W over the element's terms (mpc_terms.h:
+// every input of a dense output, the taps of a conv output) from the run's
+// a[l] (LOCAL), then act. Bound of the output y = ACT(fl(z)):
 //   relu, none: act is exact and 1-Lipschitz: |y - act(z)| <= Ez (the
 //     reduction bound; also when relu cuts fl(z) and z on different sides);
 //   tanh (Lipschitz 1), sigmoid (1/4): |ACT(fl z) - act(fl z)| <= 2u |act(fl z)|
 //     + 2 tiny and |act(fl z) - act(z)| <= L Ez, so
 //     |y - act(z)| <= L Ez + 2u (|act(z)| + L Ez) + 2 tiny.
+// Max-pool copies the first maximum of its window: exact, bound 0.
 static void stage_forward(ctx *c, ws *w, int l)
 {
     const mpc_step *st = c->st;
     const par_layer *ly = &c->m->layers[l];
     const par_dtype dt = c->dt;
     const size_t n_in = ly->n_in, n_out = ly->n_out, N = c->B * n_out;
-    const void *W = off(dt, st->w, c->m->views[ly->w_view].offset);
-    const void *bias = off(dt, st->w, c->m->views[ly->b_view].offset);
+    const int pool = ly->kind == PAR_LAYER_MAXPOOL;
+    const void *W = pool ? NULL : off(dt, st->w, c->m->views[ly->w_view].offset);
+    const void *bias = pool ? NULL : off(dt, st->w, c->m->views[ly->b_view].offset);
     const double L = ly->act == PAR_ACT_SIGMOID ? 0.25 : 1.0;
     const int smooth = ly->act == PAR_ACT_SIGMOID || ly->act == PAR_ACT_TANH;
     mpc_tensor p0 = mpc_tensor_blank(c->out[0][l]), p1 = {0};
     if (c->e2e) p1 = mpc_tensor_blank(c->out[1][l]);
 #pragma omp for schedule(dynamic, 16)
     for (size_t k = 0; k < N; k++) {
-        const size_t s = k / n_out, o = k % n_out;
+        const size_t s = k / n_out, j = k % n_out;
         const double run = at(dt, st->a[l + 1], k);
-        const double S = dot_run(w, dt, off(dt, st->a[l], s * n_in), 1, off(dt, W, o * n_in), 1,
-                                 n_in, at(dt, bias, o));
-        const double Ez = bound_dot(&c->f, dt, n_in + 1, n_in, S, c->prec);
+        if (pool) {
+            const size_t arg = mpc_pool_arg(ly, j, off(dt, st->a[l], s * n_in), dt);
+            mpfr_set_d(w->y, at(dt, st->a[l], s * n_in + arg), MPFR_RNDN);
+            record(&p0, w, k, w->y, run, &c->f, 0);
+            if (c->e2e) {   // the first exact maximum of the window
+                mpfr_t *x = l > 0 ? c->ea[l] + s * n_in : NULL;
+                size_t e_arg = arg;
+                if (x) {
+                    const size_t n_pos = ly->h_out * ly->w_out, K = ly->K;
+                    const size_t ch = j / n_pos, p = j % n_pos;
+                    const size_t base = (ch * ly->h_in + p / ly->w_out * K) * ly->w_in +
+                                        p % ly->w_out * K;
+                    e_arg = base;
+                    for (size_t kh = 0; kh < K; kh++)
+                        for (size_t kw = 0; kw < K; kw++)
+                            if (mpfr_greater_p(x[base + kh * ly->w_in + kw], x[e_arg]))
+                                e_arg = base + kh * ly->w_in + kw;
+                    mpfr_set(c->ea[l + 1][k], x[e_arg], MPFR_RNDN);
+                } else {
+                    mpfr_set(c->ea[l + 1][k], w->y, MPFR_RNDN);
+                }
+                record(&p1, w, k, c->ea[l + 1][k], run, &c->f, NAN);
+            }
+            continue;
+        }
+        size_t o, n_round;
+        const size_t n = mpc_forward_terms(ly, j, w->ia, w->ib, &o, &n_round);
+        gather(dt, w->va, st->a[l], s * n_in, w->ia, n);
+        gather(dt, w->vb, W, 0, w->ib, n);
+        const double S = dot_run(w, dt, w->va, 1, w->vb, 1, n, at(dt, bias, o));
+        const double Ez = bound_dot(&c->f, dt, n_round, n, S, c->prec);
         act_mp(w, w->y, w->acc, ly->act);
         double bound = Ez;
         if (smooth) {
@@ -307,9 +385,10 @@ static void stage_forward(ctx *c, ws *w, int l)
         }
         record(&p0, w, k, w->y, run, &c->f, bound);
         if (c->e2e) {
-            if (l > 0)
-                dot_md(w, c->ea[l] + s * n_in, 1, dt, off(dt, W, o * n_in), 1, n_in,
-                       at(dt, bias, o));
+            if (l > 0) {
+                gather_mp(w->ma, c->ea[l], s * n_in, w->ia, n);
+                dot_md(w, w->ma, 1, dt, w->vb, 1, n, at(dt, bias, o));
+            }
             // l == 0: the run's a[0] is the step's input, so w->acc is already exact z
             act_mp(w, c->ea[l + 1][k], w->acc, ly->act);
             record(&p1, w, k, c->ea[l + 1][k], run, &c->f, NAN);
@@ -439,9 +518,11 @@ static void stage_loss(ctx *c, ws *w)
     }
 }
 
-// Input gradient through layer l: d[l-1] = act'(layer l-1) * (d[l] W), from
-// the run's d[l] and its a[l] = y (LOCAL). Sigma = sum_o d[l][o] W[o][i] (fl:
-// within E = reduction bound), q = act'(y) in the kernels' formula:
+// Input gradient through layer l: d[l-1] = act'(layer l-1) * Sigma, from
+// the run's d[l] and its a[l] = y (LOCAL). Sigma = the sum of the element's
+// terms dz W (mpc_terms.h; fl: within E = reduction bound over the roundings
+// a term goes through), or for max-pool the routed dz (exact: E = 0);
+// q = act'(y) in the kernels' formula:
 //   relu: q in {0, 1} taken from y, no rounding: bound q E;
 //   sigmoid: q = fl(y fl(1 - y)): |q_fl - q| <= Dq = (2u + u^2) |q| + tiny;
 //   tanh: q = fl(1 - fl(y y)): |q_fl - q| <= Dq = u y^2 (1 + u) + tiny + u (|q| + u y^2 + tiny);
@@ -454,7 +535,8 @@ static void stage_backward(ctx *c, ws *w, int l)
     const par_layer *ly = &c->m->layers[l];
     const par_act act = c->m->layers[l - 1].act;
     const size_t n_in = ly->n_in, n_out = ly->n_out, N = c->B * n_in;
-    const void *W = off(dt, st->w, c->m->views[ly->w_view].offset);
+    const int pool = ly->kind == PAR_LAYER_MAXPOOL;
+    const void *W = pool ? NULL : off(dt, st->w, c->m->views[ly->w_view].offset);
     const double u = c->f.u, tiny = c->f.tiny;
     mpc_tensor p0 = mpc_tensor_blank(c->dz[0][l - 1]), p1 = {0};
     if (c->e2e) p1 = mpc_tensor_blank(c->dz[1][l - 1]);
@@ -462,9 +544,25 @@ static void stage_backward(ctx *c, ws *w, int l)
     for (size_t k = 0; k < N; k++) {
         const size_t s = k / n_in, i = k % n_in;
         const double run = at(dt, st->d[l - 1], k);
-        const double S =
-            dot_run(w, dt, off(dt, st->d[l], s * n_out), 1, off(dt, W, i), n_in, n_out, 0);
-        const double E = bound_dot(&c->f, dt, n_out, n_out, S, c->prec);
+        double E = 0;
+        size_t n = 0, win = SIZE_MAX;   // pool: the output window that holds i, if any
+        if (pool) {
+            const size_t K = ly->K, ch = i / (ly->h_in * ly->w_in);
+            const size_t oh = i / ly->w_in % ly->h_in / K, ow = i % ly->w_in / K;
+            mpfr_set_zero(w->acc, 1);
+            if (oh < ly->h_out && ow < ly->w_out) {
+                win = (ch * ly->h_out + oh) * ly->w_out + ow;
+                if (mpc_pool_arg(ly, win, off(dt, st->a[l], s * n_in), dt) == i)
+                    mpfr_set_d(w->acc, at(dt, st->d[l], s * n_out + win), MPFR_RNDN);
+            }
+        } else {
+            size_t n_round;
+            n = mpc_input_grad_terms(ly, i, w->ia, w->ib, &n_round);
+            gather(dt, w->va, st->d[l], s * n_out, w->ia, n);
+            gather(dt, w->vb, W, 0, w->ib, n);
+            const double S = dot_run(w, dt, w->va, 1, w->vb, 1, n, 0);
+            E = bound_dot(&c->f, dt, n_round, n, S, c->prec);
+        }
         const double y = at(dt, st->a[l], k);
         mpfr_set_d(w->e, y, MPFR_RNDN);
         act_deriv_mp(w->q, w->e, act);
@@ -472,7 +570,7 @@ static void stage_backward(ctx *c, ws *w, int l)
         const double Sg = fabs(mpfr_get_d(w->acc, MPFR_RNDN));
         mpfr_mul(w->y, w->acc, w->q, MPFR_RNDN);
         double bound;
-        if (act == PAR_ACT_RELU) {
+        if (act == PAR_ACT_RELU || act == PAR_ACT_NONE) {
             bound = q * E;
         } else {
             const double Dq = act == PAR_ACT_SIGMOID
@@ -483,7 +581,24 @@ static void stage_backward(ctx *c, ws *w, int l)
         }
         record(&p0, w, k, w->y, run, &c->f, bound);
         if (c->e2e) {
-            dot_md(w, c->ed[l] + s * n_out, 1, dt, off(dt, W, i), n_in, n_out, 0);
+            if (pool) {   // the exact dz routed by the exact maximum
+                mpfr_set_zero(w->acc, 1);
+                if (win != SIZE_MAX) {
+                    const size_t K = ly->K, n_pos = ly->h_out * ly->w_out, p = win % n_pos;
+                    const size_t base = (win / n_pos * ly->h_in + p / ly->w_out * K) * ly->w_in +
+                                        p % ly->w_out * K;
+                    mpfr_t *x = c->ea[l] + s * n_in;
+                    size_t e_arg = base;
+                    for (size_t kh = 0; kh < K; kh++)
+                        for (size_t kw = 0; kw < K; kw++)
+                            if (mpfr_greater_p(x[base + kh * ly->w_in + kw], x[e_arg]))
+                                e_arg = base + kh * ly->w_in + kw;
+                    if (e_arg == i) mpfr_set(w->acc, c->ed[l][s * n_out + win], MPFR_RNDN);
+                }
+            } else {
+                gather_mp(w->ma, c->ed[l], s * n_out, w->ia, n);
+                dot_md(w, w->ma, 1, dt, w->vb, 1, n, 0);
+            }
             act_deriv_mp(w->q, c->ea[l][k], act);
             mpfr_mul(c->ed[l - 1][k], w->acc, w->q, MPFR_RNDN);
             record(&p1, w, k, c->ed[l - 1][k], run, &c->f, NAN);
@@ -503,7 +618,9 @@ static void stage_grads(ctx *c, ws *w, int l)
     const mpc_step *st = c->st;
     const par_dtype dt = c->dt;
     const par_layer *ly = &c->m->layers[l];
-    const size_t n_in = ly->n_in, n_out = ly->n_out, B = c->B, N = n_out * (n_in + 1);
+    if (ly->n_rows == 0) return;   // max-pool: no parameters
+    const size_t rl = ly->row_len, n_in = ly->n_in, n_out = ly->n_out, B = c->B;
+    const size_t N = ly->n_rows * (rl + 1), per = n_out / ly->n_rows;   // terms per sample
     const size_t oW = c->m->views[ly->w_view].offset, ob = c->m->views[ly->b_view].offset;
     const double u = c->f.u, tiny = c->f.tiny, lr = st->lr;
     mpc_tensor g0 = mpc_tensor_blank(c->gw[0][l]), b0 = mpc_tensor_blank(c->gb[0][l]);
@@ -515,16 +632,27 @@ static void stage_grads(ctx *c, ws *w, int l)
         n1 = mpc_tensor_blank(c->nw[1][l]);
         m1 = mpc_tensor_blank(c->nb[1][l]);
     }
-#pragma omp for schedule(dynamic, 32)
+#pragma omp for schedule(dynamic, 4)
     for (size_t k = 0; k < N; k++) {
-        const size_t o = k / (n_in + 1), i = k % (n_in + 1);
-        const int is_b = i == n_in;
-        const size_t p = is_b ? ob + o : oW + o * n_in + i, flat = is_b ? o : o * n_in + i;
+        const size_t o = k / (rl + 1), t = k % (rl + 1);
+        const int is_b = t == rl;
+        const size_t p = is_b ? ob + o : oW + o * rl + t, flat = is_b ? o : o * rl + t;
         mpc_tensor *tg = is_b ? &b0 : &g0, *tn = is_b ? &m0 : &n0;
         const double g = at(dt, st->g, p), wv = at(dt, st->w, p), wn = at(dt, st->w_new, p);
-        const double S = dot_run(w, dt, off(dt, st->d[l], o), n_out,
-                                 is_b ? NULL : off(dt, st->a[l], i), n_in, B, 0);
-        record(tg, w, flat, w->acc, g, &c->f, bound_dot(&c->f, dt, B, B, S, c->prec));
+        // The terms of every sample, dz then x, as global indices into d[l], a[l].
+        size_t n = 0;
+        for (size_t s = 0; s < B; s++) {
+            const size_t m = mpc_grad_terms(ly, o, t, w->ia + n, w->ib + n);
+            for (size_t q = n; q < n + m; q++) {
+                w->ia[q] += s * n_out;
+                w->ib[q] += s * n_in;
+            }
+            n += m;
+        }
+        gather(dt, w->va, st->d[l], 0, w->ia, n);
+        if (!is_b) gather(dt, w->vb, st->a[l], 0, w->ib, n);
+        const double S = dot_run(w, dt, w->va, 1, is_b ? NULL : w->vb, 1, n, 0);
+        record(tg, w, flat, w->acc, g, &c->f, bound_dot(&c->f, dt, B * per, n, S, c->prec));
         // update from the run's own g
         const double lg = fabs(lr * g);
         mpfr_set_d(w->y, g, MPFR_RNDN);
@@ -534,12 +662,15 @@ static void stage_grads(ctx *c, ws *w, int l)
         const double bu = u * lg + tiny + u * (ax + u * lg + tiny) + ldexp(ax + lg, 8 - c->prec);
         record(tn, w, flat, w->y, wn, &c->f, bu);
         if (c->e2e) {
+            gather_mp(w->ma, c->ed[l], 0, w->ia, n);
             if (is_b)
-                dot_md(w, c->ed[l] + o, n_out, dt, NULL, 0, B, 0);
+                dot_md(w, w->ma, 1, dt, NULL, 0, n, 0);
             else if (l == 0)
-                dot_md(w, c->ed[0] + o, n_out, dt, off(dt, st->x, i), n_in, B, 0);
-            else
-                dot_mm(w, c->ed[l] + o, n_out, c->ea[l] + i, n_in, B);
+                dot_md(w, w->ma, 1, dt, w->vb, 1, n, 0);
+            else {
+                gather_mp(w->mb, c->ea[l], 0, w->ib, n);
+                dot_mm(w, w->ma, 1, w->mb, 1, n);
+            }
             record(is_b ? &b1 : &g1, w, flat, w->acc, g, &c->f, NAN);
             mpfr_mul_d(w->y, w->acc, lr, MPFR_RNDN);
             mpfr_d_sub(w->y, wv, w->y, MPFR_RNDN);
@@ -572,9 +703,10 @@ static par_status add_rows(ctx *c, mpc_report *r, int v, size_t *first)
     int ok = 1;
     *first = r->n;
     for (int l = 0; l < L; l++) {
+        const par_layer *ly = &m->layers[l];
         snprintf(name, sizeof name, "layer%d.out", l);
-        ok &=
-            !!mpc_report_add(r, view, name, 2, c->B, m->layers[l].n_out, m->layers[l].n_in + 1, !v);
+        ok &= !!mpc_report_add(r, view, name, 2, c->B, ly->n_out,
+                               ly->n_rows ? ly->row_len + 1 : ly->K * ly->K, !v);
     }
     ok &= !!mpc_report_add(r, view, "loss.sample", 1, c->B, 0, 0, !v);
     ok &= !!mpc_report_add(r, view, "loss", 1, 1, 0, c->B, !v);
@@ -584,16 +716,21 @@ static par_status add_rows(ctx *c, mpc_report *r, int v, size_t *first)
                                l == L - 1 ? 0 : m->layers[l + 1].n_out, !v);
     }
     for (int l = 0; l < L; l++) {
+        const par_layer *ly = &m->layers[l];
+        if (!ly->n_rows) continue;
+        const size_t terms = c->B * (ly->n_out / ly->n_rows);
         snprintf(name, sizeof name, "layer%d.weight.grad", l);
-        ok &= !!mpc_report_add(r, view, name, 2, m->layers[l].n_out, m->layers[l].n_in, c->B, !v);
+        ok &= !!mpc_report_add(r, view, name, 2, ly->n_rows, ly->row_len, terms, !v);
         snprintf(name, sizeof name, "layer%d.bias.grad", l);
-        ok &= !!mpc_report_add(r, view, name, 1, m->layers[l].n_out, 0, c->B, !v);
+        ok &= !!mpc_report_add(r, view, name, 1, ly->n_rows, 0, terms, !v);
     }
     for (int l = 0; l < L; l++) {
+        const par_layer *ly = &m->layers[l];
+        if (!ly->n_rows) continue;
         snprintf(name, sizeof name, "layer%d.weight.new", l);
-        ok &= !!mpc_report_add(r, view, name, 2, m->layers[l].n_out, m->layers[l].n_in, 0, !v);
+        ok &= !!mpc_report_add(r, view, name, 2, ly->n_rows, ly->row_len, 0, !v);
         snprintf(name, sizeof name, "layer%d.bias.new", l);
-        ok &= !!mpc_report_add(r, view, name, 1, m->layers[l].n_out, 0, 0, !v);
+        ok &= !!mpc_report_add(r, view, name, 1, ly->n_rows, 0, 0, !v);
     }
     PAR_FAIL_IF(!ok, PAR_ERR_ALLOC, "out of memory for the report");
     return PAR_OK;
@@ -611,10 +748,12 @@ static void set_rows(ctx *c, mpc_report *r, int v, size_t first)
     for (int l = L - 1; l >= 0; l--)
         c->dz[v][l] = t++;
     for (int l = 0; l < L; l++) {
+        if (!c->m->layers[l].n_rows) continue;
         c->gw[v][l] = t++;
         c->gb[v][l] = t++;
     }
     for (int l = 0; l < L; l++) {
+        if (!c->m->layers[l].n_rows) continue;
         c->nw[v][l] = t++;
         c->nb[v][l] = t++;
     }
@@ -637,6 +776,20 @@ static void mp_array_free(mpfr_t *a, size_t n)
     free(a);
 }
 
+// Most terms of one element over all layers and tensors (per-thread buffers).
+static size_t terms_cap(const par_model *m, size_t B)
+{
+    size_t cap = 1;
+    for (int l = 0; l < m->n_layers; l++) {
+        const par_layer *ly = &m->layers[l];
+        const size_t a = mpc_max_terms(ly);
+        const size_t g = ly->n_rows ? B * (ly->n_out / ly->n_rows) : 0;
+        if (a > cap) cap = a;
+        if (g > cap) cap = g;
+    }
+    return cap;
+}
+
 par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
 {
     const par_model *m = st->m;
@@ -644,9 +797,12 @@ par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
                 "--prec %d: expected 64 to 1048576 bits", o->prec);
     PAR_FAIL_IF(st->B == 0 || !st->g || !st->w_new || !st->loss_s, PAR_ERR_CONFIG,
                 "check: the step has no batch or no results");
-    for (int l = 0; l < m->n_layers; l++)
+    for (int l = 0; l < m->n_layers; l++) {
         PAR_FAIL_IF(!st->a[l + 1] || !st->d[l], PAR_ERR_CONFIG,
                     "check: layer %d's activations or deltas are missing", l);
+        PAR_FAIL_IF(m->layers[l].kind == PAR_LAYER_BATCHNORM, PAR_ERR_CONFIG,
+                    "check: --model %s: the MPFR check does not cover batchnorm yet", m->spec);
+    }
     for (size_t s = 0; s < st->B; s++)
         PAR_FAIL_IF(st->labels[s] < 0 || (size_t)st->labels[s] >= m->n_classes, PAR_ERR_CONFIG,
                     "check: label %d of sample %zu is not a class of %s", (int)st->labels[s], s,
@@ -684,6 +840,7 @@ par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
         {
             ws w;
             ws_init(&w, c.prec, c.K);
+            ws_terms(&w, c.prec, terms_cap(m, c.B), c.e2e);
             for (int l = 0; l < L; l++)
                 stage_forward(&c, &w, l);
             stage_softmax(&c, &w);
