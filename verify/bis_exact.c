@@ -6,6 +6,9 @@
 
 #include <math.h>
 #include <mpfr.h>
+#include <stdlib.h>
+
+#include "mpc_terms.h"
 
 static double at(par_dtype dt, const void *p, size_t i)
 {
@@ -106,6 +109,41 @@ static void activation_deriv(mpfr_ptr x, mpfr_ptr t, double y, par_act act)
     }
 }
 
+// x += sum_k p[pi[k]] q[qi[k]] (q NULL: p alone) over n terms.
+static void add_terms(mpfr_ptr x, mpfr_ptr t, par_dtype dt, const void *p, size_t pb,
+                      const size_t *pi, const void *q, size_t qb, const size_t *qi, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        mpfr_set_d(t, at(dt, p, pb + pi[k]), MPFR_RNDN);
+        if (q) mpfr_mul_d(t, t, at(dt, q, qb + qi[k]), MPFR_RNDN);
+        mpfr_add(x, x, t, MPFR_RNDN);
+    }
+}
+
+// x = the input gradient element i of sample s through layer `up`, before
+// the activation derivative: its terms dz W (mpc_terms.h), or the routed dz
+// of a max-pool. ia, ib: room for mpc_max_terms(up) indices each.
+static void input_grad(mpfr_ptr x, mpfr_ptr t, const bis_step_view *v, int up_l, size_t s,
+                       size_t i, size_t *ia, size_t *ib)
+{
+    const par_layer *up = &v->m->layers[up_l];
+    const par_dtype dt = v->dt;
+    mpfr_set_zero(x, 1);
+    if (up->kind == PAR_LAYER_MAXPOOL) {
+        const size_t K = up->K, ch = i / (up->h_in * up->w_in);
+        const size_t oh = i / up->w_in % up->h_in / K, ow = i % up->w_in / K;
+        if (oh >= up->h_out || ow >= up->w_out) return;
+        const size_t win = (ch * up->h_out + oh) * up->w_out + ow;
+        if (mpc_pool_arg(up, win, (const char *)v->a[up_l] + s * up->n_in * par_dtype_size(dt),
+                         dt) == i)
+            mpfr_set_d(x, at(dt, v->d[up_l], s * up->n_out + win), MPFR_RNDN);
+        return;
+    }
+    size_t n_round;
+    const size_t n = mpc_input_grad_terms(up, i, ia, ib, &n_round);
+    add_terms(x, t, dt, v->d[up_l], s * up->n_out, ia, view(v, v->w, up->w_view), 0, ib, n);
+}
+
 static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view *v, bis_kind kind,
                         int l, size_t chunk, size_t index)
 {
@@ -114,16 +152,31 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
     const par_layer *ly = &m->layers[l >= 0 ? l : 0];
     const size_t n_in = ly->n_in, n_out = ly->n_out;
     mpfr_set_zero(x, 1);
+    if (ly->kind == PAR_LAYER_BATCHNORM && kind != BIS_LOSS && kind != BIS_LOSS_SAMPLE) {
+        mpfr_set_nan(x);   // not covered yet: no verdict
+        return;
+    }
+    size_t cap = mpc_max_terms(ly);
+    if (l + 1 < m->n_layers && mpc_max_terms(&m->layers[l + 1]) > cap)
+        cap = mpc_max_terms(&m->layers[l + 1]);
+    size_t *ia = malloc(2 * cap * sizeof *ia), *ib = ia ? ia + cap : NULL;
+    if (!ia) {
+        mpfr_set_nan(x);
+        return;
+    }
     switch (kind) {
-    case BIS_OUT: { // act(b[o] + sum_i x[s][i] W[o][i])
-        const size_t s = index / n_out, o = index % n_out;
-        const void *W = view(v, v->w, ly->w_view), *b = view(v, v->w, ly->b_view);
-        mpfr_set_d(x, at(dt, b, o), MPFR_RNDN);
-        for (size_t i = 0; i < n_in; i++) {
-            mpfr_set_d(t, at(dt, v->a[l], s * n_in + i), MPFR_RNDN);
-            mpfr_mul_d(t, t, at(dt, W, o * n_in + i), MPFR_RNDN);
-            mpfr_add(x, x, t, MPFR_RNDN);
+    case BIS_OUT: { // act(b + sum of the terms x W); max-pool: the first maximum
+        const size_t s = index / n_out, j = index % n_out;
+        if (ly->kind == PAR_LAYER_MAXPOOL) {
+            const size_t arg = mpc_pool_arg(
+                ly, j, (const char *)v->a[l] + s * n_in * par_dtype_size(dt), dt);
+            mpfr_set_d(x, at(dt, v->a[l], s * n_in + arg), MPFR_RNDN);
+            break;
         }
+        size_t o, n_round;
+        const size_t n = mpc_forward_terms(ly, j, ia, ib, &o, &n_round);
+        mpfr_set_d(x, at(dt, view(v, v->w, ly->b_view), o), MPFR_RNDN);
+        add_terms(x, t, dt, v->a[l], s * n_in, ia, view(v, v->w, ly->w_view), 0, ib, n);
         activation(x, t, ly->act);
         break;
     }
@@ -136,14 +189,8 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
             softmax_exact(x, t, u, v, s, (long)i);
             break;
         }
-        // (sum_o dz_up[s][o] W_up[o][i]) act'(y[s][i]), y = layer l's output
-        const par_layer *up = &m->layers[l + 1];
-        const void *W = view(v, v->w, up->w_view);
-        for (size_t o = 0; o < up->n_out; o++) {
-            mpfr_set_d(t, at(dt, v->d[l + 1], s * up->n_out + o), MPFR_RNDN);
-            mpfr_mul_d(t, t, at(dt, W, o * up->n_in + i), MPFR_RNDN);
-            mpfr_add(x, x, t, MPFR_RNDN);
-        }
+        // (input gradient through layer l + 1) act'(y[s][i]), y = layer l's output
+        input_grad(x, t, v, l + 1, s, i, ia, ib);
         activation_deriv(x, t, at(dt, v->a[l + 1], s * n_out + i), ly->act);
         break;
     }
@@ -152,13 +199,15 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
     case BIS_WGRAD:
     case BIS_BGRAD: {
         const int chunked = kind == BIS_WGRAD_CHUNK || kind == BIS_BGRAD_CHUNK;
+        const int bias = kind == BIS_BGRAD_CHUNK || kind == BIS_BGRAD;
         const size_t s0 = chunked ? chunk * v->C : 0;
         const size_t s1 = chunked && s0 + v->C < v->B ? s0 + v->C : v->B;
-        if (kind == BIS_WGRAD_CHUNK || kind == BIS_WGRAD)
-            sum_samples(x, t, dt, v->d[l], n_out, index / n_in, v->a[l], n_in, index % n_in, s0,
-                        s1);
-        else
-            sum_samples(x, t, dt, v->d[l], n_out, index, NULL, 0, 0, s0, s1);
+        const size_t o = bias ? index : index / ly->row_len;
+        const size_t tap = bias ? ly->row_len : index % ly->row_len;
+        for (size_t s = s0; s < s1; s++) {
+            const size_t n = mpc_grad_terms(ly, o, tap, ia, ib);
+            add_terms(x, t, dt, v->d[l], s * n_out, ia, bias ? NULL : v->a[l], s * n_in, ib, n);
+        }
         break;
     }
     case BIS_LOSS:
@@ -176,6 +225,7 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
         break;
     }
     }
+    free(ia);
 }
 
 void bis_exact_verdict(const bis_step_view *v, bis_kind kind, int layer, size_t chunk, size_t index,

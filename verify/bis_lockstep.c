@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bis_exact.h"
+#include "par_conv.h"
 #include "par_engine.h"
 #include "par_kernels.h"
 #include "par_run.h"
@@ -330,35 +331,66 @@ static void compare(cmp_ctx *c, vf_bisect_tensor *t, const void *pa, const void 
     t->n += n;
 }
 
+// Weight and bias gradient of rows [o0, o1) of layer l from a side's own
+// activations and deltas, over chunks [c0, c1), as the run's kernels compute
+// them. 0 when out of memory.
+static int layer_grads(par_dtype dt, const par_layer *ly, const void *dz, const void *x, size_t B,
+                       size_t C, size_t c0, size_t c1, size_t o0, size_t o1, void *gw, void *gb)
+{
+    if (ly->kind == PAR_LAYER_DENSE) {
+        if (dt == PAR_F32)
+            par_dense_backward_weights_f32(gw, gb, dz, x, B, C, c0, c1, o0, o1, ly->n_in,
+                                           ly->n_out, 0);
+        else
+            par_dense_backward_weights_f64(gw, gb, dz, x, B, C, c0, c1, o0, o1, ly->n_in,
+                                           ly->n_out, 0);
+        return 1;
+    }
+    // conv2d: im2col of the whole batch, then the kernel's chunk fold
+    const size_t sz = par_dtype_size(dt), n_pos = ly->h_out * ly->w_out;
+    void *col = malloc(B * n_pos * par_conv_ldcol(ly) * sz);
+    void *g = malloc(((o1 - o0) * ly->row_len + 64) * sz);
+    const int ok = col && g;
+    if (ok && dt == PAR_F32) {
+        par_im2col_f32(col, x, ly, 0, B);
+        par_conv_backward_weights_f32(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, SIZE_MAX, g);
+    } else if (ok) {
+        par_im2col_f64(col, x, ly, 0, B);
+        par_conv_backward_weights_f64(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, SIZE_MAX, g);
+    }
+    free(col);
+    free(g);
+    return ok;
+}
+
 // Per-chunk gradients of layer l of both sides (recomputed from each side's
 // own activations and deltas, one chunk range [k, k+1) at a time).
 static par_status compare_chunks(cmp_ctx *c, const side_view *v, int l, size_t B)
 {
     const par_model *m = c->m;
     const par_layer *ly = &m->layers[l];
-    const size_t sz = par_dtype_size(c->dt), nw = ly->n_out * ly->n_in, C = v[0].C;
-    void *buf = malloc(2 * (nw + ly->n_out) * sz);
+    if (ly->kind != PAR_LAYER_DENSE && ly->kind != PAR_LAYER_CONV2D) return PAR_OK;
+    const size_t sz = par_dtype_size(c->dt), nr = ly->n_rows, nw = nr * ly->row_len, C = v[0].C;
+    void *buf = malloc(2 * (nw + nr) * sz);
     PAR_FAIL_IF(!buf, PAR_ERR_ALLOC, "out of memory for the chunk gradients of layer %d", l);
     void *gw[2] = {buf, (char *)buf + nw * sz};
-    void *gb[2] = {(char *)buf + 2 * nw * sz, (char *)buf + (2 * nw + ly->n_out) * sz};
+    void *gb[2] = {(char *)buf + 2 * nw * sz, (char *)buf + (2 * nw + nr) * sz};
     char name[48], first[48];
     snprintf(name, sizeof name, "layer%d.weight.grad.chunk*", l);
     vf_bisect_tensor *tw = add_row(c, name, l);
     snprintf(name, sizeof name, "layer%d.bias.grad.chunk*", l);
     vf_bisect_tensor *tb = add_row(c, name, l);
     for (size_t k = 0; k < par_n_chunks(B, C); k++) {
-        for (int s = 0; s < 2; s++) {
-            if (c->dt == PAR_F32)
-                par_dense_backward_weights_f32(gw[s], gb[s], v[s].d[l], v[s].a[l], B, C, k, k + 1,
-                                               0, ly->n_out, ly->n_in, ly->n_out, 0);
-            else
-                par_dense_backward_weights_f64(gw[s], gb[s], v[s].d[l], v[s].a[l], B, C, k, k + 1,
-                                               0, ly->n_out, ly->n_in, ly->n_out, 0);
-        }
-        snprintf(first, sizeof first, "layer%d.weight.grad.chunk%zu", l, k);
-        compare(c, tw, gw[0], gw[1], nw, BIS_WGRAD_CHUNK, l, (long)k, ly->n_in, NO_INDEX, first);
-        snprintf(first, sizeof first, "layer%d.bias.grad.chunk%zu", l, k);
-        compare(c, tb, gb[0], gb[1], ly->n_out, BIS_BGRAD_CHUNK, l, (long)k, 0, NO_INDEX, first);
+        for (int s = 0; s < 2; s++)
+            if (!layer_grads(c->dt, ly, v[s].d[l], v[s].a[l], B, C, k, k + 1, 0, nr, gw[s], gb[s])) {
+                free(buf);
+                PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory for the chunk gradients of layer %d",
+                            l);
+            }
+        snprintf(first, sizeof first, "layer%d.weight.grad.chunk%d", l, (int)k);
+        compare(c, tw, gw[0], gw[1], nw, BIS_WGRAD_CHUNK, l, (long)k, ly->row_len, NO_INDEX, first);
+        snprintf(first, sizeof first, "layer%d.bias.grad.chunk%d", l, (int)k);
+        compare(c, tb, gb[0], gb[1], nr, BIS_BGRAD_CHUNK, l, (long)k, 0, NO_INDEX, first);
     }
     free(buf);
     return PAR_OK;
@@ -372,18 +404,17 @@ static int fold_in_order(const cmp_ctx *c, const side_view *v, int l, int weight
 {
     const par_model *m = c->m;
     const par_layer *ly = &m->layers[l];
-    const size_t sz = par_dtype_size(c->dt), nw = ly->n_out * ly->n_in;
-    const size_t o = weight ? idx / ly->n_in : idx;
-    char *buf = malloc((nw + ly->n_out) * sz);
+    if (ly->kind != PAR_LAYER_DENSE && ly->kind != PAR_LAYER_CONV2D) return -1;
+    const size_t sz = par_dtype_size(c->dt), nw = ly->n_rows * ly->row_len;
+    const size_t o = weight ? idx / ly->row_len : idx;
+    char *buf = malloc((nw + ly->n_rows) * sz);
     if (!buf) return -1;
     void *gw = buf, *gb = buf + nw * sz;
     const size_t n_chunks = par_n_chunks(B, v->C);
-    if (c->dt == PAR_F32)
-        par_dense_backward_weights_f32(gw, gb, v->d[l], v->a[l], B, v->C, 0, n_chunks, o, o + 1,
-                                       ly->n_in, ly->n_out, 0);
-    else
-        par_dense_backward_weights_f64(gw, gb, v->d[l], v->a[l], B, v->C, 0, n_chunks, o, o + 1,
-                                       ly->n_in, ly->n_out, 0);
+    if (!layer_grads(c->dt, ly, v->d[l], v->a[l], B, v->C, 0, n_chunks, o, o + 1, gw, gb)) {
+        free(buf);
+        return -1;
+    }
     const int vi = weight ? ly->w_view : ly->b_view;
     const double want = at(c->dt, weight ? (const void *)gw : (const void *)gb, idx);
     const double got = at(c->dt, v->g, m->views[vi].offset + idx);
@@ -422,10 +453,11 @@ static par_status compare_step(cmp_ctx *c, const side_view *v, const vf_bisect_o
     const int chunk_diff = r->found;
     for (int l = L - 1; l >= 0; l--) {
         const par_layer *ly = &m->layers[l];
+        if (!ly->n_rows) continue;   // max-pool: no parameters
         const par_view *vw = &m->views[ly->w_view], *vb = &m->views[ly->b_view];
         snprintf(name, sizeof name, "layer%d.weight.grad", l);
         compare(c, add_row(c, name, l), off(dt, v[0].g, vw->offset), off(dt, v[1].g, vw->offset),
-                vw->count, BIS_WGRAD, l, -1, ly->n_in, vw->offset, name);
+                vw->count, BIS_WGRAD, l, -1, ly->row_len, vw->offset, name);
         snprintf(name, sizeof name, "layer%d.bias.grad", l);
         compare(c, add_row(c, name, l), off(dt, v[0].g, vb->offset), off(dt, v[1].g, vb->offset),
                 vb->count, BIS_BGRAD, l, -1, 0, vb->offset, name);
@@ -445,10 +477,11 @@ static par_status compare_step(cmp_ctx *c, const side_view *v, const vf_bisect_o
     c->dt = dt;
     for (int l = 0; l < L; l++) {
         const par_layer *ly = &m->layers[l];
+        if (!ly->n_rows) continue;
         const par_view *vw = &m->views[ly->w_view], *vb = &m->views[ly->b_view];
         snprintf(name, sizeof name, "layer%d.weight.new", l);
         compare(c, add_row(c, name, l), off(dt, v[0].w, vw->offset), off(dt, v[1].w, vw->offset),
-                vw->count, BIS_WNEW, l, -1, ly->n_in, vw->offset, name);
+                vw->count, BIS_WNEW, l, -1, ly->row_len, vw->offset, name);
         snprintf(name, sizeof name, "layer%d.bias.new", l);
         compare(c, add_row(c, name, l), off(dt, v[0].w, vb->offset), off(dt, v[1].w, vb->offset),
                 vb->count, BIS_BNEW, l, -1, 0, vb->offset, name);
