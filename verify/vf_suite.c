@@ -145,7 +145,7 @@ static par_status set_key(vf_suite *s, vf_case *c, key_id k, int line, char *v)
     case K_MODEL: {
         par_model m;
         if (strlen(v) >= sizeof c->model || par_model_parse(&m, v, PAR_ACT_RELU) != PAR_OK)
-            return fail(s, line, key, "'%s': expected mlp:N0-N1-...-Nk (e.g. mlp:784-256-128-10)", v);
+            return fail(s, line, key, "'%s': expected mlp:N0-N1-...-Nk or cnn:CxHxW-... (e.g. mlp:784-256-128-10)", v);
         strcpy(c->model, v);
         return PAR_OK;
     }
