@@ -11,6 +11,9 @@
 // strided conv (so that every layer kind and a pool remainder appear).
 #define CNN_MNIST "cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10"
 #define CNN_SMALL "cnn:1x28x28-c4k3p1-r-m2-c6k3s2-r-m2-f-fc10"
+// With batchnorm after both convs and the first fc (batch statistics: the
+// ordered ring inside the forward and backward passes under MPI).
+#define CNN_BN "cnn:1x28x28-c4k3p1-bn-r-m2-c6k3-bn-r-m2-f-fc16-bn-r-fc10"
 
 typedef struct cnn_case {
     const char *spec;
@@ -21,7 +24,8 @@ typedef struct cnn_case {
 } cnn_case;
 
 // Every (dtype, shape, optimizer) for the small CNN; for the MNIST CNN (whose
-// reference steps are slow) each dtype with one shape per optimizer.
+// reference steps are slow) and the batchnorm CNN each dtype with one shape
+// per optimizer.
 static const cnn_case CNN_CASES[] = {
     {CNN_SMALL, PAR_F32, 64, 8, PAR_OPTIM_SGD, 8},  {CNN_SMALL, PAR_F32, 64, 8, PAR_OPTIM_ADAM, 8},
     {CNN_SMALL, PAR_F32, 50, 7, PAR_OPTIM_SGD, 8},  {CNN_SMALL, PAR_F32, 50, 7, PAR_OPTIM_ADAM, 8},
@@ -29,6 +33,8 @@ static const cnn_case CNN_CASES[] = {
     {CNN_SMALL, PAR_F64, 50, 7, PAR_OPTIM_SGD, 8},  {CNN_SMALL, PAR_F64, 50, 7, PAR_OPTIM_ADAM, 8},
     {CNN_MNIST, PAR_F32, 64, 8, PAR_OPTIM_SGD, 3},  {CNN_MNIST, PAR_F32, 50, 7, PAR_OPTIM_ADAM, 3},
     {CNN_MNIST, PAR_F64, 64, 8, PAR_OPTIM_ADAM, 3}, {CNN_MNIST, PAR_F64, 50, 7, PAR_OPTIM_SGD, 3},
+    {CNN_BN, PAR_F32, 64, 8, PAR_OPTIM_SGD, 6},     {CNN_BN, PAR_F32, 50, 7, PAR_OPTIM_ADAM, 6},
+    {CNN_BN, PAR_F64, 64, 8, PAR_OPTIM_ADAM, 6},    {CNN_BN, PAR_F64, 50, 7, PAR_OPTIM_SGD, 6},
 };
 enum { N_CNN_CASES = sizeof CNN_CASES / sizeof CNN_CASES[0] };
 

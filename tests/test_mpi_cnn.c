@@ -1,8 +1,8 @@
 // CNNs under the contract for the MPI trainers, run under mpirun:
 //   test_mpi_cnn TRAINER THREADS    (e.g. mpirun -n 3 test_mpi_cnn hybrid 2)
 // exact mode: every step's loss and weights bitwise equal to the reference on
-// every rank, for every case of cnn_cases.h (both CNNs, f32 and f64, batch
-// 64 / chunk 8 and 50 / chunk 7, sgd and adam).
+// every rank, for every case of cnn_cases.h (the CNNs, batchnorm included,
+// f32 and f64, batch 64 / chunk 8 and 50 / chunk 7, sgd and adam).
 #include <mpi.h>
 
 #include "cnn_cases.h"

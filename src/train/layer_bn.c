@@ -15,6 +15,7 @@
 // too (the input gradient is built from them).
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 
 #include "par_layers.h"
 
@@ -37,18 +38,57 @@
 #define SQRT sqrt
 #include "layer_bn_impl.inc"
 
+// The fold of a per-channel vector over every process's chunks: recv (one
+// thread), the threads add their channels' chunks, send (one thread). All
+// threads call it. sums(e, l, acc, have, c_lo, c_hi) adds this process's part.
+typedef void (*sums_fn)(par_engine *e, int l, void *acc, int have, size_t c_lo, size_t c_hi);
+
+static int ring_recv(par_engine *e, void *acc, size_t n)
+{
+    int have = 0;
+#pragma omp barrier
+    // (no thread still reads acc from the previous fold)
+#pragma omp master
+    if (e->ring.recv) have = e->ring.recv(e->ring.ctx, acc, n);
+#pragma omp barrier
+    // every thread needs the master's answer: broadcast it through the engine
+#pragma omp master
+    e->ring_have = have;
+#pragma omp barrier
+    return e->ring_have;
+}
+
+static void ring_send(par_engine *e, void *acc, size_t n)
+{
+#pragma omp barrier
+#pragma omp master
+    if (e->ring.send) e->ring.send(e->ring.ctx, acc, n);
+#pragma omp barrier
+}
+
+#define DT_CALL(e, fn, ...) ((e)->dt == PAR_F32 ? fn##_f32(__VA_ARGS__) : fn##_f64(__VA_ARGS__))
+
 static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
 {
+    const par_layer *ly = &e->m->layers[l];
+    const size_t nc = ly->c_out;
     size_t lo, hi;
-    par_split(e->m->layers[l].c_out, 1, t, T, &lo, &hi);
-    if (e->dt == PAR_F32) bn_forward_f32(e, l, s0, s1, lo, hi);
-    else bn_forward_f64(e, l, s0, s1, lo, hi);
+    par_split(nc, 1, t, T, &lo, &hi);
+    if (e->bn_train) {   // the batch's mean, then its variance, each a fold over all chunks
+        void *acc = par_at(e, e->bn[l], 3 * nc);
+        for (int sq = 0; sq <= 1; sq++) {
+            const int have = ring_recv(e, acc, nc);
+            DT_CALL(e, bn_sums, e, l, sq, acc, have, lo, hi);
+            ring_send(e, acc, nc);
+            DT_CALL(e, bn_stats, e, l, sq, lo, hi);
+        }
+        if (t == 0) DT_CALL(e, bn_count, e, l);
+    }
+    DT_CALL(e, bn_normalize, e, l, lo, hi);
     if (par_engine_fault_on(e, PAR_FAULT_HALF_FWD, l)) {
-        const par_layer *ly = &e->m->layers[l];
         const size_t P = ly->h_out * ly->w_out;
         for (size_t s = s0; s < s1; s++)
-            par_engine_round_to_half(e, e->a[l + 1], (s * ly->c_out + lo) * P,
-                                     (s * ly->c_out + hi) * P);
+            par_engine_round_to_half(e, e->a[l + 1], (s * nc + lo) * P, (s * nc + hi) * P);
     }
 }
 
@@ -56,22 +96,29 @@ static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
 {
     (void)s0;
     (void)s1;
-    // Every sample's dz must be there, and dx of every channel before the
-    // layer below goes on with this thread's own samples.
+    // Every sample's dz must be there; dgamma and dbeta of the whole batch
+    // (the fold over every process's chunks, into the layer's gradient), then
+    // dx of every channel before the layer below goes on with its samples.
+    const par_model *m = e->m;
+    const par_layer *ly = &m->layers[l];
     const int T = omp_get_num_threads();
     size_t lo, hi;
-    par_split(e->m->layers[l].c_out, 1, t, T, &lo, &hi);
+    par_split(ly->c_out, 1, t, T, &lo, &hi);
 #pragma omp barrier
-    if (e->dt == PAR_F32) bn_backward_f32(e, l, lo, hi);
-    else bn_backward_f64(e, l, lo, hi);
+    void *g = par_at(e, e->g, m->views[ly->w_view].offset);   // dgamma, then dbeta
+    const int have = ring_recv(e, g, 2 * ly->c_out);
+    const size_t B = e->fb_s1 - e->fb_s0;
+    DT_CALL(e, bn_grads, e, l, e->fb_s0, B, e->C, 0, par_n_chunks(B, e->C), lo, hi, have,
+            SIZE_MAX);
+    ring_send(e, g, 2 * ly->c_out);
+    if (l > 0) DT_CALL(e, bn_dx, e, l, lo, hi);
 #pragma omp barrier
 }
 
 static void weight_grads(par_engine *e, int l, size_t s_base, size_t B, size_t C, size_t c0,
                          size_t c1, size_t o0, size_t o1, int cont, size_t skip)
 {
-    if (e->dt == PAR_F32) bn_grads_f32(e, l, s_base, B, C, c0, c1, o0, o1, cont, skip);
-    else bn_grads_f64(e, l, s_base, B, C, c0, c1, o0, o1, cont, skip);
+    DT_CALL(e, bn_grads, e, l, s_base, B, C, c0, c1, o0, o1, cont, skip);
 }
 
 const par_layer_ops par_layer_batchnorm = {

@@ -192,6 +192,7 @@ void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s
     e->bn_train = backward;       // batchnorm: batch statistics when training
     e->fb_s0 = s0;
     e->fb_s1 = s1;
+    e->fb_B = B;
     size_t hits = 0;
 
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1) reduction(+ : hits)

@@ -16,6 +16,17 @@ void par_fault_set(const par_fault *f);
 // "ulp:STEP:INDEX", "skip:STEP:LAYER:SAMPLE", "half:STEP:LAYER", "swap:STEP:LAYER".
 par_status par_fault_parse(par_fault *f, const char *spec);
 
+// An ordered fold across processes, for batch statistics inside a pass
+// (batchnorm). Called by one thread. recv: acc = the fold of the chunks of
+// every earlier process (returns 1), or nothing to continue (returns 0: the
+// first process). send: acc holds the fold including this process's chunks;
+// passes it on and leaves in acc the fold of all chunks, on every process.
+typedef struct par_batch_ring {
+    int (*recv)(void *ctx, void *acc, size_t n);
+    void (*send)(void *ctx, void *acc, size_t n);
+    void *ctx;
+} par_batch_ring;
+
 typedef struct par_engine {
     const par_model *m;
     par_dtype dt;
@@ -34,7 +45,9 @@ typedef struct par_engine {
     size_t scratch_elems;                // elements of scratch per thread
     void *bn[PAR_MAX_LAYERS];            // batchnorm: mean, inv, dgamma, dbeta per channel
     int bn_train;                        // this forward pass: batch statistics (1) or running (0)
-    size_t fb_s0, fb_s1;                 // samples of this forward/backward pass
+    size_t fb_s0, fb_s1, fb_B;           // samples of this forward/backward pass, of the batch
+    par_batch_ring ring;                 // MPI trainers; recv NULL: one process
+    int ring_have;                       // ring.recv's answer, shared with the threads
     size_t hits;                         // correct predictions of the last forward
     long steps;                          // steps begun (par_engine_begin_step)
     par_fault fault;                     // this engine's own fault (cfg.fault), if has_fault

@@ -113,17 +113,41 @@ static void seg_parts(const mpi_state *s, int k, void **w, size_t *nw, void **b,
     *nb = g->o1 - g->o0;
 }
 
+// Batchnorm's batch sums (par_batch_ring): the same ordered chain as the
+// gradient, on one small vector. Rank r continues the fold it receives from
+// r - 1 with its own chunks and passes it on; the last rank's result, the
+// fold of every chunk in order, goes to every rank by MPI_Bcast.
+enum { TAG_BN = 1 << 20 };
+
+static int bn_recv(void *ctx, void *acc, size_t n)
+{
+    mpi_state *s = ctx;
+    if (s->rank == 0) return 0;   // rank 0 owns chunk 0: it starts the fold
+    const double t0 = MPI_Wtime();
+    recv(s, acc, n, s->rank - 1, TAG_BN);
+    s->comm_s += MPI_Wtime() - t0;
+    return 1;
+}
+
+static void bn_send(void *ctx, void *acc, size_t n)
+{
+    mpi_state *s = ctx;
+    const double t0 = MPI_Wtime();
+    if (s->rank + 1 < s->size) {
+        MPI_Send(acc, (int)n, s->real_t, s->rank + 1, TAG_BN, s->comm);
+        s->bytes += (double)(n * par_dtype_size(s->e.dt));
+    }
+    MPI_Bcast(acc, (int)n, s->real_t, s->size - 1, s->comm);
+    if (s->rank == s->size - 1) s->bytes += (double)(n * par_dtype_size(s->e.dt));
+    s->comm_s += MPI_Wtime() - t0;
+}
+
 static par_status create(const par_run_cfg *cfg, void **state, int threads, int root_design)
 {
     int init = 0;
     MPI_Initialized(&init);
     PAR_FAIL_IF(!init, PAR_ERR_MPI, "MPI trainers need MPI to be initialised (run under mpirun "
                                     "or with --ranks R)");
-    for (int l = 0; l < cfg->model->n_layers; l++)
-        PAR_FAIL_IF(cfg->model->layers[l].kind == PAR_LAYER_BATCHNORM, PAR_ERR_CONFIG,
-                    "--model %s: batchnorm is not yet supported by the MPI trainers (its batch "
-                    "statistics need the ordered ring inside the forward pass); use serial or omp",
-                    cfg->model->spec);
     mpi_state *s = calloc(1, sizeof *s);
     PAR_FAIL_IF(!s, PAR_ERR_ALLOC, "out of memory");
     par_run_cfg c = *cfg;
@@ -138,6 +162,7 @@ static par_status create(const par_run_cfg *cfg, void **state, int threads, int 
     MPI_Comm_rank(s->comm, &s->rank);
     MPI_Comm_size(s->comm, &s->size);
     s->real_t = cfg->dtype == PAR_F32 ? MPI_FLOAT : MPI_DOUBLE;
+    s->e.ring = (par_batch_ring){bn_recv, bn_send, s};
     st = make_segments(s);
     if (st == PAR_OK && root_design) {
         s->chunk_g = malloc((cfg->model->n_params + 1) * par_dtype_size(cfg->dtype));
@@ -302,8 +327,9 @@ static par_status step(void *state, const par_batch *batch, double *loss)
     size_t c0, c1;
     own_chunks(n_chunks, s->rank, s->size, &c0, &c1);
     par_engine_begin_step(e);
-    const size_t s0 = c0 * C, s1 = c1 * C < B ? c1 * C : B;
-    if (c1 > c0) par_engine_forward_backward(e, batch, s0, s1, 1);
+    const size_t s0 = c0 * C < B ? c0 * C : B, s1 = c1 * C < B ? c1 * C : B;
+    // Also a rank without chunks: batchnorm's batch sums pass through it.
+    par_engine_forward_backward(e, batch, s0, s1, 1);
 
     double sum;
     const double t0 = MPI_Wtime();
