@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI tests of CIFAR-10 and --upscale: `parity data make-cifar`, training on
 # the generated files with serial, omp --threads 2 and the reference (equal
-# weight digests, step by step), for the default MLP and the CIFAR-10 CNN,
+# weight digests, step by step), for the default MLP and the CIFAR-10 CNN
+# without and with batchnorm (the latter also under mpi --ranks 2),
 # the default MLP's input size, --model
 # mismatches and damaged files (one-line errors naming the flag or file).
 # With fashion-mnist installed also: --upscale 28 is the identity, bit for bit.
@@ -11,7 +12,7 @@ set -u
 P=$1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-export OMP_WAIT_POLICY=passive
+export OMP_WAIT_POLICY=passive OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 field() { # file key: a top-level value of a one-line JSON summary
     sed -n "s/.*\"$2\": *\"\\{0,1\\}\\([^,\"}]*\\).*/\\1/p" "$1"
@@ -59,6 +60,20 @@ check "CIFAR-10 CNN: serial = omp --threads 2 = reference, every step" \
     test "$(grep -c '"type":"step"' "$T/cnn-serial.jsonl")" = 3 -a \
     "$(grep '"type":"step"' "$T/cnn-serial.jsonl")" = "$(grep '"type":"step"' "$T/cnn-omp.jsonl")" -a \
     "$(grep '"type":"step"' "$T/cnn-serial.jsonl")" = "$(grep '"type":"step"' "$T/cnn-reference.jsonl")"
+# The fourth study's CIFAR-10 CNN with batchnorm in every conv block: the
+# reference, omp --threads 2 and mpi --ranks 2 give the same per-step log.
+bn=cnn:3x32x32-c32k3p1-bn-r-m2-c64k3p1-bn-r-m2-c128k3p1-bn-r-m2-f-fc256-r-fc10
+for tr in "reference" "omp --threads 2" "mpi --ranks 2"; do
+    n=${tr%% *}
+    # shellcheck disable=SC2086
+    "$P" train "${common[@]}" --steps 3 --lr 0.01 --model $bn --trainer $tr \
+        --log "$T/bn-$n.jsonl" >"$T/bn-$n.json" 2>"$T/bn-$n.err"
+    check "CIFAR-10 batchnorm CNN, $tr (exit 0)" test $? = 0
+done
+check "CIFAR-10 batchnorm CNN: omp --threads 2 = mpi --ranks 2 = reference, every step" \
+    test "$(grep -c '"type":"step"' "$T/bn-reference.jsonl")" = 3 -a \
+    "$(grep '"type":"step"' "$T/bn-reference.jsonl")" = "$(grep '"type":"step"' "$T/bn-omp.jsonl")" -a \
+    "$(grep '"type":"step"' "$T/bn-reference.jsonl")" = "$(grep '"type":"step"' "$T/bn-mpi.jsonl")"
 expect 2 "takes 1x32x96 images but dataset $C has 3x32x32" train --dataset "$C" --steps 1 \
     --model cnn:1x32x96-c4k3-f-fc10
 

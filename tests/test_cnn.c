@@ -162,17 +162,17 @@ static void conv_fault_control(par_dtype dt)
 // fast mode on the small CNN: within the bound derived for any summation order
 // of the batch x positions terms of a conv gradient (vf_lockstep.h), and out
 // of it when the learning rate is off by 1e-3.
-static void fast_case(par_dtype dt, const par_dataset *ds)
+static void fast_case(const char *spec, par_dtype dt, const par_dataset *ds)
 {
     char name[200];
     par_model m;
-    par_model_parse(&m, CNN_SMALL, PAR_ACT_RELU);
+    par_model_parse(&m, spec, PAR_ACT_RELU);
     void *init = malloc(m.n_params * par_dtype_size(dt));
     par_model_init(&m, dt, 42, init);
     const par_run_cfg cfg = {.model = &m, .dtype = dt, .mode = PAR_MODE_FAST, .batch = 64,
                              .chunk = 8, .lr = 0.05, .threads = 2, .init_params = init};
     vf_lockstep_result r;
-    snprintf(name, sizeof name, "omp T=2 fast within bound, %s, %s, 10 steps", CNN_SMALL,
+    snprintf(name, sizeof name, "omp T=2 fast within bound, %s, %s, 10 steps", spec,
              par_dtype_name(dt));
     par_status st = vf_lockstep(&r, &par_trainer_omp, &cfg, cfg.lr, ds, 7, 1, 10, NULL);
     if (!par_check(st == PAR_OK && r.steps == 10 && r.violations == 0, name))
@@ -180,7 +180,8 @@ static void fast_case(par_dtype dt, const par_dataset *ds)
     printf("  worst |diff|/tol %.3g\n", r.worst_ratio);
     par_run_cfg off = cfg;
     off.lr = cfg.lr * (1 + 1e-3);
-    snprintf(name, sizeof name, "fast with lr * (1 + 1e-3) fails the bound, %s", par_dtype_name(dt));
+    snprintf(name, sizeof name, "fast with lr * (1 + 1e-3) fails the bound, %s, %s", spec,
+             par_dtype_name(dt));
     st = vf_lockstep(&r, &par_trainer_omp, &off, cfg.lr, ds, 7, 1, 10, NULL);
     if (!par_check(st == PAR_OK && r.violations > 0 && r.first_violation_step == 1, name))
         printf("  status %d, %zu violations, first at step %ld\n", (int)st, r.violations,
@@ -223,6 +224,7 @@ int main(void)
         "cnn:3x9x9-c5k4p3s2-r-c2k1-sg-m3-f-fc4-r-fc3",  // stride 2, 1x1 conv, sigmoid, pool 3
         "cnn:2x5x7-c3k3p1-bn-th-m2-f-fc4-bn-sg-fc3",    // batchnorm 2d and 1d, pool remainder
         "cnn:1x1x1-c2k1-bn-f-fc2",                      // batchnorm over one position
+        "cnn:1x3x3-c1k3p1-bn-f-fc2",                    // batchnorm of one channel
     };
     for (size_t k = 0; k < sizeof odd / sizeof odd[0]; k++)
         for (int d = 0; d < 2; d++)
@@ -235,8 +237,10 @@ int main(void)
     batchnorm_eval(&ds);
     conv_fault_control(PAR_F32);
     conv_fault_control(PAR_F64);
-    fast_case(PAR_F32, &ds);
-    fast_case(PAR_F64, &ds);
+    fast_case(CNN_SMALL, PAR_F32, &ds);
+    fast_case(CNN_SMALL, PAR_F64, &ds);
+    fast_case(CNN_BN, PAR_F32, &ds);   // batchnorm keeps its chunk order in fast mode
+    fast_case(CNN_BN, PAR_F64, &ds);
     par_dataset_free(&ds);
     return par_test_exit();
 }

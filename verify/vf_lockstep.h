@@ -33,6 +33,9 @@ typedef struct vf_lockstep_result {
 // w' = fl(w - t) add at most 2u(1 + gB)(1 + u) lr S + 2u |w|. From identical
 // weights fast mode's forward pass and input gradients equal exact mode's
 // (it reorders only the batch reductions), so the bound applies exactly.
+// Batchnorm's batch sums keep the chunk order in fast mode too (they build
+// its input gradient), so its gamma and beta gradients equal exact mode's
+// and their S is 0: the bound is the update's rounding alone.
 // The batch loss, B positive terms in any order then / B:
 //   |l_f - l_e| <= (2 gB + 3u) l_e.
 double vf_lockstep_tol(double lr, double S, double w, size_t B, double u);
