@@ -15,7 +15,6 @@
 // too (the input gradient is built from them).
 #include <math.h>
 #include <omp.h>
-#include <stdint.h>
 
 #include "par_layers.h"
 
@@ -38,11 +37,10 @@
 #define SQRT sqrt
 #include "layer_bn_impl.inc"
 
-// The fold of a per-channel vector over every process's chunks: recv (one
-// thread), the threads add their channels' chunks, send (one thread). All
-// threads call it. sums(e, l, acc, have, c_lo, c_hi) adds this process's part.
-typedef void (*sums_fn)(par_engine *e, int l, void *acc, int have, size_t c_lo, size_t c_hi);
-
+// The fold of a per-channel vector over every process's chunks: each thread
+// computes its channels' chunk partials, then ring_recv (one thread talks to
+// MPI), the threads add their partials in chunk order, ring_send. All
+// threads call both.
 static int ring_recv(par_engine *e, void *acc, size_t n)
 {
     int have = 0;
@@ -77,8 +75,9 @@ static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
     if (e->bn_train) {   // the batch's mean, then its variance, each a fold over all chunks
         void *acc = par_at(e, e->bn[l], 3 * nc);
         for (int sq = 0; sq <= 1; sq++) {
+            DT_CALL(e, bn_parts, e, l, sq, lo, hi);   // before waiting for earlier ranks
             const int have = ring_recv(e, acc, nc);
-            DT_CALL(e, bn_sums, e, l, sq, acc, have, lo, hi);
+            DT_CALL(e, bn_fold, e, l, 1, acc, have, lo, hi);
             ring_send(e, acc, nc);
             DT_CALL(e, bn_stats, e, l, sq, lo, hi);
         }
@@ -106,10 +105,9 @@ static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
     par_split(ly->c_out, 1, t, T, &lo, &hi);
 #pragma omp barrier
     void *g = par_at(e, e->g, m->views[ly->w_view].offset);   // dgamma, then dbeta
+    DT_CALL(e, bn_parts, e, l, 2, lo, hi);   // before waiting for earlier ranks
     const int have = ring_recv(e, g, 2 * ly->c_out);
-    const size_t B = e->fb_s1 - e->fb_s0;
-    DT_CALL(e, bn_grads, e, l, e->fb_s0, B, e->C, 0, par_n_chunks(B, e->C), lo, hi, have,
-            SIZE_MAX);
+    DT_CALL(e, bn_fold, e, l, 2, g, have, lo, hi);
     ring_send(e, g, 2 * ly->c_out);
     if (l > 0) DT_CALL(e, bn_dx, e, l, lo, hi);
 #pragma omp barrier

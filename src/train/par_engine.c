@@ -126,7 +126,8 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
         e->d[l] = par_calloc_big(B * L->n_out, sz);
         ok = ok && e->a[l + 1] && e->d[l];
         if (L->kind == PAR_LAYER_BATCHNORM && ok) {
-            e->bn[l] = par_calloc_big(4 * L->c_out, sz);
+            // mean, inv, (spare), sums; then per chunk of the batch: two partial sums
+            e->bn[l] = par_calloc_big((4 + 2 * par_n_chunks(B, e->C)) * L->c_out, sz);
             ok = e->bn[l] != NULL;
         }
         if (L->kind == PAR_LAYER_CONV2D && ok) {
