@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds parity with coverage and -Werror, runs the whole ctest suite
-# (unit, omp, mpi, mpfr, cli, verify labels), prints a gcovr coverage summary
-# of src/ and reference/, then fuzzes every parser for a bounded time
-# (ci/fuzz.sh, PARITY_FUZZ_SECONDS each, default 10; 0 skips; any crash fails).
+# (unit, omp, mpi, mpfr, cli, verify labels), then builds it again without
+# MPI (build-nompi, -Werror) and runs its unit tests there (the MPI tests are
+# registered DISABLED), prints a gcovr coverage summary of src/ and
+# reference/, then fuzzes every parser for a bounded time (ci/fuzz.sh,
+# PARITY_FUZZ_SECONDS each, default 10; 0 skips; any crash fails).
 # Usage: ci/test.sh [extra ctest args, e.g. -L unit: then no fuzzing]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +17,13 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARITY_COVERAGE=ON \
 find "$build" -name '*.gcda' -delete
 cmake --build "$build" -j"$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j1 "$@"
+
+echo
+echo "== without MPI (build-nompi: -DPARITY_MPI=OFF, unit tests) =="
+cmake -S . -B build-nompi -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARITY_WERROR=ON \
+      -DPARITY_MPI=OFF >/dev/null
+cmake --build build-nompi -j"$(nproc)" >/dev/null
+ctest --test-dir build-nompi --output-on-failure -j1 -L unit
 
 echo
 echo "== coverage (src/, reference/) =="
