@@ -30,8 +30,12 @@ int cli_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *
 // Prints the flag table of opts to stdout.
 void cli_usage(const char *synopsis, const cli_opt *opts);
 
-// Prints "parity CMD: <last error>" and the hint lines (NULL-terminated
-// varargs), returns the exit code for st (2 for config errors, else 3).
+// The last library error as a user reads it; with PARITY_DEBUG=1 in the
+// environment, prefixed by its origin ("par_data.c:571: ..."). Static buffer.
+const char *cli_error_text(void);
+
+// Prints "parity CMD: <last error>" (cli_error_text) and "hint: HINT" if hint
+// is not NULL; returns the exit code for st (2 for config errors, else 3).
 int cli_fail(const char *cmd, par_status st, const char *hint);
 
 // The numerics flags of the training commands, as given (mode, fault and

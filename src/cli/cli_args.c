@@ -96,9 +96,19 @@ void cli_usage(const char *synopsis, const cli_opt *opts)
     for (int k = 0; opts[k].name; k++) printf("  %-16s %s\n", opts[k].name, opts[k].help);
 }
 
+const char *cli_error_text(void)
+{
+    static char buf[640];
+    const char *msg = par_last_error(), *at = par_last_error_origin();
+    const char *dbg = getenv("PARITY_DEBUG");
+    if (!at[0] || !dbg || strcmp(dbg, "1") != 0) return msg;
+    snprintf(buf, sizeof buf, "%s: %s", at, msg);
+    return buf;
+}
+
 int cli_fail(const char *cmd, par_status st, const char *hint)
 {
-    const char *msg = par_last_error();
+    const char *msg = cli_error_text();
     fprintf(stderr, "parity %s: %s\n", cmd, msg[0] ? msg : par_status_str(st));
     if (hint) fprintf(stderr, "hint: %s\n", hint);
     return st == PAR_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;

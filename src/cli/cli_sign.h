@@ -15,7 +15,4 @@ void cli_pub_of(char *buf, size_t n, const char *key);
 // printing one line; returns an exit code (0, or 3 with a hint).
 int cli_sign_dir(const char *cmd, const char *dir, const char *key);
 
-// A library message without its "file.c:LINE: " origin.
-const char *cli_strip_origin(const char *msg);
-
 #endif

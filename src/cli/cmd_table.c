@@ -16,16 +16,6 @@
 #include "vf_harness.h"
 #include "vf_sign.h"
 
-const char *cli_strip_origin(const char *msg)
-{
-    const char *p = msg;
-    while (*p && *p != ':' && *p != ' ') p++;
-    if (p - msg < 3 || strncmp(p - 2, ".c", 2) != 0 || *p != ':') return msg;
-    p++;
-    while (*p >= '0' && *p <= '9') p++;
-    return strncmp(p, ": ", 2) == 0 ? p + 2 : msg;
-}
-
 void cli_default_key(char *buf, size_t n, int pub)
 {
     const char *home = getenv("HOME");
@@ -130,7 +120,7 @@ static int table_sign(int argc, char **argv)
     par_status st = vf_results_check(pos[0]);
     if (st != PAR_OK) {
         fprintf(stderr, "parity table sign: refusing to sign %s: %s\n", pos[0],
-                cli_strip_origin(par_last_error()));
+                cli_error_text());
         return st == PAR_ERR_IO ? EXIT_RUNTIME : EXIT_VERIFY;
     }
     return cli_sign_dir("table sign", pos[0], key);
@@ -166,7 +156,7 @@ static int table_verify(int argc, char **argv)
     if (st == PAR_OK) st = vf_results_check(pos[0]);
     if (st != PAR_OK) {
         fprintf(stderr, "parity table verify: %s: FAILED: %s\n", pos[0],
-                cli_strip_origin(par_last_error()));
+                cli_error_text());
         return EXIT_VERIFY;
     }
     printf("%s: OK: results.json signed by key %s, every verdict passed, table files unchanged\n"

@@ -147,7 +147,7 @@ int cmd_verify(int argc, char **argv)
     if (!s) return EXIT_RUNTIME;
     par_status st = vf_suite_load(s, suite_path);
     if (st != PAR_OK) {
-        fprintf(stderr, "parity verify: %s\n", s->error[0] ? s->error : cli_strip_origin(par_last_error()));
+        fprintf(stderr, "parity verify: %s\n", s->error[0] ? s->error : cli_error_text());
         fprintf(stderr, "hint: the suite format is in verify/suites/README.md\n");
         free(s);
         return EXIT_USAGE;
@@ -209,7 +209,7 @@ int cmd_verify(int argc, char **argv)
     st = vf_run_suite(&res, s, &ro);
     if (tty) fprintf(stderr, "\r\033[K");
     if (st != PAR_OK) {
-        fprintf(stderr, "parity verify: %s\n", cli_strip_origin(par_last_error()));
+        fprintf(stderr, "parity verify: %s\n", cli_error_text());
         if (strstr(par_last_error(), "fetch") || st == PAR_ERR_IO)
             fprintf(stderr, "hint: run data/fetch.sh (or ci/setup.sh) if a dataset is missing; "
                             "the run's logs are in %s/runs/\n", out);
@@ -229,7 +229,7 @@ int cmd_verify(int argc, char **argv)
     json_decref(res);
     free(s);
     if (st != PAR_OK) {
-        fprintf(stderr, "parity verify: %s\n", cli_strip_origin(par_last_error()));
+        fprintf(stderr, "parity verify: %s\n", cli_error_text());
         return EXIT_RUNTIME;
     }
     printf("%s: %s\ntable: %s/table.md\n", pass ? "PASS" : "FAIL", why, out);

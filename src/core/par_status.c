@@ -1,4 +1,4 @@
-// Status table and the thread-local last-error buffer.
+// Status table and the thread-local last-error buffer (text and origin apart).
 #include "par_status.h"
 
 #include <stdarg.h>
@@ -6,6 +6,7 @@
 #include <string.h>
 
 static _Thread_local char last_msg[512];
+static _Thread_local char last_origin[96];
 
 const char *par_status_str(par_status st)
 {
@@ -23,16 +24,21 @@ const char *par_status_str(par_status st)
 
 const char *par_last_error(void) { return last_msg; }
 
-void par_clear_error(void) { last_msg[0] = '\0'; }
+const char *par_last_error_origin(void) { return last_origin; }
+
+void par_clear_error(void)
+{
+    last_msg[0] = '\0';
+    last_origin[0] = '\0';
+}
 
 par_status par_set_error(par_status st, const char *file, int line, const char *fmt, ...)
 {
     const char *base = strrchr(file, '/');
-    int n = snprintf(last_msg, sizeof last_msg, "%s:%d: ", base ? base + 1 : file, line);
-    if (n < 0 || (size_t)n >= sizeof last_msg) n = 0;
+    snprintf(last_origin, sizeof last_origin, "%s:%d", base ? base + 1 : file, line);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_msg + n, sizeof last_msg - (size_t)n, fmt, ap);
+    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
     va_end(ap);
     return st;
 }

@@ -1,6 +1,7 @@
 // Status codes and the last error message. Library code never prints or exits:
-// it records "file:line: text" with PAR_FAIL_IF and returns a code; the CLI
-// decides what to print and which exit code to use.
+// it records the text and its origin (file:line) with PAR_FAIL_IF and returns
+// a code; the CLI decides what to print (the origin only with PARITY_DEBUG=1)
+// and which exit code to use.
 #ifndef PAR_STATUS_H
 #define PAR_STATUS_H
 
@@ -17,10 +18,14 @@ typedef enum par_status {
 // Static name of a code, e.g. "format error".
 const char *par_status_str(par_status st);
 
-// The message recorded by the most recent failure on this thread ("" if none).
+// The message recorded by the most recent failure on this thread ("" if none),
+// without its origin: what a user reads.
 const char *par_last_error(void);
 
-// Records a printf-style message with its origin; returns st unchanged.
+// Where that message was recorded, "file.c:123" ("" if none): for debugging.
+const char *par_last_error_origin(void);
+
+// Records a printf-style message and its origin apart; returns st unchanged.
 par_status par_set_error(par_status st, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

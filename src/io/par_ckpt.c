@@ -673,8 +673,6 @@ par_status par_ckpt_find(par_ckpt_meta *meta, const char *dir, char *skipped, si
             return PAR_OK;
         }
         const char *msg = par_last_error();
-        const char *colon = strstr(msg, ": ");  // drop "file.c:line: "
-        msg = colon && colon - msg < 32 ? colon + 2 : msg;
         if (skipped && cap) {
             size_t k = strlen(skipped);
             if (k < cap) snprintf(skipped + k, cap - k, "%s%s", k ? "; " : "", msg);
