@@ -46,8 +46,8 @@ for pre, n in (("train", ntr), ("t10k", nte)):
 PY
 D=$T/small   # 540 training, 60 validation, 200 test records
 COMMON=(--dataset "$D" --model mlp:784-16-10 --quiet --json)
-have_mpi=0
-"$P" train --help | grep -q -- '--trainer.*mpi' && command -v mpirun >/dev/null && have_mpi=1
+have_mpi=0   # a build with MPI and mpirun (the --help text lists mpi either way)
+"$P" train "${COMMON[@]}" --trainer mpi --ranks 1 --steps 1 >/dev/null 2>&1 </dev/null && have_mpi=1
 
 # --- --batch full: one step of all 540 records per epoch, the same for every trainer.
 "$P" train "${COMMON[@]}" --trainer reference --batch full --epochs 3 --optim adam --lr 0.01 \

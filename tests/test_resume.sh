@@ -179,7 +179,7 @@ for part in $parts; do
         "$P" "${R[@]}" --checkpoint-every 5 >/dev/null 2>"$d/err" </dev/null
         check "--checkpoint-every without a folder: exit 2" test $? = 2
         # Two writers: the second is refused while the first holds the lock.
-        "$P" train --steps 3000 --quiet --checkpoint-dir "$d/ck2" >/dev/null 2>&1 </dev/null &
+        "$P" train --epochs 4 --steps 3000 --quiet --checkpoint-dir "$d/ck2" >/dev/null 2>&1 </dev/null &
         pid=$!
         for i in $(seq 1 500); do [ -e "$d/ck2/.lock" ] && break; sleep 0.01; done
         sleep 0.3

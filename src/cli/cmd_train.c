@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -666,12 +667,76 @@ static int resolve_train_extras(train_opts *o)
     return 0;
 }
 
+// An output of the run, checked before the dataset is read: its folder
+// exists and takes new files (the outputs are written as a temporary file
+// renamed over the path), and the path, if there, is a regular file (dir:
+// a folder). Else one line naming the flag and the path, and EXIT_USAGE.
+static int check_output(const char *flag, const char *path, int dir)
+{
+    char parent[1024], why[1200];
+    struct stat sb;
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    while (slash && slash > parent && slash[1] == '\0') {   // "ck/": the folder is ck
+        *slash = '\0';
+        slash = strrchr(parent, '/');
+    }
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else if (slash == parent) parent[1] = '\0';   // "/w.npz": the root
+    else *slash = '\0';
+    why[0] = '\0';
+    if (!path[0]) {
+        snprintf(why, sizeof why, "expected a path");
+    } else if (stat(path, &sb) == 0 && dir && !S_ISDIR(sb.st_mode)) {
+        snprintf(why, sizeof why, "not a folder");
+    } else if (stat(path, &sb) == 0 && !dir && S_ISDIR(sb.st_mode)) {
+        snprintf(why, sizeof why, "a folder, expected a file");
+    } else if (stat(path, &sb) == 0 && !dir && !S_ISREG(sb.st_mode)) {
+        snprintf(why, sizeof why, "not a regular file (parity writes files whole: a temporary "
+                 "file, then a rename over the old one)");
+    } else if (stat(path, &sb) == 0 && dir && access(path, W_OK | X_OK) != 0) {
+        snprintf(why, sizeof why, "cannot write in it: %s", strerror(errno));
+    } else if (stat(parent, &sb) != 0 && errno == ENOENT) {
+        snprintf(why, sizeof why, "folder %s does not exist", parent);
+    } else if (stat(parent, &sb) != 0) {
+        snprintf(why, sizeof why, "folder %s: %s", parent, strerror(errno));
+    } else if (!S_ISDIR(sb.st_mode)) {
+        snprintf(why, sizeof why, "%s is not a folder", parent);
+    } else if (access(parent, W_OK | X_OK) != 0) {
+        snprintf(why, sizeof why, "cannot write in folder %s: %s", parent, strerror(errno));
+    }
+    if (!why[0]) return 0;
+    fprintf(stderr, "parity train: %s %s: %s\n", flag, path, why);
+    if (dir)
+        fprintf(stderr, "hint: give %s a folder that can be written, or a new one in a folder "
+                        "that exists\n", flag);
+    else
+        fprintf(stderr, "hint: give %s a file path in a folder that exists and can be written\n",
+                flag);
+    return EXIT_USAGE;
+}
+
+// Every output path: checked before the run starts, so that a typo costs no
+// training (the writes check again).
+static int check_outputs(const train_opts *o)
+{
+    const struct { const char *flag, *path; int dir; } outs[] = {
+        {"--save", o->save, 0}, {"--init-save", o->init_save, 0}, {"--log", o->log, 0},
+        {"--checkpoint-dir", o->ckpt_dir, 1},
+    };
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        int rc = outs[i].path ? check_output(outs[i].flag, outs[i].path, outs[i].dir) : 0;
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_opts o = {
         .dataset = "fashion-mnist", .model = NULL, .act = "relu",
         .trainer = "serial", .mode = "exact", .dtype = "f32", .epochs = 1, .batch = 64,
-        .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42, .check_every = 100,
+        .chunk = 8, .threads = 1, .ranks = -1, .lr = 0.01, .seed = 42, .check_every = 100,
         .batch_s = "64", .optim_s = "sgd", .select = "last",
         .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN,
     };
@@ -684,7 +749,7 @@ int cmd_train(int argc, char **argv)
         {"--mode", CLI_STR, &o.mode, "exact|fast  arithmetic contract kept or relaxed (exact)"},
         {"--dtype", CLI_STR, &o.dtype, "f32|f64   floating-point type (f32)"},
         {"--epochs", CLI_INT, &o.epochs, "N         epochs (1)"},
-        {"--steps", CLI_INT, &o.steps, "N         stop after N steps in all (0: no limit)"},
+        {"--steps", CLI_INT, &o.steps, "N         stop after N steps in all, at most what --epochs holds (0: no limit)"},
         {"--batch", CLI_STR, &o.batch_s, "B|full    samples per step; full: the whole training split, one step per epoch (64)"},
         {"--chunk", CLI_INT, &o.chunk, "C         samples per chunk of the ordered fold (8)"},
         {"--lr", CLI_DOUBLE, &o.lr, "LR        learning rate (0.01)"},
@@ -737,9 +802,18 @@ int cmd_train(int argc, char **argv)
     const par_trainer_ops *tr = nu.tr;
     rc = resolve_train_extras(&o);
     if (rc) return rc;
-    if (o.epochs < 1 || o.batch < 1 || o.chunk < 1 || o.threads < 1 || !(o.lr > 0)) {
-        fprintf(stderr, "parity train: --epochs, --batch, --chunk and --threads must be >= 1 "
-                        "and --lr > 0\n");
+    const struct { const char *flag; int v; } counts[] = {
+        {"--epochs", o.epochs}, {"--batch", o.batch}, {"--chunk", o.chunk},
+        {"--threads", o.threads}, {"--ranks", o.ranks},   // --ranks: -1 when not given
+    };
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        if (counts[i].v == 0) {
+            fprintf(stderr, "parity train: %s 0: expected an integer >= 1\n", counts[i].flag);
+            return EXIT_USAGE;
+        }
+    }
+    if (!(o.lr > 0)) {
+        fprintf(stderr, "parity train: --lr %g: expected a number > 0\n", o.lr);
         return EXIT_USAGE;
     }
     if (o.upscale > 1024) {
@@ -750,11 +824,6 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "parity train: --checkpoint-every and --keep need --checkpoint-dir DIR\n");
         return EXIT_USAGE;
     }
-    // Outputs that cannot be written whole fail now, not after the training.
-    const char *outs[] = {o.save, o.init_save, o.log};
-    for (int i = 0; i < 3; i++)
-        if (outs[i] && par_out_check(outs[i]) != PAR_OK)
-            return cli_fail("train", PAR_ERR_CONFIG, NULL);
     if (o.resume && o.init_save) {
         fprintf(stderr, "parity train: --init-save: a resumed run does not start from its "
                         "initial weights\n");
@@ -762,11 +831,25 @@ int cmd_train(int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    // Outputs that cannot be written fail now, not after the training: in
+    // one process, in the one that launches the ranks, and on rank 0 (which
+    // writes them) once the ranks have joined.
+    const int launch = (tr->caps & PAR_CAP_RANKS) && o.ranks > 0 && !par_mpi_under_launcher();
+    if (!(tr->caps & PAR_CAP_RANKS) || launch) {
+        rc = check_outputs(&o);
+        if (rc) return rc;
+    }
+
     // MPI trainers: launch mpirun for --ranks and watch it, else join the job.
     int rank = 0, size = 1;
     if (tr->caps & PAR_CAP_RANKS) {
-        if (o.ranks > 0 && !par_mpi_under_launcher()) return launch_ranks(argc, argv, &o);
+        if (launch) return launch_ranks(argc, argv, &o);
         if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("train", PAR_ERR_MPI, NULL);
+        rc = rank == 0 ? check_outputs(&o) : 0;
+#ifdef PARITY_HAVE_MPI
+        MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+#endif
+        if (rc) return par_mpi_finish(rc);
     } else if (o.ranks > 1) {
         fprintf(stderr, "parity train: --ranks %d: trainer %s is not an MPI trainer\n", o.ranks,
                 tr->name);
@@ -843,6 +926,15 @@ int cmd_train(int argc, char **argv)
     const long per_epoch =
         st == PAR_OK ? (long)((ds.n_train + (size_t)o.batch - 1) / (size_t)o.batch) : 1;
     c.total_steps = per_epoch * o.epochs;
+    char steps_hint[96];
+    if (st == PAR_OK && o.steps > c.total_steps) {   // the run would end before, silently
+        st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--steps %d: expected at most %ld, "
+                           "the steps of --epochs %d (%zu training records, batch %d)", o.steps,
+                           c.total_steps, o.epochs, ds.n_train, o.batch);
+        snprintf(steps_hint, sizeof steps_hint, "give --epochs %ld, or leave out --steps",
+                 (o.steps + per_epoch - 1) / per_epoch);
+        hint = steps_hint;
+    }
     if (o.steps > 0 && o.steps < c.total_steps) c.total_steps = o.steps;
 
     // Checkpoint folder (rank 0 locks it before looking), config, resume.
