@@ -48,7 +48,9 @@ typedef struct trajectory {
 } trajectory;
 
 // Runs `steps` steps of trainer ops from cfg (batch cfg->batch, shuffled
-// with seed 7), recording losses and weights. Returns the trainer's status.
+// with seed 7), recording losses and weights. Returns PAR_OK, or the first
+// failure (then the steps from the failing one on hold nothing): a caller
+// checks it before it compares. tr is freed by trajectory_free either way.
 static inline par_status run_trajectory(trajectory *tr, const par_trainer_ops *ops,
                                         const par_run_cfg *cfg, const par_dataset *ds, int steps)
 {
@@ -59,16 +61,23 @@ static inline par_status run_trajectory(trajectory *tr, const par_trainer_ops *o
     tr->w = malloc((size_t)steps * N * sz);
     void *x = malloc(B * 784 * sz);
     int32_t *labels = malloc(B * sizeof *labels);
-    void *state;
-    par_status st = ops->create(cfg, &state);
-    if (st != PAR_OK) return st;
+    void *state = NULL;
+    par_status st = tr->loss && tr->w && x && labels ? PAR_OK : PAR_ERR_ALLOC;
+    if (st == PAR_OK) st = ops->create(cfg, &state);
+    if (st != PAR_OK) {
+        free(x);
+        free(labels);
+        return st;
+    }
     size_t *order = NULL;
     int epoch = -1;
     size_t pos = ds->n_train;
     for (int k = 0; k < steps && st == PAR_OK; k++) {
         if (pos + B > ds->n_train) {   // full batches only: a new epoch
             free(order);
-            par_epoch_order(&order, ds->n_train, 7, ++epoch);
+            order = NULL;
+            st = par_epoch_order(&order, ds->n_train, 7, ++epoch);
+            if (st != PAR_OK) break;
             pos = 0;
         }
         par_data_gather(&ds->train, order + pos, B, cfg->dtype, x, labels);
@@ -123,17 +132,19 @@ static inline int trajectory_equal(const trajectory *a, const trajectory *b,
 // fast mode against the reference, one step at a time from the same weights
 // (lockstep with re-sync), under the derived bound: the library version
 // vf_lockstep (verify/vf_lockstep.h, where the bound is derived), on the
-// batches of shuffle seed 7, epoch 0. Returns the number of violations over
-// all steps, (size_t)-1 on an error; *worst = largest |diff| / tol seen
-// (< 1 passes).
-static inline size_t fast_lockstep(const par_trainer_ops *ops, const par_run_cfg *cfg_fast,
-                                   double lr_ref, const par_dataset *ds, int steps, double *worst)
+// batches of shuffle seed 7, epoch 0. Returns vf_lockstep's status; r holds
+// the violations over all steps, the first violating step and the largest
+// |diff| / tol seen (< 1 passes), all zero unless the status is PAR_OK. A
+// check that the bound holds wants PAR_OK and no violation; a negative
+// control wants PAR_OK and violations (an error is neither).
+static inline par_status fast_lockstep(vf_lockstep_result *r, const par_trainer_ops *ops,
+                                       const par_run_cfg *cfg_fast, double lr_ref,
+                                       const par_dataset *ds, int steps)
 {
-    vf_lockstep_result r;
-    *worst = 0;
-    if (vf_lockstep(&r, ops, cfg_fast, lr_ref, ds, 7, 1, steps, NULL) != PAR_OK) return (size_t)-1;
-    *worst = r.worst_ratio;
-    return r.violations;
+    memset(r, 0, sizeof *r);
+    par_status st = vf_lockstep(r, ops, cfg_fast, lr_ref, ds, 7, 1, steps, NULL);
+    if (st != PAR_OK) memset(r, 0, sizeof *r);
+    return st;
 }
 
 #endif

@@ -6,8 +6,11 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
+
+#include "par_status.h"
 
 static int par_test_failures_;
 static int par_test_count_;
@@ -20,6 +23,30 @@ static inline int par_check(int cond, const char *name)
     printf("%s ... %s\n", name, cond ? "ok" : "FAIL");
     fflush(stdout);
     return cond;
+}
+
+// A setup call that must succeed before anything can be checked (parsing a
+// fixed spec, writing a fixture file): on failure prints the call, its
+// status and message as a FAIL line and exits 1, rather than go on to check
+// what the call did not produce.
+#define PAR_REQUIRE(expr) par_require_((expr), #expr, __FILE__, __LINE__)
+static inline void par_require_(par_status st, const char *what, const char *file, int line)
+{
+    if (st == PAR_OK) return;
+    printf("%s:%d: %s ... FAIL (%s: %s)\n", file, line, what, par_status_str(st),
+           par_last_error());
+    fflush(stdout);
+    exit(1);
+}
+
+// The status of a call whose output check `name` is about to compare: true
+// on PAR_OK (the comparison is the check); else records `name` as FAIL with
+// the status and message and returns 0 (there is nothing to compare).
+static inline int par_ran(par_status st, const char *name)
+{
+    if (st == PAR_OK) return 1;
+    printf("  status %d (%s): %s\n", (int)st, par_status_str(st), par_last_error());
+    return par_check(0, name);
 }
 
 static inline int par_test_exit(void)

@@ -117,7 +117,7 @@ static void odd_shape_case(const char *spec, par_dtype dt, int portable)
 static void conv_fault_control(par_dtype dt)
 {
     par_model m;
-    par_model_parse(&m, CNN_SMALL, PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&m, CNN_SMALL, PAR_ACT_RELU));
     const size_t B = 64, sz = par_dtype_size(dt), N = m.n_params;
     const size_t n0 = m.views[m.layers[0].w_view].count + m.views[m.layers[0].b_view].count;
     void *init = malloc(N * sz), *x = malloc(B * m.n_inputs * sz), *g_clean = malloc(N * sz);
@@ -166,7 +166,7 @@ static void fast_case(const char *spec, par_dtype dt, const par_dataset *ds)
 {
     char name[200];
     par_model m;
-    par_model_parse(&m, spec, PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&m, spec, PAR_ACT_RELU));
     void *init = malloc(m.n_params * par_dtype_size(dt));
     par_model_init(&m, dt, 42, init);
     const par_run_cfg cfg = {.model = &m, .dtype = dt, .mode = PAR_MODE_FAST, .batch = 64,
@@ -195,7 +195,7 @@ static void batchnorm_eval(const par_dataset *ds)
 {
     static const char *const spec = CNN_BN;
     par_model m;
-    par_model_parse(&m, spec, PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&m, spec, PAR_ACT_RELU));
     float *w = malloc(m.n_params * sizeof *w);
     par_model_init(&m, PAR_F32, 42, w);
     const par_optim o = par_optim_default(PAR_OPTIM_ADAM);

@@ -331,7 +331,7 @@ int main(void)
     // Not vacuous: the chunk size must matter in this network, else the
     // comparisons above could not tell the fold order apart.
     step_out c3;
-    ref_run(&m, w, 3, &c3);
+    if (!par_check(ref_run(&m, w, 3, &c3), "reference step, C=3")) return par_test_exit();
     const size_t dw = n_bits_differ(c3.w, want[0].w, N_PARAMS);
     const size_t dg = n_bits_differ(c3.g, want[0].g, N_PARAMS);
     printf("reference C=3 vs MPFR C=2: %zu of %d weights, %zu gradients differ; loss %s\n", dw,

@@ -290,7 +290,7 @@ static int same_view(const par_model *ma, const double *wa, const par_model *mb,
 static void test_init(void)
 {
     par_model m;
-    par_model_parse(&m, "mlp:784-256-128-10", PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&m, "mlp:784-256-128-10", PAR_ACT_RELU));
     const size_t N = m.n_params;
     double *w = malloc(N * sizeof *w), *w2 = malloc(N * sizeof *w2);
     float *f = malloc(N * sizeof *f), *f2 = malloc(N * sizeof *f2);
@@ -325,25 +325,25 @@ static void test_init(void)
                (double)(float)w[first]);
 
     // Not ReLU: Xavier on every layer.
-    par_model_parse(&m, "mlp:784-256-128-10", PAR_ACT_TANH);
+    PAR_REQUIRE(par_model_parse(&m, "mlp:784-256-128-10", PAR_ACT_TANH));
     par_model_init(&m, PAR_F64, 1, w2);
     check_bounds(&m, w2, "tanh f64");
 
     // Element i of layer l depends on (seed, l, i) only: the layer after, or
     // the row count, must not move it.
     par_model ma, mb;
-    par_model_parse(&ma, "mlp:10-5-3", PAR_ACT_RELU);
-    par_model_parse(&mb, "mlp:10-5-7", PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&ma, "mlp:10-5-3", PAR_ACT_RELU));
+    PAR_REQUIRE(par_model_parse(&mb, "mlp:10-5-7", PAR_ACT_RELU));
     par_model_init(&ma, PAR_F64, 3, w);
     par_model_init(&mb, PAR_F64, 3, w2);
     par_check(same_view(&ma, w, &mb, w2, 0, 50), "init: mlp:10-5-3 and mlp:10-5-7 have the same "
                                                  "layer0.weight");
-    par_model_parse(&mb, "mlp:10-6-3", PAR_ACT_RELU); // a = sqrt(6/10) still
+    PAR_REQUIRE(par_model_parse(&mb, "mlp:10-6-3", PAR_ACT_RELU)); // a = sqrt(6/10) still
     par_model_init(&mb, PAR_F64, 3, w2);
     par_check(same_view(&ma, w, &mb, w2, 0, 50), "init: mlp:10-5-3 and mlp:10-6-3 share the first "
                                                  "50 elements of layer0.weight");
     // Same shape and same bound on layers 0 and 1: still different draws.
-    par_model_parse(&ma, "mlp:10-10-10-4", PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&ma, "mlp:10-10-10-4", PAR_ACT_RELU));
     par_model_init(&ma, PAR_F64, 3, w);
     n_same = 0;
     for (size_t i = 0; i < 100; i++)
@@ -356,8 +356,27 @@ static void test_init(void)
     free(f2);
 }
 
+// The message is what a user reads, with no source location: that is kept
+// apart ("par_model.c:123"), for the CLI to show with PARITY_DEBUG=1.
+static void test_error_origin(void)
+{
+    par_model m;
+    par_clear_error();
+    const par_status st = par_model_parse(&m, "mlp:784-", PAR_ACT_RELU);
+    const char *msg = par_last_error(), *at = par_last_error_origin();
+    const char *colon = strchr(at, ':');
+    if (!par_check(st == PAR_ERR_CONFIG && strstr(msg, "mlp:784-") && !strstr(msg, ".c:") &&
+                       colon && colon - at > 2 && strncmp(colon - 2, ".c", 2) == 0 &&
+                       colon[1] >= '1' && colon[1] <= '9',
+                   "an error's message has no file:line; par_last_error_origin has it"))
+        printf("  message \"%s\", origin \"%s\"\n", msg, at);
+    par_clear_error();
+    par_check(!par_last_error()[0] && !par_last_error_origin()[0], "par_clear_error clears both");
+}
+
 int main(void)
 {
+    test_error_origin();
     test_parse();
     test_parse_cnn();
     test_act();

@@ -3,26 +3,17 @@
 // exact mode: every step's loss and weights bitwise equal to the reference on
 // every rank, for every case of cnn_cases.h (the CNNs, batchnorm included,
 // f32 and f64, batch 64 / chunk 8 and 50 / chunk 7, sgd and adam).
-#include <mpi.h>
 
 #include "cnn_cases.h"
+#include "mpi_fixture.h"
 
 extern const par_trainer_ops par_trainer_reference;
 
 int main(int argc, char **argv)
 {
-    int provided, rank, size;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc != 3 || !par_trainer_find(argv[1])) {
-        if (rank == 0) fprintf(stderr, "usage: mpirun -n R test_mpi_cnn mpi|hybrid|root THREADS\n");
-        MPI_Finalize();
-        return 2;
-    }
-    const par_trainer_ops *ops = par_trainer_find(argv[1]);
-    const int T = atoi(argv[2]);
-    if (rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;   // rank 0 reports
+    int rank, size, T;
+    const par_trainer_ops *ops = mpi_test_start(&argc, &argv, &rank, &size, &T);
+    if (!ops) return 2;
 
     par_dataset ds;
     fixture_dataset(&ds, 1000);

@@ -3,9 +3,9 @@
 //   test_mpi_optim TRAINER THREADS    (e.g. mpirun -n 3 test_mpi_optim root 1)
 // exact mode: every step's loss and weights bitwise equal to the reference
 // on every rank. SGD is covered by test_mpi.
-#include <mpi.h>
 #include <stdlib.h>
 
+#include "mpi_fixture.h"
 #include "par_fixtures.h"
 
 extern const par_trainer_ops par_trainer_reference;
@@ -14,23 +14,14 @@ static const char *const KIND[] = {"sgd", "momentum", "nesterov", "adam"};
 
 int main(int argc, char **argv)
 {
-    int provided, rank, size;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc != 3 || !par_trainer_find(argv[1])) {
-        if (rank == 0) fprintf(stderr, "usage: mpirun -n R test_mpi_optim mpi|hybrid|root THREADS\n");
-        MPI_Finalize();
-        return 2;
-    }
-    const par_trainer_ops *ops = par_trainer_find(argv[1]);
-    const int T = atoi(argv[2]);
-    if (rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;   // rank 0 reports
+    int rank, size, T;
+    const par_trainer_ops *ops = mpi_test_start(&argc, &argv, &rank, &size, &T);
+    if (!ops) return 2;
 
     par_dataset ds;
     fixture_dataset(&ds, 500);
     par_model m;
-    if (par_model_parse(&m, "mlp:784-33-10", PAR_ACT_RELU) != PAR_OK) return 1;
+    PAR_REQUIRE(par_model_parse(&m, "mlp:784-33-10", PAR_ACT_RELU));
     char name[200];
     float *init = malloc(m.n_params * sizeof(float));
     par_model_init(&m, PAR_F32, 5, init);
@@ -47,15 +38,19 @@ int main(int argc, char **argv)
         const par_run_cfg cfg = {&m, PAR_F32, PAR_MODE_EXACT, cases[k].B, cases[k].C,
                                  cases[k].kind == 3 ? 2e-3 : 0.05, T, init, NULL, &o};
         trajectory ref, t;
-        // The reference runs on rank 0 only (it is the slow one) and is sent to the others.
+        // The reference runs on rank 0 only (it is the slow one) and is sent to
+        // the others, with its status: a failed reference fails every rank.
+        int st_ref = PAR_OK;
         if (rank == 0) {
-            run_trajectory(&ref, &par_trainer_reference, &cfg, &d, cases[k].steps);
+            st_ref = run_trajectory(&ref, &par_trainer_reference, &cfg, &d, cases[k].steps);
+            if (st_ref != PAR_OK) printf("  reference: %s\n", par_last_error());
         } else {
             ref.steps = cases[k].steps;
             ref.n_params = m.n_params;
             ref.loss = calloc((size_t)ref.steps, sizeof(double));
             ref.w = malloc((size_t)ref.steps * m.n_params * sizeof(float));
         }
+        MPI_Bcast(&st_ref, 1, MPI_INT, 0, MPI_COMM_WORLD);
         MPI_Bcast(ref.loss, ref.steps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
         MPI_Bcast(ref.w, (int)((size_t)ref.steps * m.n_params), MPI_FLOAT, 0, MPI_COMM_WORLD);
         par_status st = run_trajectory(&t, ops, &cfg, &d, cases[k].steps);
@@ -63,7 +58,8 @@ int main(int argc, char **argv)
                  ops->name, size, T, KIND[cases[k].kind], cases[k].B,
                  cases[k].B == 300 ? " (full)" : "", cases[k].C, cases[k].steps);
         // Every rank checks its own copy; a failure anywhere fails rank 0's line.
-        int ok = st == PAR_OK && trajectory_equal(&t, &ref, &m, PAR_F32, "  (this rank)"), all;
+        int ok = st_ref == PAR_OK && par_ran(st, "  (this rank)") &&
+                 trajectory_equal(&t, &ref, &m, PAR_F32, "  (this rank)"), all;
         MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         par_check(all, name);
         trajectory_free(&t);

@@ -276,26 +276,27 @@ static void trajectories(const par_dataset *ds, const par_model *m)
             par_run_cfg cfg = {m, dt, PAR_MODE_EXACT, B, C, lr, 1, init, NULL, &o};
             trajectory ref, t;
             enum { STEPS = 12 };
-            run_trajectory(&ref, &par_trainer_reference, &cfg, ds, STEPS);
+            PAR_REQUIRE(run_trajectory(&ref, &par_trainer_reference, &cfg, ds, STEPS));
             snprintf(name, sizeof name, "%s: serial == reference, %s, B=%zu C=%zu, %d steps",
                      KIND[kind], par_dtype_name(dt), B, C, STEPS);
-            run_trajectory(&t, &par_trainer_serial, &cfg, ds, STEPS);
-            trajectory_equal(&t, &ref, m, dt, name);
+            if (par_ran(run_trajectory(&t, &par_trainer_serial, &cfg, ds, STEPS), name))
+                trajectory_equal(&t, &ref, m, dt, name);
             trajectory_free(&t);
             for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++) {
                 cfg.threads = threads[k];
                 snprintf(name, sizeof name, "%s: omp T=%d == reference, %s, B=%zu C=%zu",
                          KIND[kind], threads[k], par_dtype_name(dt), B, C);
-                run_trajectory(&t, &par_trainer_omp, &cfg, ds, STEPS);
-                trajectory_equal(&t, &ref, m, dt, name);
+                if (par_ran(run_trajectory(&t, &par_trainer_omp, &cfg, ds, STEPS), name))
+                    trajectory_equal(&t, &ref, m, dt, name);
                 trajectory_free(&t);
             }
             if (kind == 0 && var == 0) {
                 // An explicit sgd is the plain SGD of cfg.optim == NULL.
                 cfg.optim = NULL;
                 cfg.threads = 2;
-                run_trajectory(&t, &par_trainer_omp, &cfg, ds, STEPS);
-                trajectory_equal(&t, &ref, m, dt, "sgd: --optim sgd == no optimizer given");
+                const char *same = "sgd: --optim sgd == no optimizer given";
+                if (par_ran(run_trajectory(&t, &par_trainer_omp, &cfg, ds, STEPS), same))
+                    trajectory_equal(&t, &ref, m, dt, same);
                 trajectory_free(&t);
             }
             if (var == 0) last_ref[kind] = ref;
@@ -354,6 +355,9 @@ static void resume(const par_dataset *ds, const par_model *m)
                            .ds = ds, .seed = 11, .epochs = 2};
         long done = 0;
         par_status st = par_run(&ro, NULL, full, &done, NULL);   // 2 epochs of 8 steps (500 records)
+        if (!par_check(st == PAR_OK && done == 16, KIND[kind]))   // else nothing below is checked
+            printf("  the uninterrupted run: status %d, %ld steps: %s\n", (int)st, done,
+                   par_last_error());
         const long points[] = {3, 8, 9};
         const par_trainer_ops *with[] = {&par_trainer_serial, &par_trainer_omp,
                                          &par_trainer_reference};

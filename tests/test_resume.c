@@ -37,7 +37,7 @@ int main(void)
     par_dataset ds;
     fixture_dataset(&ds, 1000);   // 1000 records, batch 64: 15 full batches + 40
     par_model m;
-    par_model_parse(&m, "mlp:784-24-10", PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&m, "mlp:784-24-10", PAR_ACT_RELU));
     const size_t N = m.n_params, bytes = N * sizeof(float);
     float *w0 = malloc(bytes), *full = malloc(bytes), *part = malloc(bytes), *res = malloc(bytes);
     par_model_init(&m, PAR_F32, 3, w0);

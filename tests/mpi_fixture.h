@@ -1,0 +1,35 @@
+// The start of every MPI test program (test_mpi*.c), run as
+//   mpirun -n R EXE TRAINER THREADS:
+// MPI_Init_thread (FUNNELED), rank and size, the trainer and the thread
+// count from the arguments, and rank 0 alone writing to stdout.
+#ifndef MPI_FIXTURE_H
+#define MPI_FIXTURE_H
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "par_trainer.h"
+
+// The trainer named by argv[1], or NULL after a usage line (rank 0) and
+// MPI_Finalize: the caller then returns 2.
+static inline const par_trainer_ops *mpi_test_start(int *argc, char ***argv, int *rank,
+                                                    int *size, int *threads)
+{
+    int provided;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    const par_trainer_ops *ops = *argc == 3 ? par_trainer_find((*argv)[1]) : NULL;
+    if (!ops) {
+        if (*rank == 0)
+            fprintf(stderr, "usage: mpirun -n R %s mpi|hybrid|root THREADS\n", (*argv)[0]);
+        MPI_Finalize();
+        return NULL;
+    }
+    *threads = atoi((*argv)[2]);
+    if (*rank != 0 && !freopen("/dev/null", "w", stdout)) abort();   // rank 0 reports
+    return ops;
+}
+
+#endif
