@@ -1,7 +1,8 @@
 // Tests of `parity bisect`'s library (verify/bis_bisect.h), single process:
 // faults injected at a known step (ulp, swap, half, skip) are found there,
-// with the tensor and element an independent run of the trainers names;
-// identical configs agree; --tol; the MPFR verdict; step logs.
+// with the tensor and element an independent run of the trainers names, in
+// an MLP and in a CNN's conv layers; identical configs agree; --tol; the MPFR
+// verdict; step logs.
 // Run: ctest -R test_bisect (MPI configs: tests/test_bisect.sh mpi).
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -64,7 +65,7 @@ static void run_k(const char *trainer, par_run_cfg cfg, int k, float *g, int l, 
         if (ops->step(state, &b, &loss) != PAR_OK) abort();
     }
     const void *gp;
-    ops->grad(state, &gp);
+    if (ops->grad(state, &gp) != PAR_OK) abort();
     memcpy(g, gp, M.n_params * sizeof *g);
     if (out) memcpy(out, ((par_engine *)state)->a[l + 1], BATCH * M.layers[l].n_out * sizeof *out);
     ops->destroy(state);
@@ -270,6 +271,22 @@ static void test_other_causes(void)
     par_check(st == PAR_ERR_CONFIG, "different --batch: PAR_ERR_CONFIG");
 }
 
+// CNN: a skipped sample in conv layer 0's weight gradient is found there at
+// its step; the chunks agree and b's gradient is not their fold; MPFR's
+// exact sum (from the inputs both share) is a's.
+static void test_cnn_skip(void)
+{
+    vf_bisect_result r;
+    const par_fault f = fault("skip:2:0:5");
+    const par_status st = bisect(&r, "serial", plain(1), "omp",
+                                 cfg_of(PAR_F32, PAR_MODE_EXACT, 2, 8, 0.01, &f), 0);
+    if (!par_check(st == PAR_OK && r.step == 2 && strcmp(r.tensor, "layer0.weight.grad") == 0 &&
+                       r.layer == 0 && clean_before_first(&r) && r.fold_in_order[0] == 1 &&
+                       r.fold_in_order[1] == 0 && r.has_exact && r.closer == VF_CLOSER_A,
+                   "CNN: skip:2:0:5 found at step 2 in layer0.weight.grad, closer a"))
+        show(&r);
+}
+
 static void test_ulps(void)
 {
     par_check(vf_bisect_ulps(1.0, (double)nextafterf(1.0f, 2.0f), PAR_F32) == 1 &&
@@ -284,14 +301,14 @@ static void test_ulps(void)
 static void write_log(const char *path, int n, int bad, int digest)
 {
     par_log *lg;
-    if (par_log_open(&lg, path) != PAR_OK) abort();
+    PAR_REQUIRE(par_log_open(&lg, path));
     for (int k = 1; k <= n; k++) {
         char sha[65];
         const int w = k + (k >= bad && bad > 0 ? 1000 : 0);
         par_sha256_hex(sha, &w, sizeof w);
-        par_log_step(lg, 0, k, 1.0 / k, digest ? sha : NULL);
+        PAR_REQUIRE(par_log_step(lg, 0, k, 1.0 / k, digest ? sha : NULL));
     }
-    par_log_close(lg);
+    PAR_REQUIRE(par_log_close(lg));
 }
 
 static void test_logs(void)
@@ -360,6 +377,10 @@ int main(void)
     test_ulp("CNN: ulp in conv layer 2", offset_of("layer2.weight") + 2 * 36 + 13, 2, 0);
     test_ulp("CNN: ulp in conv layer 0", offset_of("layer0.weight") + 7, 3, 0);
     test_swap(3, 0);
+    test_swap(2, 2);
+    test_half("serial", 2, 0);
+    test_half("reference", 3, 2);
+    test_cnn_skip();
     free(INIT32);
     free(INIT64);
     par_dataset_free(&DS);

@@ -1,8 +1,9 @@
 // The MPFR checker (verify/mpc_check.h) and `parity check`: the checker on
 // sums with known exact answers; reference, serial, omp (exact and fast,
-// f32 and f64, relu/tanh/sigmoid) pass on small nets and the default MLP;
-// test-only faults make it fail and name the right tensor; --step picks the
-// batch `parity train` uses; CLI exit codes. Run: ctest -R test_check (~10 s).
+// f32 and f64, relu/tanh/sigmoid) pass on small nets, a conv + max-pool CNN
+// and the default MLP; test-only faults make it fail and name the right
+// tensor; --step picks the batch `parity train` uses; CLI exit codes.
+// Run: ctest -R test_check (~10 s).
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -63,14 +64,14 @@ static void known_answers(void)
     double fl = 0;
     for (int k = 0; k < 3; k++)
         fl = fl + big[k];
-    mpc_check_reduction(&e, PAR_F64, big, NULL, 3, 0, 3, fl, 256);
+    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F64, big, NULL, 3, 0, 3, fl, 256));
     par_check(fl == 0, "1e20 + 1 - 1e20: the f64 left fold is 0");
     par_check(e.exact == 1.0 && e.err == 1.0, "1e20 + 1 - 1e20: MPFR sum is exactly 1, error 1");
     par_check(e.S >= 2e20 && e.S < 2e20 * (1 + 1e-13) && e.err <= e.bound && e.bound < 1e6,
               "1e20 + 1 - 1e20: the gamma_3 bound contains the difference");
     printf("  bound %.6g = gamma_3 * S (S = %.6g)\n", e.bound, e.S);
     const double ones[] = {1, 1, 1};
-    mpc_check_reduction(&e, PAR_F64, big, ones, 3, 0, 3, fl, 256);
+    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F64, big, ones, 3, 0, 3, fl, 256));
     par_check(e.exact == 1.0 && e.err == 1.0 && e.err <= e.bound,
               "1e20*1 + 1*1 - 1e20*1 as a dot product: the same");
 
@@ -84,25 +85,25 @@ static void known_answers(void)
         exact += (long)a[k] * (long)b[k];
         chain = fmaf((float)a[k], (float)b[k], chain);
     }
-    mpc_check_reduction(&e, PAR_F32, a, b, 32, 3, 33, chain, 256);
+    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F32, a, b, 32, 3, 33, chain, 256));
     par_check(e.exact == (double)(exact + 3) && e.err == 0 && e.ulp == 0,
               "small-integer dot product (f32 fma chain): exact, 0 ulp");
 
     // The bound is not vacuous: 3*7 + 5*11 = 76 in f32; one ulp off is inside
     // gamma_2 * 76 (1.2e-7 * 76 = 9.1e-6 > ulp(76) = 7.6e-6), two are not.
     const double p[] = {3, 5}, q[] = {7, 11};
-    mpc_check_reduction(&e, PAR_F32, p, q, 2, 0, 2, nextafterf(76.0f, 100.0f), 256);
+    const float up1 = nextafterf(76.0f, 100.0f), up2 = nextafterf(up1, 100.0f);
+    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F32, p, q, 2, 0, 2, up1, 256));
     par_check(e.ulp == 1 && e.err <= e.bound, "76 + 1 ulp: inside gamma_2 S");
-    mpc_check_reduction(&e, PAR_F32, p, q, 2, 0, 2, nextafterf(nextafterf(76.0f, 100.0f), 100.0f),
-                        256);
+    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F32, p, q, 2, 0, 2, up2, 256));
     par_check(e.ulp == 2 && e.err > e.bound, "76 + 2 ulp: beyond gamma_2 S, caught");
 
     // Every term 0: exactly 0 in any order, so the bound is 0 and one
     // subnormal ulp is a violation (the GRAD_ULP control below relies on it).
     const double z[] = {0, 0, 0}, w[] = {0.5, -2, 3};
-    mpc_check_reduction(&e, PAR_F32, z, w, 3, 0, 3, 0x1p-149, 256);
+    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F32, z, w, 3, 0, 3, 0x1p-149, 256));
     par_check(e.bound == 0 && e.err > e.bound, "all-zero terms (f32): bound 0, 2^-149 is caught");
-    mpc_check_reduction(&e, PAR_F64, z, w, 3, 0, 3, 0x1p-1074, 256);
+    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F64, z, w, 3, 0, 3, 0x1p-1074, 256));
     par_check(e.bound == 0 && e.err > e.bound, "all-zero terms (f64): bound 0, 2^-1074 is caught");
 
     par_check(mpc_ulp_of(1.0, PAR_F32) == 0x1p-23 && mpc_ulp_of(-1.5, PAR_F64) == 0x1p-52 &&
@@ -125,7 +126,7 @@ typedef struct batch_buf {
 static void gather(batch_buf *bb, const par_dataset *ds, par_dtype dt, size_t B, size_t first)
 {
     size_t *order;
-    par_epoch_order(&order, ds->n_train, 7, 0);
+    PAR_REQUIRE(par_epoch_order(&order, ds->n_train, 7, 0));
     free(bb->x);
     bb->x = malloc(B * 784 * par_dtype_size(dt));
     bb->B = B;
@@ -168,7 +169,7 @@ static void pass_matrix(const par_dataset *ds)
     batch_buf bb = {0};
     for (size_t n = 0; n < 3; n++) {
         par_model m;
-        par_model_parse(&m, nets[n].spec, nets[n].act);
+        PAR_REQUIRE(par_model_parse(&m, nets[n].spec, nets[n].act));
         for (int d = 0; d < 2; d++) {
             const par_dtype dt = d ? PAR_F64 : PAR_F32;
             void *w0 = malloc(m.n_params * par_dtype_size(dt));
@@ -210,7 +211,7 @@ static void pass_matrix(const par_dataset *ds)
 static void faults(const par_dataset *ds)
 {
     par_model m;
-    par_model_parse(&m, "mlp:784-24-16-10", PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&m, "mlp:784-24-16-10", PAR_ACT_RELU));
     batch_buf bb = {0};
     char name[200];
     for (int d = 0; d < 2; d++) {
@@ -228,9 +229,11 @@ static void faults(const par_dataset *ds)
         // values, consistently, so their LOCAL checks pass.
         par_fault f = {PAR_FAULT_HALF_FWD, 1, 1, 0};
         par_fault_set(&f);
-        check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
+        par_status st =
+            check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
         snprintf(name, sizeof name, "HALF_FWD layer 1 (%s): LOCAL layer1.out fails, only it", dn);
-        if (!par_check(verdict_is(&r, MPC_LOCAL, "layer1.out", MPC_FAIL) && local_fails(&r) == 1,
+        if (!par_check(st == PAR_OK && verdict_is(&r, MPC_LOCAL, "layer1.out", MPC_FAIL) &&
+                           local_fails(&r) == 1,
                        name))
             print_fails(&r);
         mpc_report_free(&r);
@@ -240,11 +243,11 @@ static void faults(const par_dataset *ds)
         // gamma_24 S (24 u = 1.4e-6 of the sum of |terms|) the bound breaks.
         f = (par_fault){PAR_FAULT_SKIP_SAMPLE, 1, 0, 3};
         par_fault_set(&f);
-        check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
+        st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
         snprintf(name, sizeof name,
                  "SKIP_SAMPLE layer 0 (%s): LOCAL layer0.weight.grad and bias.grad fail, only they",
                  dn);
-        if (!par_check(verdict_is(&r, MPC_LOCAL, "layer0.weight.grad", MPC_FAIL) &&
+        if (!par_check(st == PAR_OK && verdict_is(&r, MPC_LOCAL, "layer0.weight.grad", MPC_FAIL) &&
                            verdict_is(&r, MPC_LOCAL, "layer0.bias.grad", MPC_FAIL) &&
                            local_fails(&r) == 2,
                        name))
@@ -262,12 +265,13 @@ static void faults(const par_dataset *ds)
             memset((char *)bb.x + s * 784 * sz, 0, sz);
         f = (par_fault){PAR_FAULT_GRAD_ULP, 1, 0, idx};
         par_fault_set(&f);
-        check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
+        st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
         const mpc_tensor *t = row(&r, MPC_LOCAL, "layer0.weight.grad");
         snprintf(name, sizeof name,
                  "GRAD_ULP on an all-zero-terms element (%s): LOCAL layer0.weight.grad[5,0] fails",
                  dn);
-        if (!par_check(t && t->verdict == MPC_FAIL && t->worst == 5 * 784 && t->worst_bound == 0 &&
+        if (!par_check(st == PAR_OK && t && t->verdict == MPC_FAIL && t->worst == 5 * 784 &&
+                           t->worst_bound == 0 &&
                            t->n_over == 1 && local_fails(&r) == 1,
                        name))
             print_fails(&r);
@@ -291,7 +295,7 @@ static void faults(const par_dataset *ds)
         }
         f = (par_fault){PAR_FAULT_GRAD_ULP, 1, 0, big};
         par_fault_set(&f);
-        check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
+        st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
         snprintf(name, sizeof name,
                  "GRAD_ULP on the largest gradient (%s): LOCAL passes, CONTRACT names the element",
                  dn);
@@ -301,7 +305,7 @@ static void faults(const par_dataset *ds)
             if (c->view == MPC_CONTRACT && c->verdict == MPC_FAIL && strstr(c->name, ".grad"))
                 named = c->n_over == 1 && c->worst_ulp == 1;
         }
-        if (!par_check(local_fails(&r) == 0 && named, name)) print_fails(&r);
+        if (!par_check(st == PAR_OK && local_fails(&r) == 0 && named, name)) print_fails(&r);
         mpc_report_free(&r);
 
         // CHUNK_SWAP folds ((g1 + g2) + g0) + ... instead of ((g0 + g1) + g2).
@@ -310,9 +314,10 @@ static void faults(const par_dataset *ds)
         gather(&bb, ds, dt, 24, 100);
         f = (par_fault){PAR_FAULT_CHUNK_SWAP, 1, 0, 0};
         par_fault_set(&f);
-        check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
+        st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
         snprintf(name, sizeof name, "CHUNK_SWAP layer 0 (%s): LOCAL passes (order-free bound)", dn);
-        if (!par_check(local_fails(&r) == 0, name)) print_fails(&r);
+        // (An error leaves an empty report: no LOCAL failure, and no pass either.)
+        if (!par_check(st == PAR_OK && local_fails(&r) == 0, name)) print_fails(&r);
         int swap_named = 0;
         for (size_t k = 0; k < r.n; k++) {
             const mpc_tensor *c = &r.t[k];
@@ -321,7 +326,7 @@ static void faults(const par_dataset *ds)
                 swap_named = 1;
         }
         snprintf(name, sizeof name, "CHUNK_SWAP layer 0 (%s): CONTRACT names layer0.weight", dn);
-        if (!par_check(swap_named, name)) print_fails(&r);
+        if (!par_check(st == PAR_OK && swap_named, name)) print_fails(&r);
         mpc_report_free(&r);
 
         f.kind = PAR_FAULT_NONE;
@@ -332,14 +337,72 @@ static void faults(const par_dataset *ds)
 }
 
 // ---- CNNs: conv2d and max-pool --------------------------------------------------
+
+// The first LOCAL row that fails, in computation order; NULL if none.
+static const mpc_tensor *first_local_fail(const mpc_report *r)
+{
+    for (size_t k = 0; k < r->n; k++)
+        if (r->t[k].view == MPC_LOCAL && r->t[k].verdict == MPC_FAIL) return &r->t[k];
+    return NULL;
+}
+
+// Every failing CONTRACT row is one of layer l's: 1 if so and one does fail.
+static int contract_fails_only_in(const mpc_report *r, int l)
+{
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "layer%d.", l);
+    int any = 0;
+    for (size_t k = 0; k < r->n; k++) {
+        const mpc_tensor *t = &r->t[k];
+        if (t->view != MPC_CONTRACT || t->verdict != MPC_FAIL) continue;
+        if (strncmp(t->name, prefix, strlen(prefix)) != 0) return 0;
+        any = 1;
+    }
+    return any;
+}
+
+// Moves the gradient max-pool layer `pool` routed into one window of d (the
+// pooled layer's dz, B samples) to another input of that window: swaps the
+// window's one nonzero element with its neighbour. Returns the two flat
+// indices into d, or 0 when no window has a nonzero gradient.
+static int misroute(void *d, par_dtype dt, const par_layer *pool, size_t B, size_t moved[2])
+{
+    const size_t sz = par_dtype_size(dt), K = pool->K;
+    for (size_t s = 0; s < B; s++)
+        for (size_t c = 0; c < pool->c_in; c++)
+            for (size_t oh = 0; oh < pool->h_out; oh++)
+                for (size_t ow = 0; ow < pool->w_out; ow++) {
+                    const size_t base =
+                        s * pool->n_in + (c * pool->h_in + oh * K) * pool->w_in + ow * K;
+                    for (size_t k = 0; k < K * K; k++) {
+                        const size_t i = base + k / K * pool->w_in + k % K;
+                        const size_t j = k == 0 ? base + 1 : base; // another input of the window
+                        const double v = dt == PAR_F32 ? ((float *)d)[i] : ((double *)d)[i];
+                        if (v == 0) continue;
+                        char tmp[8];
+                        memcpy(tmp, (char *)d + i * sz, sz);
+                        memcpy((char *)d + i * sz, (char *)d + j * sz, sz);
+                        memcpy((char *)d + j * sz, tmp, sz);
+                        moved[0] = i < j ? i : j;
+                        moved[1] = i < j ? j : i;
+                        return 1;
+                    }
+                }
+    return 0;
+}
+
 // A conv + max-pool CNN passes for serial and omp T=2 in f32 and f64 (LOCAL
-// bounds and the CONTRACT view); the same faults in its conv layer fail and
-// name the conv tensor: a skipped sample the LOCAL weight gradient, one ulp
-// and a reordered chunk fold the CONTRACT view (their LOCAL bound holds).
+// bounds and the CONTRACT view). The same faults in its conv layers fail and
+// name the conv tensor: a skipped sample breaks the LOCAL weight and bias
+// gradient bounds of that layer, and only them; one ulp and a reordered chunk
+// fold are what some order of the terms could give (LOCAL passes, as for
+// MLPs), and the bitwise CONTRACT view names the element (one ulp) or the
+// layer (fold). Max-pool is checked exactly: a gradient routed to another
+// input of its window fails LOCAL layer0.dz with bound 0, first of all rows.
 static void cnn_checks(const par_dataset *ds)
 {
     par_model m;
-    par_model_parse(&m, "cnn:1x28x28-c3k3p1-r-m2-c4k3-th-m2-f-fc10", PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&m, "cnn:1x28x28-c3k3p1-r-m2-c4k3-th-m2-f-fc10", PAR_ACT_RELU));
     batch_buf bb = {0};
     char name[200];
     for (int d = 0; d < 2; d++) {
@@ -347,43 +410,114 @@ static void cnn_checks(const par_dataset *ds)
         const char *dn = par_dtype_name(dt);
         void *w0 = malloc(m.n_params * par_dtype_size(dt));
         par_model_init(&m, dt, 42, w0);
-        gather(&bb, ds, dt, 21, 200);   // chunks of 8: 8, 8, 5
+        gather(&bb, ds, dt, 21, 200); // chunks of 8: 8, 8, 5
         mpc_report r;
         for (int T = 1; T <= 2; T++) {
-            const par_status st = check_step(&r, &m, dt, T == 1 ? &par_trainer_serial
-                                                                : &par_trainer_omp,
-                                             PAR_MODE_EXACT, T, &bb, 8, w0, 256);
-            snprintf(name, sizeof name, "%s %s T=%d: every tensor passes (conv, max-pool)",
-                     m.spec, dn, T);
+            const par_status st =
+                check_step(&r, &m, dt, T == 1 ? &par_trainer_serial : &par_trainer_omp,
+                           PAR_MODE_EXACT, T, &bb, 8, w0, 256);
+            snprintf(name, sizeof name, "%s %s T=%d: every tensor passes (conv, max-pool)", m.spec,
+                     dn, T);
             if (!par_check(st == PAR_OK && r.n > 0 && r.n_fail == 0 &&
                                row(&r, MPC_LOCAL, "layer0.weight.grad") &&
                                row(&r, MPC_LOCAL, "layer1.out") &&
+                               row(&r, MPC_CONTRACT, "layer2.weight.grad") &&
                                !row(&r, MPC_LOCAL, "layer1.weight.grad"),
                            name))
                 print_fails(&r);
             mpc_report_free(&r);
         }
-        const struct { const char *what; par_fault f; mpc_view view; const char *tensor; } controls[] = {
-            {"skipped sample", {PAR_FAULT_SKIP_SAMPLE, 1, 0, 3}, MPC_LOCAL, "layer0.weight.grad"},
-            {"one ulp", {PAR_FAULT_GRAD_ULP, 1, 0, 5}, MPC_CONTRACT, "layer0.weight.grad"},
-            {"reordered chunk fold", {PAR_FAULT_CHUNK_SWAP, 1, 2, 0}, MPC_CONTRACT,
-             "layer2.weight.grad"},
-        };
-        for (size_t k = 0; k < sizeof controls / sizeof controls[0]; k++) {
-            par_fault_set(&controls[k].f);
-            const par_status st =
-                check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
-            snprintf(name, sizeof name, "CNN, %s in a conv layer (%s): %s %s fails",
-                     controls[k].what, dn, controls[k].view == MPC_LOCAL ? "LOCAL" : "CONTRACT",
-                     controls[k].tensor);
-            if (!par_check(st == PAR_OK && verdict_is(&r, controls[k].view, controls[k].tensor,
-                                                      MPC_FAIL),
+
+        par_fault f = {PAR_FAULT_SKIP_SAMPLE, 1, 0, 3};
+        par_fault_set(&f);
+        par_status st =
+            check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
+        snprintf(name, sizeof name,
+                 "CNN, skipped sample in conv layer 0 (%s): LOCAL layer0.weight.grad and "
+                 "bias.grad fail, only they",
+                 dn);
+        if (!par_check(st == PAR_OK && verdict_is(&r, MPC_LOCAL, "layer0.weight.grad", MPC_FAIL) &&
+                           verdict_is(&r, MPC_LOCAL, "layer0.bias.grad", MPC_FAIL) &&
+                           local_fails(&r) == 2,
+                       name))
+            print_fails(&r);
+        mpc_report_free(&r);
+
+        f = (par_fault){PAR_FAULT_GRAD_ULP, 1, 0, m.views[m.layers[0].w_view].offset + 5};
+        par_fault_set(&f);
+        st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
+        const mpc_tensor *t = row(&r, MPC_CONTRACT, "layer0.weight.grad");
+        snprintf(name, sizeof name,
+                 "CNN, one ulp in conv layer 0 (%s): LOCAL passes, CONTRACT names "
+                 "layer0.weight.grad[0,5]",
+                 dn);
+        if (!par_check(st == PAR_OK && local_fails(&r) == 0 && t && t->verdict == MPC_FAIL &&
+                           t->n_over == 1 && t->worst == 5 && t->worst_ulp == 1,
+                       name))
+            print_fails(&r);
+        mpc_report_free(&r);
+
+        // The same fault where it provably breaks the bound (as for MLPs): with
+        // every input pixel 0, each conv layer 0 weight gradient has only zero
+        // terms, so its exact value 0 is computed exactly in any order.
+        batch_buf zero = {0};
+        gather(&zero, ds, dt, 21, 200);
+        memset(zero.x, 0, zero.B * 784 * par_dtype_size(dt));
+        st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &zero, 8, w0, 256);
+        t = row(&r, MPC_LOCAL, "layer0.weight.grad");
+        snprintf(name, sizeof name,
+                 "CNN, one ulp on an all-zero-terms conv gradient (%s): LOCAL "
+                 "layer0.weight.grad[0,5] fails, bound 0",
+                 dn);
+        if (!par_check(st == PAR_OK && t && t->verdict == MPC_FAIL && t->n_over == 1 &&
+                           t->worst == 5 && t->worst_bound == 0 && local_fails(&r) == 1,
+                       name))
+            print_fails(&r);
+        mpc_report_free(&r);
+        free(zero.x);
+
+        for (int l = 0; l <= 2; l += 2) {
+            f = (par_fault){PAR_FAULT_CHUNK_SWAP, 1, l, 0};
+            par_fault_set(&f);
+            st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
+            char tensor[40];
+            snprintf(tensor, sizeof tensor, "layer%d.weight.grad", l);
+            snprintf(name, sizeof name,
+                     "CNN, reordered chunk fold in conv layer %d (%s): LOCAL passes, CONTRACT "
+                     "fails in %s and layer %d only",
+                     l, dn, tensor, l);
+            if (!par_check(st == PAR_OK && local_fails(&r) == 0 &&
+                               verdict_is(&r, MPC_CONTRACT, tensor, MPC_FAIL) &&
+                               contract_fails_only_in(&r, l),
                            name))
                 print_fails(&r);
             mpc_report_free(&r);
         }
-        const par_fault none = {PAR_FAULT_NONE, 0, 0, 0};
-        par_fault_set(&none);
+        f = (par_fault){PAR_FAULT_NONE, 0, 0, 0};
+        par_fault_set(&f);
+
+        // max-pool (layer 1) routing, on a clean step's captured dz of layer 0
+        mpc_step run;
+        const par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, bb.B, 8, 0.05, 1, w0, NULL, NULL};
+        const par_batch batch = {bb.x, bb.labels, bb.B};
+        size_t moved[2] = {0, 0};
+        memset(&r, 0, sizeof r);
+        const par_status cap = mpc_capture(&run, &par_trainer_serial, &cfg, &batch);
+        const int found = cap == PAR_OK && misroute(run.d[0], dt, &m.layers[1], bb.B, moved);
+        const mpc_opts o = {256, 0, 0};
+        st = found ? mpc_check_step(&r, &run, &o) : cap;
+        t = first_local_fail(&r);
+        snprintf(name, sizeof name,
+                 "CNN, max-pool gradient moved within its window (%s): LOCAL layer0.dz fails "
+                 "first, at both elements, bound 0",
+                 dn);
+        if (!par_check(found && st == PAR_OK && t && strcmp(t->name, "layer0.dz") == 0 &&
+                           t->n_over == 2 && (t->worst == moved[0] || t->worst == moved[1]) &&
+                           t->worst_bound == 0,
+                       name))
+            print_fails(&r);
+        mpc_report_free(&r);
+        if (cap == PAR_OK) mpc_step_free(&run);
         free(w0);
     }
     free(bb.x);
@@ -394,7 +528,7 @@ static void cnn_checks(const par_dataset *ds)
 static void step_records(const par_dataset *ds)
 {
     par_model m;
-    par_model_parse(&m, "mlp:784-16-10", PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&m, "mlp:784-16-10", PAR_ACT_RELU));
     const size_t sz = 4, N = m.n_params, batch = 64;
     const long per_epoch = (long)((ds->n_train + batch - 1) / batch);
     void *w0 = malloc(N * sz), *w_prev = malloc(N * sz), *w_next = malloc(N * sz);
@@ -446,7 +580,7 @@ static void step_records(const par_dataset *ds)
 static void default_mlp(const par_dataset *ds)
 {
     par_model m;
-    par_model_parse(&m, "mlp:784-256-128-10", PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&m, "mlp:784-256-128-10", PAR_ACT_RELU));
     void *w0 = malloc(m.n_params * 4);
     par_model_init(&m, PAR_F32, 42, w0);
     batch_buf bb = {0};
@@ -551,13 +685,30 @@ static void cli_tests(void)
     par_check(cli(args, out) == 1 && file_has(out, "FAIL LOCAL layer0.out"),
               "CLI: a faulty run (HALF_FWD layer 0): exit 1, names layer0.out");
 
+    // A CNN (conv + max-pool) through the CLI, f32 omp and f64 serial; a
+    // skipped sample in its conv layer exits 1 and names the conv gradient.
+    const char *cnn = "--model cnn:1x28x28-c3k3p1-r-m2-f-fc10 --batch 32";
+    snprintf(args, sizeof args, "--dataset %s %s --step 2 --trainer omp --threads 2 --json", dir,
+             cnn);
+    par_check(cli(args, out) == 0 && file_has(out, "\"verdict\": \"PASS\"") &&
+                  file_has(out, "layer0.weight.grad") && file_has(out, "\"view\": \"CONTRACT\""),
+              "CLI: a CNN, check --step 2 --trainer omp --json: exit 0, JSON verdict PASS");
+    snprintf(args, sizeof args, "--dataset %s %s --dtype f64 --trainer serial", dir, cnn);
+    par_check(cli(args, out) == 0 && file_has(out, "verdict: PASS") &&
+                  file_has(out, "LOCAL     layer1.out"),
+              "CLI: a CNN, check --dtype f64: exit 0, a table with the max-pool row");
+    snprintf(args, sizeof args, "--dataset %s %s --trainer serial --fault skip:1:0:3", dir, cnn);
+    par_check(cli(args, out) == 1 && file_has(out, "FAIL LOCAL layer0.weight.grad"),
+              "CLI: a CNN with a skipped sample in its conv layer: exit 1, names "
+              "layer0.weight.grad");
+
     par_model m;
-    par_model_parse(&m, "mlp:784-16-10", PAR_ACT_RELU);
+    PAR_REQUIRE(par_model_parse(&m, "mlp:784-16-10", PAR_ACT_RELU));
     float *w = malloc(m.n_params * sizeof *w);
     par_model_init(&m, PAR_F32, 5, w);
     for (size_t i = 0; i < m.n_params; i++)
         w[i] *= 3; // not the --seed weights
-    par_weights_save(npz, &m, PAR_F32, w);
+    PAR_REQUIRE(par_weights_save(npz, &m, PAR_F32, w));
     free(w);
     snprintf(args, sizeof args, "--dataset %s %s --weights %s --step 4 --trainer serial --json",
              dir, net, npz);

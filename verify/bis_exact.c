@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <mpfr.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "mpc_terms.h"
@@ -130,17 +131,14 @@ static void input_grad(mpfr_ptr x, mpfr_ptr t, const bis_step_view *v, int up_l,
     const par_dtype dt = v->dt;
     mpfr_set_zero(x, 1);
     if (up->kind == PAR_LAYER_MAXPOOL) {
-        const size_t K = up->K, ch = i / (up->h_in * up->w_in);
-        const size_t oh = i / up->w_in % up->h_in / K, ow = i % up->w_in / K;
-        if (oh >= up->h_out || ow >= up->w_out) return;
-        const size_t win = (ch * up->h_out + oh) * up->w_out + ow;
+        const size_t win = mpc_pool_window(up, i);
+        if (win == SIZE_MAX) return;
         if (mpc_pool_arg(up, win, (const char *)v->a[up_l] + s * up->n_in * par_dtype_size(dt),
                          dt) == i)
             mpfr_set_d(x, at(dt, v->d[up_l], s * up->n_out + win), MPFR_RNDN);
         return;
     }
-    size_t n_round;
-    const size_t n = mpc_input_grad_terms(up, i, ia, ib, &n_round);
+    const size_t n = mpc_input_grad_terms(up, i, ia, ib);
     add_terms(x, t, dt, v->d[up_l], s * up->n_out, ia, view(v, v->w, up->w_view), 0, ib, n);
 }
 
@@ -173,8 +171,8 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
             mpfr_set_d(x, at(dt, v->a[l], s * n_in + arg), MPFR_RNDN);
             break;
         }
-        size_t o, n_round;
-        const size_t n = mpc_forward_terms(ly, j, ia, ib, &o, &n_round);
+        size_t o;
+        const size_t n = mpc_forward_terms(ly, j, ia, ib, &o);
         mpfr_set_d(x, at(dt, view(v, v->w, ly->b_view), o), MPFR_RNDN);
         add_terms(x, t, dt, v->a[l], s * n_in, ia, view(v, v->w, ly->w_view), 0, ib, n);
         activation(x, t, ly->act);

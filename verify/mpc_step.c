@@ -23,14 +23,35 @@
 // addition or subtraction of two floats is exact when its result is
 // subnormal, so it has e = 0.
 //
-// Reductions (dense forward, input gradients, weight and bias gradients):
-// any evaluation of init + sum_k a_k b_k in which every term goes through at
-// most n roundings (fma chains, chunk folds, trees: every order) satisfies
-//   |fl - exact| <= gamma_n S + n tiny,   S = |init| + sum_k |a_k b_k|,
-// gamma_n = n u / (1 - n u) (Higham, Accuracy and Stability, 3.1 and 3.3).
-// If every term is 0 the result is exactly 0 in any order: the bound is 0.
-// n is n_in + 1 for a forward element (bias included), n_out for an input
-// gradient and B for a weight or bias gradient.
+// Reductions (forward, input gradients, weight and bias gradients): any
+// evaluation of init + sum_k a_k b_k (N terms) in which every term goes
+// through at most n roundings (fma chains, chunk folds, trees: every order)
+// satisfies
+//   |fl - exact| <= gamma_n S + m tiny,   S = |init| + sum_k |a_k b_k|,
+// gamma_n = n u / (1 - n u) (Higham, Accuracy and Stability, 3.1 and 3.3),
+// m = max(n, N): each fma rounds its result once, and only an fma can add an
+// e (a subnormal sum of floats is exact); each e is at most tiny / 2 and
+// grows by (1 + u)^n at most. If every term is 0 the result is exactly 0 in
+// any order: the bound is 0. n per layer kind (mpc_terms.c):
+//   dense: n_in + 1 for a forward element (bias included), n_out for an input
+//     gradient, B for a weight or bias gradient.
+//   conv2d forward: the chain from b[co] over all c_in K K taps, padding taps
+//     included (an fma with input +0 leaves the sum as it is; counted all the
+//     same): n = c_in K K + 1.
+//   conv2d input gradient of x[ci][ih][iw]: its terms are dz[co][p] W[co][ci][kh][kw]
+//     for every co and every output position p whose window holds the pixel
+//     (at most K K of them, one per (kh, kw)). Per p the run forms t_p by an
+//     fma chain over co from 0 (a term: at most c_out roundings), then
+//     dx = 0 + t_p + t_p' + ... (at most K K additions, the first exact): no
+//     term goes through more than n = c_out + K K roundings, whatever the
+//     order of the positions (N, c_out times those positions, can exceed n).
+//   conv2d weight and bias gradient: per chunk of C <= B samples one chain
+//     over its samples and their P = h_out w_out positions (C P roundings),
+//     then the left fold of the ceil(B / C) chunks (ceil(B / C) - 1 more);
+//     C P + ceil(B / C) - 1 <= B P for P >= 1, so n = B P.
+//   max-pool: a copy forward and a routed copy backward, no rounding: bound
+//     0, i.e. the output must be the window's first maximum in scan order and
+//     its gradient must reach that input and no other.
 //
 // The project's exp, log, tanh, sigmoid are faithful: error < 1 ulp of the
 // exact result, measured by `parity check --math` (f32 < 0.5 ulp, f64 <= 0.55
@@ -210,12 +231,12 @@ static void dot_mm(ws *w, mpfr_t *a, size_t sa, mpfr_t *b, size_t sb, size_t n)
             mpfr_fma(w->acc, a[k * sa], b[k * sb], w->acc, MPFR_RNDN);
 }
 
-// The reduction bound (see the error model): gamma_n S + n tiny + MPFR's part.
+// The reduction bound (see the error model): gamma_n S + m tiny + MPFR's part.
 static double bound_dot(const fmt *f, par_dtype dt, size_t n_red, size_t n_terms, double S,
                         int prec)
 {
     if (S == 0) return 0;
-    return mpc_gamma(n_red, dt) * S + (double)n_red * f->tiny +
+    return mpc_gamma(n_red, dt) * S + (double)(n_red > n_terms ? n_red : n_terms) * f->tiny +
            (double)(n_terms + 2) * ldexp(S, 1 - prec);
 }
 
@@ -293,6 +314,19 @@ static void act_deriv_mp(mpfr_ptr dst, mpfr_srcptr y, par_act act)
     }
 }
 
+// The first exact maximum in scan order of max-pool output j's window over
+// one sample's exact inputs x (mpc_pool_arg on MPFR values).
+static size_t pool_arg_mp(const par_layer *ly, size_t j, mpfr_t *x)
+{
+    const size_t base = mpc_pool_base(ly, j);
+    size_t arg = base;
+    for (size_t kh = 0; kh < ly->K; kh++)
+        for (size_t kw = 0; kw < ly->K; kw++)
+            if (mpfr_greater_p(x[base + kh * ly->w_in + kw], x[arg]))
+                arg = base + kh * ly->w_in + kw;
+    return arg;
+}
+
 // ---- the check ------------------------------------------------------------------
 
 typedef struct ctx {
@@ -350,33 +384,19 @@ static void stage_forward(ctx *c, ws *w, int l)
             const size_t arg = mpc_pool_arg(ly, j, off(dt, st->a[l], s * n_in), dt);
             mpfr_set_d(w->y, at(dt, st->a[l], s * n_in + arg), MPFR_RNDN);
             record(&p0, w, k, w->y, run, &c->f, 0);
-            if (c->e2e) {   // the first exact maximum of the window
+            if (c->e2e) {   // the first exact maximum of the window (l == 0: the input's)
                 mpfr_t *x = l > 0 ? c->ea[l] + s * n_in : NULL;
-                size_t e_arg = arg;
-                if (x) {
-                    const size_t n_pos = ly->h_out * ly->w_out, K = ly->K;
-                    const size_t ch = j / n_pos, p = j % n_pos;
-                    const size_t base = (ch * ly->h_in + p / ly->w_out * K) * ly->w_in +
-                                        p % ly->w_out * K;
-                    e_arg = base;
-                    for (size_t kh = 0; kh < K; kh++)
-                        for (size_t kw = 0; kw < K; kw++)
-                            if (mpfr_greater_p(x[base + kh * ly->w_in + kw], x[e_arg]))
-                                e_arg = base + kh * ly->w_in + kw;
-                    mpfr_set(c->ea[l + 1][k], x[e_arg], MPFR_RNDN);
-                } else {
-                    mpfr_set(c->ea[l + 1][k], w->y, MPFR_RNDN);
-                }
+                mpfr_set(c->ea[l + 1][k], x ? x[pool_arg_mp(ly, j, x)] : w->y, MPFR_RNDN);
                 record(&p1, w, k, c->ea[l + 1][k], run, &c->f, NAN);
             }
             continue;
         }
-        size_t o, n_round;
-        const size_t n = mpc_forward_terms(ly, j, w->ia, w->ib, &o, &n_round);
+        size_t o;
+        const size_t n = mpc_forward_terms(ly, j, w->ia, w->ib, &o);
         gather(dt, w->va, st->a[l], s * n_in, w->ia, n);
         gather(dt, w->vb, W, 0, w->ib, n);
         const double S = dot_run(w, dt, w->va, 1, w->vb, 1, n, at(dt, bias, o));
-        const double Ez = bound_dot(&c->f, dt, n_round, n, S, c->prec);
+        const double Ez = bound_dot(&c->f, dt, mpc_forward_rounds(ly), n, S, c->prec);
         act_mp(w, w->y, w->acc, ly->act);
         double bound = Ez;
         if (smooth) {
@@ -547,21 +567,16 @@ static void stage_backward(ctx *c, ws *w, int l)
         double E = 0;
         size_t n = 0, win = SIZE_MAX;   // pool: the output window that holds i, if any
         if (pool) {
-            const size_t K = ly->K, ch = i / (ly->h_in * ly->w_in);
-            const size_t oh = i / ly->w_in % ly->h_in / K, ow = i % ly->w_in / K;
+            win = mpc_pool_window(ly, i);
             mpfr_set_zero(w->acc, 1);
-            if (oh < ly->h_out && ow < ly->w_out) {
-                win = (ch * ly->h_out + oh) * ly->w_out + ow;
-                if (mpc_pool_arg(ly, win, off(dt, st->a[l], s * n_in), dt) == i)
-                    mpfr_set_d(w->acc, at(dt, st->d[l], s * n_out + win), MPFR_RNDN);
-            }
+            if (win != SIZE_MAX && mpc_pool_arg(ly, win, off(dt, st->a[l], s * n_in), dt) == i)
+                mpfr_set_d(w->acc, at(dt, st->d[l], s * n_out + win), MPFR_RNDN);
         } else {
-            size_t n_round;
-            n = mpc_input_grad_terms(ly, i, w->ia, w->ib, &n_round);
+            n = mpc_input_grad_terms(ly, i, w->ia, w->ib);
             gather(dt, w->va, st->d[l], s * n_out, w->ia, n);
             gather(dt, w->vb, W, 0, w->ib, n);
             const double S = dot_run(w, dt, w->va, 1, w->vb, 1, n, 0);
-            E = bound_dot(&c->f, dt, n_round, n, S, c->prec);
+            E = bound_dot(&c->f, dt, mpc_input_grad_rounds(ly), n, S, c->prec);
         }
         const double y = at(dt, st->a[l], k);
         mpfr_set_d(w->e, y, MPFR_RNDN);
@@ -583,18 +598,8 @@ static void stage_backward(ctx *c, ws *w, int l)
         if (c->e2e) {
             if (pool) {   // the exact dz routed by the exact maximum
                 mpfr_set_zero(w->acc, 1);
-                if (win != SIZE_MAX) {
-                    const size_t K = ly->K, n_pos = ly->h_out * ly->w_out, p = win % n_pos;
-                    const size_t base = (win / n_pos * ly->h_in + p / ly->w_out * K) * ly->w_in +
-                                        p % ly->w_out * K;
-                    mpfr_t *x = c->ea[l] + s * n_in;
-                    size_t e_arg = base;
-                    for (size_t kh = 0; kh < K; kh++)
-                        for (size_t kw = 0; kw < K; kw++)
-                            if (mpfr_greater_p(x[base + kh * ly->w_in + kw], x[e_arg]))
-                                e_arg = base + kh * ly->w_in + kw;
-                    if (e_arg == i) mpfr_set(w->acc, c->ed[l][s * n_out + win], MPFR_RNDN);
-                }
+                if (win != SIZE_MAX && pool_arg_mp(ly, win, c->ea[l] + s * n_in) == i)
+                    mpfr_set(w->acc, c->ed[l][s * n_out + win], MPFR_RNDN);
             } else {
                 gather_mp(w->ma, c->ed[l], s * n_out, w->ia, n);
                 dot_md(w, w->ma, 1, dt, w->vb, 1, n, 0);
@@ -620,7 +625,7 @@ static void stage_grads(ctx *c, ws *w, int l)
     const par_layer *ly = &c->m->layers[l];
     if (ly->n_rows == 0) return;   // max-pool: no parameters
     const size_t rl = ly->row_len, n_in = ly->n_in, n_out = ly->n_out, B = c->B;
-    const size_t N = ly->n_rows * (rl + 1), per = n_out / ly->n_rows;   // terms per sample
+    const size_t N = ly->n_rows * (rl + 1), n_red = mpc_grad_rounds(ly, B);
     const size_t oW = c->m->views[ly->w_view].offset, ob = c->m->views[ly->b_view].offset;
     const double u = c->f.u, tiny = c->f.tiny, lr = st->lr;
     mpc_tensor g0 = mpc_tensor_blank(c->gw[0][l]), b0 = mpc_tensor_blank(c->gb[0][l]);
@@ -652,7 +657,7 @@ static void stage_grads(ctx *c, ws *w, int l)
         gather(dt, w->va, st->d[l], 0, w->ia, n);
         if (!is_b) gather(dt, w->vb, st->a[l], 0, w->ib, n);
         const double S = dot_run(w, dt, w->va, 1, is_b ? NULL : w->vb, 1, n, 0);
-        record(tg, w, flat, w->acc, g, &c->f, bound_dot(&c->f, dt, B * per, n, S, c->prec));
+        record(tg, w, flat, w->acc, g, &c->f, bound_dot(&c->f, dt, n_red, n, S, c->prec));
         // update from the run's own g
         const double lg = fabs(lr * g);
         mpfr_set_d(w->y, g, MPFR_RNDN);
@@ -705,24 +710,23 @@ static par_status add_rows(ctx *c, mpc_report *r, int v, size_t *first)
     for (int l = 0; l < L; l++) {
         const par_layer *ly = &m->layers[l];
         snprintf(name, sizeof name, "layer%d.out", l);
-        ok &= !!mpc_report_add(r, view, name, 2, c->B, ly->n_out,
-                               ly->n_rows ? ly->row_len + 1 : ly->K * ly->K, !v);
+        ok &= !!mpc_report_add(r, view, name, 2, c->B, ly->n_out, mpc_forward_rounds(ly), !v);
     }
     ok &= !!mpc_report_add(r, view, "loss.sample", 1, c->B, 0, 0, !v);
     ok &= !!mpc_report_add(r, view, "loss", 1, 1, 0, c->B, !v);
     for (int l = L - 1; l >= 0; l--) {
         snprintf(name, sizeof name, "layer%d.dz", l);
         ok &= !!mpc_report_add(r, view, name, 2, c->B, m->layers[l].n_out,
-                               l == L - 1 ? 0 : m->layers[l + 1].n_out, !v);
+                               l == L - 1 ? 0 : mpc_input_grad_rounds(&m->layers[l + 1]), !v);
     }
     for (int l = 0; l < L; l++) {
         const par_layer *ly = &m->layers[l];
         if (!ly->n_rows) continue;
-        const size_t terms = c->B * (ly->n_out / ly->n_rows);
+        const size_t n_red = mpc_grad_rounds(ly, c->B);
         snprintf(name, sizeof name, "layer%d.weight.grad", l);
-        ok &= !!mpc_report_add(r, view, name, 2, ly->n_rows, ly->row_len, terms, !v);
+        ok &= !!mpc_report_add(r, view, name, 2, ly->n_rows, ly->row_len, n_red, !v);
         snprintf(name, sizeof name, "layer%d.bias.grad", l);
-        ok &= !!mpc_report_add(r, view, name, 1, ly->n_rows, 0, terms, !v);
+        ok &= !!mpc_report_add(r, view, name, 1, ly->n_rows, 0, n_red, !v);
     }
     for (int l = 0; l < L; l++) {
         const par_layer *ly = &m->layers[l];

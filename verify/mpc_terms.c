@@ -3,6 +3,7 @@
 #include "mpc_terms.h"
 
 #include <assert.h>
+#include <stdint.h>
 
 size_t mpc_max_terms(const par_layer *ly)
 {
@@ -12,6 +13,24 @@ size_t mpc_max_terms(const par_layer *ly)
     const size_t a = ly->row_len, b = ly->c_out * ly->K * ly->K;
     const size_t m = a > b ? a : b;
     return m > n_pos ? m : n_pos;
+}
+
+size_t mpc_forward_rounds(const par_layer *ly)
+{
+    // the chain from the bias over every input (conv: every tap, padding included)
+    return ly->kind == PAR_LAYER_MAXPOOL ? 0 : ly->row_len + 1;
+}
+
+size_t mpc_input_grad_rounds(const par_layer *ly)
+{
+    if (ly->kind == PAR_LAYER_DENSE) return ly->n_out;
+    // conv: the chain over c_out, then the additions of at most K K taps
+    return ly->kind == PAR_LAYER_CONV2D ? ly->c_out + ly->K * ly->K : 0;
+}
+
+size_t mpc_grad_rounds(const par_layer *ly, size_t B)
+{
+    return ly->n_rows ? B * (ly->n_out / ly->n_rows) : 0;   // B x positions (dense: 1)
 }
 
 // Input pixel of tap (ci, kh, kw) at output (oh, ow), or 0 when in the padding.
@@ -25,8 +44,7 @@ static int tap_pixel(const par_layer *ly, size_t ci, size_t kh, size_t kw, size_
     return 1;
 }
 
-size_t mpc_forward_terms(const par_layer *ly, size_t j, size_t *xi, size_t *wi, size_t *o,
-                         size_t *n_round)
+size_t mpc_forward_terms(const par_layer *ly, size_t j, size_t *xi, size_t *wi, size_t *o)
 {
     size_t n = 0;
     if (ly->kind == PAR_LAYER_DENSE) {
@@ -35,7 +53,6 @@ size_t mpc_forward_terms(const par_layer *ly, size_t j, size_t *xi, size_t *wi, 
             xi[n] = i;
             wi[n] = j * ly->n_in + i;
         }
-        *n_round = ly->n_in + 1;
         return n;
     }
     assert(ly->kind == PAR_LAYER_CONV2D);
@@ -49,12 +66,10 @@ size_t mpc_forward_terms(const par_layer *ly, size_t j, size_t *xi, size_t *wi, 
                 xi[n] = pix;
                 wi[n++] = ((co * ly->c_in + ci) * K + kh) * K + kw;
             }
-    *n_round = ly->row_len + 1;   // padding taps round too (adding +0)
     return n;
 }
 
-size_t mpc_input_grad_terms(const par_layer *ly, size_t i, size_t *zi, size_t *wi,
-                            size_t *n_round)
+size_t mpc_input_grad_terms(const par_layer *ly, size_t i, size_t *zi, size_t *wi)
 {
     size_t n = 0;
     if (ly->kind == PAR_LAYER_DENSE) {
@@ -62,7 +77,6 @@ size_t mpc_input_grad_terms(const par_layer *ly, size_t i, size_t *zi, size_t *w
             zi[n] = o;
             wi[n] = o * ly->n_in + i;
         }
-        *n_round = ly->n_out;
         return n;
     }
     assert(ly->kind == PAR_LAYER_CONV2D);
@@ -79,8 +93,6 @@ size_t mpc_input_grad_terms(const par_layer *ly, size_t i, size_t *zi, size_t *w
                 wi[n] = ((co * ly->c_in + ci) * K + (size_t)kh) * K + (size_t)kw;
             }
         }
-    // A product goes through the chain over co, then the additions of the taps.
-    *n_round = ly->c_out + K * K;
     return n;
 }
 
@@ -110,13 +122,26 @@ static double val(const void *x, par_dtype dt, size_t i)
     return dt == PAR_F32 ? (double)((const float *)x)[i] : ((const double *)x)[i];
 }
 
-size_t mpc_pool_arg(const par_layer *ly, size_t j, const void *x, par_dtype dt)
+size_t mpc_pool_base(const par_layer *ly, size_t j)
 {
     const size_t n_pos = ly->h_out * ly->w_out, c = j / n_pos, p = j % n_pos, K = ly->K;
-    const size_t base = (c * ly->h_in + p / ly->w_out * K) * ly->w_in + p % ly->w_out * K;
+    return (c * ly->h_in + p / ly->w_out * K) * ly->w_in + p % ly->w_out * K;
+}
+
+size_t mpc_pool_window(const par_layer *ly, size_t i)
+{
+    const size_t K = ly->K, c = i / (ly->h_in * ly->w_in);
+    const size_t oh = i / ly->w_in % ly->h_in / K, ow = i % ly->w_in / K;
+    if (oh >= ly->h_out || ow >= ly->w_out) return SIZE_MAX;
+    return (c * ly->h_out + oh) * ly->w_out + ow;
+}
+
+size_t mpc_pool_arg(const par_layer *ly, size_t j, const void *x, par_dtype dt)
+{
+    const size_t base = mpc_pool_base(ly, j);
     size_t arg = base;
-    for (size_t kh = 0; kh < K; kh++)
-        for (size_t kw = 0; kw < K; kw++)
+    for (size_t kh = 0; kh < ly->K; kh++)
+        for (size_t kw = 0; kw < ly->K; kw++)
             if (val(x, dt, base + kh * ly->w_in + kw) > val(x, dt, arg))
                 arg = base + kh * ly->w_in + kw;
     return arg;

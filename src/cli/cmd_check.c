@@ -300,7 +300,7 @@ int cmd_check(int argc, char **argv)
          "i,j,k     check these records of the training file instead"},
         {"--seed", CLI_U64, &o.seed,
          "N         seed of shuffling (and of the initial weights) (42)"},
-        {"--model", CLI_STR, &o.model, "SPEC      mlp:N0-N1-...-Nk (mlp:784-256-128-10)"},
+        {"--model", CLI_STR, &o.model, "SPEC      mlp:N0-N1-...-Nk or cnn:CxHxW-... (mlp:784-256-128-10)"},
         {"--act", CLI_STR, &o.act, "relu|sigmoid|tanh  hidden activation (relu)"},
         {"--batch", CLI_INT, &o.batch, "B         samples per step (64)"},
         {"--chunk", CLI_INT, &o.chunk, "C         samples per chunk (8)"},
