@@ -45,35 +45,31 @@ check "per-step log (8 losses and weight digests): serial = omp --threads 2" \
     test "$(grep -c '"type":"step"' "$T/serial.jsonl")" = 8 -a \
     "$(grep '"type":"step"' "$T/serial.jsonl")" = "$(grep '"type":"step"' "$T/omp.jsonl")"
 
-# The CIFAR-10 CNN without batchnorm (three conv blocks 3->32->64->128 with
-# 2x2 max-pooling, two fc): the reference, serial and omp --threads 2 give
-# the same per-step log and weights; a model for another image shape is refused.
-cnn=cnn:3x32x32-c32k3p1-r-m2-c64k3p1-r-m2-c128k3p1-r-m2-f-fc256-r-fc10
-for tr in serial omp reference; do
-    th=1
-    [ "$tr" = omp ] && th=2
-    "$P" train "${common[@]}" --steps 3 --optim adam --lr 0.001 --model $cnn --trainer $tr \
-        --threads $th --log "$T/cnn-$tr.jsonl" >"$T/cnn-$tr.json" 2>"$T/cnn-$tr.err"
-    check "CIFAR-10 CNN on generated CIFAR-10, $tr (exit 0)" test $? = 0
-done
-check "CIFAR-10 CNN: serial = omp --threads 2 = reference, every step" \
-    test "$(grep -c '"type":"step"' "$T/cnn-serial.jsonl")" = 3 -a \
-    "$(grep '"type":"step"' "$T/cnn-serial.jsonl")" = "$(grep '"type":"step"' "$T/cnn-omp.jsonl")" -a \
-    "$(grep '"type":"step"' "$T/cnn-serial.jsonl")" = "$(grep '"type":"step"' "$T/cnn-reference.jsonl")"
-# The fourth study's CIFAR-10 CNN with batchnorm in every conv block: the
-# reference, omp --threads 2 and mpi --ranks 2 give the same per-step log.
-bn=cnn:3x32x32-c32k3p1-bn-r-m2-c64k3p1-bn-r-m2-c128k3p1-bn-r-m2-f-fc256-r-fc10
-for tr in "reference" "omp --threads 2" "mpi --ranks 2"; do
-    n=${tr%% *}
-    # shellcheck disable=SC2086
-    "$P" train "${common[@]}" --steps 3 --lr 0.01 --model $bn --trainer $tr \
-        --log "$T/bn-$n.jsonl" >"$T/bn-$n.json" 2>"$T/bn-$n.err"
-    check "CIFAR-10 batchnorm CNN, $tr (exit 0)" test $? = 0
-done
-check "CIFAR-10 batchnorm CNN: omp --threads 2 = mpi --ranks 2 = reference, every step" \
-    test "$(grep -c '"type":"step"' "$T/bn-reference.jsonl")" = 3 -a \
-    "$(grep '"type":"step"' "$T/bn-reference.jsonl")" = "$(grep '"type":"step"' "$T/bn-omp.jsonl")" -a \
-    "$(grep '"type":"step"' "$T/bn-reference.jsonl")" = "$(grep '"type":"step"' "$T/bn-mpi.jsonl")"
+# The CIFAR-10 CNN of the fourth study without and with batchnorm (three conv
+# blocks 3->32->64->128 with 2x2 max-pooling, two fc): 3 steps of each
+# trainer given give the same per-step log (loss and weight digests) as the
+# reference; a model for another image shape is refused.
+same_steps() { # NAME MODEL OPTIM-FLAGS TRAINER...: every trainer's log equals the reference's
+    local name=$1 model=$2 opt=$3 tr n
+    shift 3
+    for tr in reference "$@"; do
+        n=${tr%% *}
+        # shellcheck disable=SC2086
+        "$P" train "${common[@]}" --steps 3 $opt --model "$model" --trainer $tr \
+            --log "$T/$name-$n.jsonl" >"$T/$name-$n.json" 2>"$T/$name-$n.err"
+        check "$name on generated CIFAR-10, $tr (exit 0)" test $? = 0
+        [ "$n" = reference ] && continue
+        check "$name: $tr = reference, every step" test \
+            "$(grep -c '"type":"step"' "$T/$name-$n.jsonl")" = 3 -a \
+            "$(grep '"type":"step"' "$T/$name-$n.jsonl")" = \
+            "$(grep '"type":"step"' "$T/$name-reference.jsonl")"
+    done
+}
+same_steps "CIFAR-10 CNN" cnn:3x32x32-c32k3p1-r-m2-c64k3p1-r-m2-c128k3p1-r-m2-f-fc256-r-fc10 \
+    "--optim adam --lr 0.001" serial "omp --threads 2"
+same_steps "CIFAR-10 batchnorm CNN" \
+    cnn:3x32x32-c32k3p1-bn-r-m2-c64k3p1-bn-r-m2-c128k3p1-bn-r-m2-f-fc256-r-fc10 "--lr 0.01" \
+    "omp --threads 2" "mpi --ranks 2"
 expect 2 "takes 1x32x96 images but dataset $C has 3x32x32" train --dataset "$C" --steps 1 \
     --model cnn:1x32x96-c4k3-f-fc10
 
