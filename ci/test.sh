@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds parity with coverage and -Werror, runs the whole ctest suite
+# Installs what is missing (ci/setup.sh --torch: with PyTorch for the torch
+# label), builds parity with coverage and -Werror, runs the whole ctest suite
 # (unit, omp, mpi, mpfr, cli, verify labels), then builds it again without
 # MPI (build-nompi, -Werror) and runs its unit tests there (the MPI tests are
 # registered DISABLED), prints a gcovr coverage summary of src/ and
@@ -8,7 +9,7 @@
 # Usage: ci/test.sh [extra ctest args, e.g. -L unit: then no fuzzing]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ci/setup.sh
+ci/setup.sh --torch
 
 build=build-ci
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

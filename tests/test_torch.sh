@@ -7,7 +7,8 @@
 # CNN (sgd), the MNIST CNN (adam) and a CNN with batchnorm (sgd); on a small
 # synthetic CIFAR-10 (parity data make-cifar: 135 training records, 3 steps
 # an epoch, the last of 7 samples) a conv + max-pool CNN with momentum over 7
-# epochs. About 50 s. Skipped (exit 77) without Debian's python3-torch;
+# epochs; then the batchnorm CNN against PyTorch DDP at world sizes 2 and 3
+# (tests/torch_ddp_bn.py). About 70 s. Skipped (exit 77) without Debian's python3-torch;
 # needs MNIST (data/fetch.sh).
 # Usage: test_torch.sh PATH/TO/parity
 set -u
@@ -38,4 +39,15 @@ for c in "${cases[@]}"; do
     check "PyTorch f64 agrees with parity's reference to 1e-10: ${c/$T\//} ($(echo "$out" | tail -n 1))" \
         test $rc = 0
 done
+
+# Batchnorm under data parallelism (tests/torch_ddp_bn.py): parity's mpi at
+# 2 and 3 ranks give the reference's bits; PyTorch DDP (gloo) with
+# BatchNorm2d trains another model at each world size.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+out=$($PY "$(dirname "$0")/torch_ddp_bn.py" "$P" --steps 20 2>&1)
+rc=$?
+echo "$out"
+check "parity mpi R=2,3 equal the reference bit for bit; DDP's BatchNorm depends on the world size" \
+    test $rc = 0 -a "$(echo "$out" | grep -c 'bit for bit equal')" = 2
 finish
