@@ -1,6 +1,6 @@
 // One SGD step of a hand-sized mlp:3-4-2 (relu), f64, batch 5 in chunks of
 // 2, 2, 1, replayed with MPFR at 53 bits in exactly the order the contract
-// documents (DESIGN.md, par_kernels.h), then compared bit for bit with the
+// documents (docs/DESIGN.md, section 1, par_kernels.h), then compared bit for bit with the
 // reference and the serial trainer: new weights, gradient, loss. MPFR does
 // every rounding; doubles only hold its 53-bit results, which is exact.
 // Run: ctest -R test_hand (milliseconds).

@@ -2,7 +2,7 @@
 # Multi-host MPI on one machine: three "hosts" are network namespaces joined
 # by a bridge (10.200.0.1-3/24, private to the namespaces), mpirun reaches them
 # through an rsh agent that enters the namespace with its own hostname
-# (MPI-NOTES.md). Exact-mode mpi and hybrid runs across hosts must equal the
+# (docs/DESIGN.md, section 7). Exact-mode mpi and hybrid runs across hosts must equal the
 # reference bit for bit. Everything is torn down on exit, every run is bounded.
 # Usage: test_multihost.sh PATH/TO/parity   (root; exits 77 = skipped without netns)
 set -u

@@ -1,5 +1,5 @@
 // Compute kernels of the dense MLP under the arithmetic contract
-// (shared/DESIGN.md). Each kernel's comment gives its shapes and its
+// (docs/DESIGN.md, section 1). Each kernel's comment gives its shapes and its
 // summation order: that order is the API, and any variant (AVX2 or portable,
 // any thread split) gives the same bits. Kernels allocate nothing, do no I/O
 // and take element ranges so that callers can split work among threads.
