@@ -1,5 +1,5 @@
 // Predicted rows of a case (suite key `predict`, vf_run.h): the scaling
-// model of `parity model` (verify/sm_model.h; README "Scaling model") with
+// model of `parity model` (verify/sm_model.h; docs/scaling.md) with
 // costs measured on this machine by `parity model --json`, for the mpi
 // trainer in exact and fast mode at the listed rank counts. Each timed mpi
 // T=1 config of the case is also predicted and set against its measured
