@@ -36,7 +36,7 @@ static par_status bisect(vf_bisect_result *r, const char *ta, par_run_cfg ca, co
                          par_run_cfg cb, double tol)
 {
     const vf_bisect_opts o = {{{par_trainer_find(ta), ca}, {par_trainer_find(tb), cb}}, &DS, SEED,
-                              1, STEPS, tol, 256};
+                              1, STEPS, tol, 256, 0};
     return vf_bisect_lockstep(r, &o);
 }
 

@@ -61,6 +61,31 @@ if [ "$MODE" = cli ]; then
     expect 2 "--fault 'bad'" bisect "" "--fault bad"
     expect 2 "--ranks 2: trainer omp is not an MPI trainer" bisect "" "--trainer omp --ranks 2"
     expect 2 "--tol must be >= 0" bisect "" "" --tol -1
+    expect 2 "^parity bisect: --atol -1: expected a number >= 0$" bisect "" "" --atol -1
+    expect 2 "^parity bisect: A: --fault 'ulp:3:1': trainer reference takes no faults" \
+        bisect "--trainer reference --fault ulp:3:1" ""
+    expect 2 "^parity bisect: B: --fault 'ulp:3:1': trainer reference takes no faults" \
+        bisect "" "--trainer reference --fault ulp:3:1"
+
+    # --tol is relative; the absolute floor (--atol, by default 4 ulps of each
+    # tensor's largest |value|) keeps a = 2^-35 vs b = 0 in a gradient of
+    # values near 1e-2 from counting. The documented example passes:
+    timeout 120 "$P" bisect "--chunk 8" "--chunk 16" --tol 0.5 --steps 30 >"$T/human" 2>"$T/err" </dev/null
+    check "bisect \"--chunk 8\" \"--chunk 16\" --tol 0.5 --steps 30: exit 0" test $? = 0 -a ! -s "$T/err"
+    check "... no divergence in 30 steps" grep -qx "no divergence in 30 steps: loss, gradient and weights agree after every step" "$T/human"
+    check "... and says which floor" grep -qF -- "--tol 0.5 --atol auto: |a - b| <= 0.5 max(|a|, |b|) or |a - b| <= 4 ulps of the tensor's largest |value| counts as equal" "$T/human"
+    bisect chunk_auto 0 "--chunk 8" "--chunk 16" --tol 0.5 --steps 30
+    check "chunk_auto: diverged false, 30 steps, atol auto" test \
+        "$(field chunk_auto diverged) $(field chunk_auto steps) $(field chunk_auto atol)" = "False 30 auto"
+    # Without the floor (--atol 0, relative only): the step-14 element the
+    # floor absorbs, a = 2^-35 = 2.9103830456733704e-11, b = 0.
+    bisect chunk_rel 1 "--chunk 8" "--chunk 16" --tol 0.5 --atol 0 --steps 30
+    check "chunk_rel: step 14, layer0.weight.grad[160460], a = 2^-35, b = 0" test \
+        "$(field chunk_rel step) $(field chunk_rel tensor) $(field chunk_rel index) $(field chunk_rel a) $(field chunk_rel b)" = \
+        "14 layer0.weight.grad 160460 $(python3 -c 'print(2.0**-35)') 0.0"
+    # A floor above that difference but given explicitly: equal too.
+    bisect chunk_abs 0 "--chunk 8" "--chunk 16" --tol 0.5 --atol 1e-10 --steps 30
+    check "chunk_abs: --atol 1e-10 recorded" test "$(field chunk_abs atol)" = "1e-10"
     expect 3 "$T/none" bisect "" "" --dataset "$T/none"
     expect 2 "expected two step logs" bisect --logs "$T/a.jsonl"
     expect 3 "cannot open log" bisect --logs "$T/none1" "$T/none2"

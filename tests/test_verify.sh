@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tests of `parity verify`, `parity lockstep` and `parity table`:
-#   sign   keys and signatures (minisign formats; interop with /usr/bin/minisign
-#          when installed), tampering, wrong keys, failing verdicts (fast)
+#   sign   keys and signatures (minisign formats, results.json.minisig; interop
+#          with /usr/bin/minisign when installed), tampering, wrong keys,
+#          failing verdicts, nested ones of a small real run (fast)
 #   suite  suite-file mistakes: one "SUITE:LINE: key 'x': ..." line, exit 2 (fast)
 #   fault  a suite with a deliberately broken config (--fault): exit 1, the
 #          row marked FAIL with the first differing step and element, no signature
@@ -26,7 +27,9 @@ b = bytearray(open(p, 'rb').read()); b[k] ^= 1; open(p, 'wb').write(b)
 PY
 }
 
-# A results folder whose verdicts all pass, without running anything.
+# A results folder whose verdicts all say VERDICT, without running anything
+# (shaped as parity verify writes it: nested correctness, mpfr and report
+# verdicts; an MPFR tensor without a bound is "info").
 fake_results() { # dir verdict
     mkdir -p "$1"
     printf '| a | table |\n' >"$1/table.md"
@@ -34,9 +37,21 @@ fake_results() { # dir verdict
 {"format": "parity-results-1", "suite": {"name": "fake", "sha256": "00"},
  "verdict": "$2", "verdict_reason": "test",
  "cases": [{"name": "c", "configs": [{"trainer": "serial", "mode": "exact", "threads": 1,
-   "ranks": 1, "verdict": "$2"}], "checks": [{"verdict": "pass"}]}],
+   "ranks": 1, "correctness": {"verdict": "$2"}, "mpfr": {"verdict": "$2"}, "verdict": "$2"}],
+   "checks": [{"verdict": "pass", "report": {"verdict": "PASS",
+     "tensors": [{"verdict": "PASS"}, {"verdict": "info"}]}}]}],
  "files": {"table.md": "$(sha "$1/table.md")"}}
 JSON
+}
+
+# set_json FILE PATH VALUE: one member of a JSON file set, PATH in Python
+# subscripts (['cases'][0]['verdict']), VALUE a JSON value.
+set_json() {
+    python3 -c 'import json, sys
+p, path, v = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+d = json.load(open(p))
+exec("d" + path + " = v")
+json.dump(d, open(p, "w"), indent=1)' "$1" "$2" "$3"
 }
 
 case "$MODE" in
@@ -49,26 +64,30 @@ sign)
     check "keygen refuses to overwrite (exit 2)" test $? = 2
     fake_results "$T/a" pass
     "$P" table sign "$T/a" --key "$K" >"$T/out" 2>"$T/err"
-    check "sign a passing results folder" test $? = 0 -a -s "$T/a/results.json.sig"
+    check "sign a passing results folder into results.json.minisig" test $? = 0 -a -s "$T/a/results.json.minisig" \
+        -a ! -e "$T/a/results.json.sig"
+    check "... saying where" grep -qx "signed $T/a/results.json with key [0-9A-F]\{16\}: $T/a/results.json.minisig" "$T/out"
     "$P" table verify "$T/a" --pub "$T/keys/parity.pub" >"$T/out" 2>"$T/err"
     check "table verify accepts it" test $? = 0
     if [ -x /usr/bin/minisign ]; then
-        /usr/bin/minisign -V -p "$T/keys/parity.pub" -m "$T/a/results.json" -x "$T/a/results.json.sig" >"$T/out" 2>&1
-        check "minisign -V accepts our signature" test $? = 0
+        # minisign's own default name: no -x needed.
+        /usr/bin/minisign -Vm "$T/a/results.json" -p "$T/keys/parity.pub" >"$T/out" 2>&1
+        check "minisign -Vm results.json -p KEY.pub (no -x) accepts our signature" test $? = 0
+        check "... 'Signature and comment signature verified'" grep -qx "Signature and comment signature verified" "$T/out"
         /usr/bin/minisign -G -W -p "$T/ms.pub" -s "$T/ms.key" >/dev/null 2>&1
         fake_results "$T/m" pass
         "$P" table sign "$T/m" --key "$T/ms.key" >/dev/null 2>"$T/err"
         check "a key made by minisign -G -W signs with parity" test $? = 0
         "$P" table verify "$T/m" --pub "$T/ms.pub" >/dev/null 2>"$T/err"
         check "... and parity verifies it with minisign's public key" test $? = 0
-        /usr/bin/minisign -V -p "$T/ms.pub" -m "$T/m/results.json" -x "$T/m/results.json.sig" >/dev/null 2>&1
+        /usr/bin/minisign -Vm "$T/m/results.json" -p "$T/ms.pub" >/dev/null 2>&1
         check "... and so does minisign" test $? = 0
-        rm "$T/m/results.json.sig"
-        /usr/bin/minisign -S -s "$T/ms.key" -m "$T/m/results.json" -x "$T/m/results.json.sig" -t "by minisign" >/dev/null 2>&1
+        rm "$T/m/results.json.minisig"
+        /usr/bin/minisign -S -s "$T/ms.key" -m "$T/m/results.json" -t "by minisign" >/dev/null 2>&1
         "$P" table verify "$T/m" --pub "$T/ms.pub" >"$T/out" 2>"$T/err"
         check "parity verifies a signature made by minisign -S" test $? = 0
-        /usr/bin/minisign -S -s "$K" -m "$T/m/results.json" -x "$T/m/results.json.sig" >/dev/null 2>&1
-        /usr/bin/minisign -V -p "$T/keys/parity.pub" -m "$T/m/results.json" -x "$T/m/results.json.sig" >/dev/null 2>&1
+        /usr/bin/minisign -S -s "$K" -m "$T/m/results.json" >/dev/null 2>&1
+        /usr/bin/minisign -Vm "$T/m/results.json" -p "$T/keys/parity.pub" >/dev/null 2>&1
         check "minisign signs with a key made by parity table keygen" test $? = 0
     else
         echo "minisign interop ... skipped (/usr/bin/minisign not installed; ci/setup.sh installs it)"
@@ -85,19 +104,27 @@ sign)
     grep -q "table.md was changed" "$T/err"
     check "... and says which file" test $? = 0
     cp -r "$T/a" "$T/d"
-    sed -i 's/^trusted comment: .*/trusted comment: forged/' "$T/d/results.json.sig"
+    sed -i 's/^trusted comment: .*/trusted comment: forged/' "$T/d/results.json.minisig"
     "$P" table verify "$T/d" --pub "$T/keys/parity.pub" >/dev/null 2>&1
     check "a changed trusted comment fails" test $? = 1
     "$P" table keygen --key "$T/other.key" >/dev/null
     "$P" table verify "$T/a" --pub "$T/other.pub" >"$T/out" 2>"$T/err"
     check "the wrong public key fails with exit 1" test $? = 1 -a "$(wc -l <"$T/err")" = 1
-    rm "$T/b/results.json.sig"
+    rm "$T/b/results.json.minisig"
     "$P" table verify "$T/b" --pub "$T/keys/parity.pub" >/dev/null 2>&1
     check "a missing signature fails" test $? = 1
+    # A table signed before the rename: results.json.sig is still read.
+    cp -r "$T/a" "$T/old"
+    mv "$T/old/results.json.minisig" "$T/old/results.json.sig"
+    "$P" table verify "$T/old" --pub "$T/keys/parity.pub" >"$T/out" 2>"$T/err"
+    check "an older table's results.json.sig verifies" test $? = 0 -a ! -s "$T/err"
+    flip_byte "$T/old/results.json" 40
+    "$P" table verify "$T/old" --pub "$T/keys/parity.pub" >/dev/null 2>&1
+    check "... and a flipped byte under it fails" test $? = 1
     # Failing or missing verdicts: never signed, never verified.
     fake_results "$T/f" fail
     "$P" table sign "$T/f" --key "$K" >"$T/out" 2>"$T/err"
-    check "sign refuses a failed verdict (exit 1)" test $? = 1 -a ! -e "$T/f/results.json.sig"
+    check "sign refuses a failed verdict (exit 1)" test $? = 1 -a ! -e "$T/f/results.json.minisig"
     grep -q "refusing to sign" "$T/err"
     check "... saying so" test $? = 0
     fake_results "$T/g" pass
@@ -111,12 +138,49 @@ PY
     check "sign refuses a missing config verdict" test $? = 1
     # A signed table whose results.json says fail (signed by someone else's tool):
     fake_results "$T/h" fail
-    /usr/bin/minisign -S -s "$T/ms.key" -m "$T/h/results.json" -x "$T/h/results.json.sig" >/dev/null 2>&1 ||
+    /usr/bin/minisign -S -s "$T/ms.key" -m "$T/h/results.json" >/dev/null 2>&1 ||
         "$P" table sign "$T/h" --key "$K" >/dev/null 2>&1
-    if [ -e "$T/h/results.json.sig" ]; then
+    if [ -e "$T/h/results.json.minisig" ]; then
         "$P" table verify "$T/h" --pub "$T/ms.pub" >/dev/null 2>"$T/err"
         check "a validly signed results.json with a failed verdict does not verify" test $? = 1
     fi
+    # Every verdict is recomputed, not trusted: a small real run, then one
+    # nested verdict set to fail while every verdict above it still says pass.
+    printf '[case tiny]\nsteps = 2\ntrainers = serial\nthreads = 1\nrepeats = 0\nwarmup = 0\ncheck_steps = first\n' >"$T/tiny"
+    "$P" verify "$T/tiny" --out "$T/v" --key "$K" >"$T/out" 2>"$T/err" </dev/null
+    check "a small verify run passes, signed into results.json.minisig" \
+        test $? = 0 -a -s "$T/v/results.json.minisig" -a ! -e "$T/v/results.json.sig"
+    if [ -x /usr/bin/minisign ]; then
+        /usr/bin/minisign -Vm "$T/v/results.json" -p "$T/keys/parity.pub" >/dev/null 2>&1
+        check "... and minisign -Vm results.json -p KEY.pub verifies it" test $? = 0
+    fi
+    # nested NAME PATH VALUE SHOWN: a copy of $T/v with PATH set to VALUE;
+    # sign refuses it and, signed by minisign anyway, verify fails; both in
+    # one line naming SHOWN, the path of that verdict.
+    nested() {
+        local d="$T/n-$1" val=$3 shown=$4 rc
+        cp -r "$T/v" "$d"
+        rm -f "$d/results.json.minisig"
+        set_json "$d/results.json" "$2" "\"$val\""
+        "$P" table sign "$d" --key "$K" >"$T/out" 2>"$T/err"
+        rc=$?
+        check "sign refuses $shown = '$val' (exit 1, one line naming it)" test $rc = 1 -a \
+            ! -e "$d/results.json.minisig" -a \
+            "$(cat "$T/err")" = "parity table sign: refusing to sign $d: results.json: $shown is '$val'"
+        if [ -x /usr/bin/minisign ]; then
+            /usr/bin/minisign -S -s "$K" -m "$d/results.json" >/dev/null 2>&1
+            "$P" table verify "$d" --pub "$T/keys/parity.pub" >"$T/out" 2>"$T/err"
+            rc=$?
+            check "... signed by minisign, table verify fails (exit 1, one line naming it)" test $rc = 1 -a \
+                "$(cat "$T/err")" = "parity table verify: $d: FAILED: results.json: $shown is '$val'"
+        fi
+    }
+    nested corr "['cases'][0]['configs'][0]['correctness']['verdict']" fail \
+        "cases[0].configs[0].correctness.verdict"
+    nested mpfr "['cases'][0]['configs'][0]['mpfr']['verdict']" error "cases[0].configs[0].mpfr.verdict"
+    nested report "['cases'][0]['checks'][0]['report']['verdict']" FAIL "cases[0].checks[0].report.verdict"
+    nested tensor "['cases'][0]['checks'][1]['report']['tensors'][3]['verdict']" FAIL \
+        "cases[0].checks[1].report.tensors[3].verdict"
     ;;
 suite)
     # expect_suite NAME PATTERN: the suite in $T/NAME exits 2 with PATTERN in one line.
@@ -192,6 +256,15 @@ trainers = serial'
         "$P" verify "$(dirname "$0")/../verify/suites/$s" --key "$T/none.key" --out "$T/o" >/dev/null 2>"$T/err"
         check "shipped suite $s parses (fails only for the missing key)" grep -q "no signing key" "$T/err"
     done
+    # Off a terminal: one plain progress line per config and phase; --quiet: none.
+    "$P" table keygen --key "$T/p.key" >/dev/null 2>&1
+    printf '[case tiny]\nsteps = 2\ntrainers = serial\nthreads = 1\nrepeats = 1\nwarmup = 0\ncheck_steps = first\n' >"$T/tiny"
+    "$P" verify "$T/tiny" --out "$T/p1" --key "$T/p.key" >/dev/null 2>"$T/err" </dev/null
+    check "verify off a terminal: a line per config ($(head -n 1 "$T/err"))" test $? = 0 -a \
+        "$(grep -c '^parity verify: case 1/1 tiny: task [0-9]*/[0-9]* serial exact T=1 R=1: training run (' "$T/err")" = 1 -a \
+        "$(grep -c '^parity verify: case 1/1 tiny: task 1/[0-9]* reference (2 steps) (0:0' "$T/err")" = 1
+    "$P" verify "$T/tiny" --out "$T/p2" --key "$T/p.key" --quiet >/dev/null 2>"$T/err" </dev/null
+    check "verify --quiet: nothing on stderr" test $? = 0 -a ! -s "$T/err"
     ;;
 fault)
     "$P" table keygen --key "$T/k.key" >/dev/null
@@ -219,7 +292,7 @@ fault = swap:3:2
 EOF2
     "$P" verify "$T/suite" --out "$T/r" --key "$T/k.key" >"$T/out" 2>"$T/err"
     check "a suite with a broken config exits 1" test $? = 1
-    check "... and is not signed" test ! -e "$T/r/results.json.sig" -a -s "$T/r/results.json"
+    check "... and is not signed" test ! -e "$T/r/results.json.minisig" -a ! -e "$T/r/results.json.sig" -a -s "$T/r/results.json"
     check "... but writes its table" test -s "$T/r/table.md" -a -s "$T/r/table.csv"
     grep -q '^| serial | exact | 1 | 1 | 1 | PASS |' "$T/r/table.md"
     check "the clean case's serial row passes (and is timed)" test $? = 0
@@ -234,7 +307,7 @@ EOF2
     check "table.md says it is not signed" test $? = 0
     check "table.csv marks 3 failing rows" test "$(grep -c ',fail,' "$T/r/table.csv")" = 3
     "$P" table sign "$T/r" --key "$T/k.key" >/dev/null 2>"$T/err"
-    check "table sign refuses it" test $? = 1 -a ! -e "$T/r/results.json.sig"
+    check "table sign refuses it" test $? = 1 -a ! -e "$T/r/results.json.minisig"
     # fast mode: a lockstep that catches a broken fold (a chunk's samples
     # skipped) and passes the clean run.
     "$P" lockstep --trainer omp --threads 2 --steps 5 --json >"$T/l.json" 2>"$T/err"
@@ -255,7 +328,7 @@ quick)
     echo "quick suite: exit $rc in $(($(date +%s) - start)) s"
     cat "$T/out" "$T/err"
     check "the quick suite passes (exit 0)" test $rc = 0
-    check "... and is signed" test -s "$T/q/results.json.sig"
+    check "... and is signed" test -s "$T/q/results.json.minisig"
     check "... with table.md, table.csv, results.json and a loss plot" \
         test -s "$T/q/table.md" -a -s "$T/q/table.csv" -a -s "$T/q/loss-mlp.png"
     "$P" table verify "$T/q" --pub "$T/k.pub" >"$T/out" 2>"$T/err"
@@ -286,7 +359,7 @@ PY
     check "results.json has provenance, dataset and suite hashes, raw timings, oversubscribed rows untimed, predicted rows" test $? = 0
     check "table.md marks the predicted rows" test "$(grep -c '| \*\*PREDICTED\*\* |$' "$T/q/table.md")" = 6
     if [ -x /usr/bin/minisign ]; then
-        /usr/bin/minisign -V -p "$T/k.pub" -m "$T/q/results.json" -x "$T/q/results.json.sig" >/dev/null
+        /usr/bin/minisign -Vm "$T/q/results.json" -p "$T/k.pub" >/dev/null
         check "minisign -V accepts the quick table's signature" test $? = 0
     fi
     flip_byte "$T/q/results.json" 200

@@ -25,6 +25,10 @@ typedef struct vf_bisect_side {
     par_run_cfg cfg;
 } vf_bisect_side;
 
+// vf_bisect_opts.atol: the floor derived from each tensor (see there).
+#define VF_BISECT_ATOL_AUTO (-1.0)
+#define VF_BISECT_AUTO_ULPS 4
+
 typedef struct vf_bisect_opts {
     vf_bisect_side side[2];     // a, b
     const par_dataset *ds;
@@ -33,6 +37,11 @@ typedef struct vf_bisect_opts {
     long max_steps;             // 0: every step of `epochs` epochs
     double tol;                 // 0: bitwise; else |a - b| <= tol * max(|a|, |b|) passes
     int prec;                   // MPFR bits of the exact value (>= 64)
+    double atol;                // absolute floor: a and b differ only when |a - b| exceeds both
+                                // tol * max(|a|, |b|) and the floor; >= 0: that floor;
+                                // < 0 (VF_BISECT_ATOL_AUTO): VF_BISECT_AUTO_ULPS ulps of the
+                                // largest |value| of the tensor on either side when tol > 0,
+                                // else 0 (bitwise stays bitwise)
 } vf_bisect_opts;
 
 typedef enum vf_bisect_closer {

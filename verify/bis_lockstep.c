@@ -70,12 +70,33 @@ const char *vf_bisect_closer_name(vf_bisect_closer c)
     return "none";
 }
 
-// Whether a and b differ: in bits, or (tol > 0) by more than tol relative.
-static int differ(double a, double b, double tol)
+// Whether a and b differ: in bits, or (tol > 0 or atol > 0) by more than
+// both tol relative and atol absolute.
+static int differ(double a, double b, double tol, double atol)
 {
     if (memcmp(&a, &b, sizeof a) == 0) return 0;
-    if (tol == 0) return 1;
-    return !(fabs(a - b) <= tol * fmax(fabs(a), fabs(b)));
+    if (tol == 0 && atol == 0) return 1;
+    const double d = fabs(a - b);
+    return !(d <= tol * fmax(fabs(a), fabs(b))) && !(d <= atol);
+}
+
+// The absolute floor for n elements of pa and pb (o->atol; see
+// vf_bisect_opts): the given one, or VF_BISECT_AUTO_ULPS ulps of the
+// dtype at the largest finite |value| of either.
+static double floor_of(par_dtype dt, const void *pa, const void *pb, size_t n, double tol,
+                       double atol)
+{
+    if (atol >= 0) return atol;
+    if (tol == 0) return 0;
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double a = fabs(at(dt, pa, i)), b = fabs(at(dt, pb, i));
+        if (isfinite(a) && a > m) m = a;
+        if (isfinite(b) && b > m) m = b;
+    }
+    const double ulp = dt == PAR_F32 ? (double)(nextafterf((float)m, INFINITY) - (float)m)
+                                     : nextafter(m, INFINITY) - m;
+    return VF_BISECT_AUTO_ULPS * ulp;
 }
 
 // ---- ranks ----------------------------------------------------------------------
@@ -274,7 +295,7 @@ typedef struct cmp_ctx {
     vf_bisect_result *r;
     const par_model *m;
     par_dtype dt;
-    double tol;
+    double tol, atol;
     // the first difference, for the verdict
     bis_kind kind;
     int layer;
@@ -303,9 +324,10 @@ static void compare(cmp_ctx *c, vf_bisect_tensor *t, const void *pa, const void 
 {
     if (!t) return;
     vf_bisect_result *r = c->r;
+    const double atol = floor_of(c->dt, pa, pb, n, c->tol, c->atol);
     for (size_t i = 0; i < n; i++) {
         const double a = at(c->dt, pa, i), b = at(c->dt, pb, i);
-        if (!differ(a, b, c->tol)) continue;
+        if (!differ(a, b, c->tol, atol)) continue;
         const double u = vf_bisect_ulps(a, b, c->dt);
         if (t->n_diff == 0) {
             t->first = i;
@@ -537,27 +559,48 @@ static void run_free(run_buf *b, const vf_bisect_opts *o)
     free(b->order);
 }
 
+// The first parameter (flat) where pa and pb differ, each tensor of the
+// model (layer<i>.weight, .bias) under its own floor; NO_INDEX if none.
+static size_t first_param_diff(const par_model *m, par_dtype dt, const void *pa, const void *pb,
+                               double tol, double atol)
+{
+    size_t first = NO_INDEX, covered = 0;
+    for (int v = 0; v < m->n_views; v++) {
+        const par_view *w = &m->views[v];
+        const double fl = floor_of(dt, off(dt, pa, w->offset), off(dt, pb, w->offset), w->count,
+                                   tol, atol);
+        covered += w->count;
+        for (size_t i = w->offset; i < w->offset + w->count && i < first; i++)
+            if (differ(at(dt, pa, i), at(dt, pb, i), tol, fl)) first = i;
+    }
+    if (covered != m->n_params) {   // not one view per tensor: one floor for the whole buffer
+        const double fl = floor_of(dt, pa, pb, m->n_params, tol, atol);
+        first = NO_INDEX;
+        for (size_t i = 0; i < m->n_params && first == NO_INDEX; i++)
+            if (differ(at(dt, pa, i), at(dt, pb, i), tol, fl)) first = i;
+    }
+    return first;
+}
+
 // Compares one step of both sides on this rank and over all ranks.
 static par_status compare_lockstep(vf_bisect_result *r, const vf_bisect_opts *o, run_buf *b,
                                    double la, double lb, int rank, int size)
 {
     const par_model *m = o->side[0].cfg.model;
     const par_dtype dt = o->side[0].cfg.dtype;
-    const size_t N = m->n_params;
-    int flags[3] = {differ(la, lb, o->tol), 0, 0};
+    const double la_d = la, lb_d = lb;
+    int flags[3] = {differ(la, lb, o->tol, floor_of(PAR_F64, &la_d, &lb_d, 1, o->tol, o->atol)), 0, 0};
     size_t first[2] = {NO_INDEX, NO_INDEX};
     const void *ga, *gb, *wa, *wb;
     size_t n;
     if (grad_complete(o->side[0].ops, rank) && grad_complete(o->side[1].ops, rank)) {
         PAR_TRY(o->side[0].ops->grad(b->state[0], &ga));
         PAR_TRY(o->side[1].ops->grad(b->state[1], &gb));
-        for (size_t i = 0; i < N && first[0] == NO_INDEX; i++)
-            if (differ(at(dt, ga, i), at(dt, gb, i), o->tol)) first[0] = i;
+        first[0] = first_param_diff(m, dt, ga, gb, o->tol, o->atol);
     }
     PAR_TRY(o->side[0].ops->params(b->state[0], &wa, &n));
     PAR_TRY(o->side[1].ops->params(b->state[1], &wb, &n));
-    for (size_t i = 0; i < N && first[1] == NO_INDEX; i++)
-        if (differ(at(dt, wa, i), at(dt, wb, i), o->tol)) first[1] = i;
+    first[1] = first_param_diff(m, dt, wa, wb, o->tol, o->atol);
     flags[1] = first[0] != NO_INDEX;
     flags[2] = first[1] != NO_INDEX;
     combine(flags, 3, first, 2, size);
@@ -592,12 +635,14 @@ static par_status replay(vf_bisect_result *r, const vf_bisect_opts *o, run_buf *
         st = side_view_make(&v[s], o->side[s].ops, b->state[s], &o->side[s].cfg, batch->x, batch->B,
                             loss[s], r->internals, rank, size);
     if (st == PAR_OK && rank == 0) {
-        cmp_ctx c = {.r = r, .m = o->side[0].cfg.model, .dt = o->side[0].cfg.dtype, .tol = o->tol};
+        cmp_ctx c = {.r = r, .m = o->side[0].cfg.model, .dt = o->side[0].cfg.dtype, .tol = o->tol,
+                     .atol = o->atol};
         st = compare_step(&c, v, o, b->w_prev, batch->labels, batch->B);
-        if (st == PAR_OK && !r->found && o->tol > 0) {
-            // Nothing beyond --tol from the same weights: name the first bit difference.
+        if (st == PAR_OK && !r->found && (o->tol > 0 || o->atol > 0)) {
+            // Nothing beyond --tol/--atol from the same weights: name the first bit difference.
             r->within_tol = 1;
             c.tol = 0;
+            c.atol = 0;
             st = compare_step(&c, v, o, b->w_prev, batch->labels, batch->B);
         }
         r->replayed = st == PAR_OK;

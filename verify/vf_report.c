@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "par_io.h"
@@ -134,7 +135,7 @@ static void md_header(FILE *f, const json_t *res, const char *signed_note)
 static void md_predicted(FILE *f, const json_t *pr)
 {
     if (!pr) return;
-    fprintf(f, "Scaling model (README \"Scaling model\"): rows marked **PREDICTED** are computed, "
+    fprintf(f, "Scaling model (docs/scaling.md): rows marked **PREDICTED** are computed, "
                "not measured, and take no part in the verdict.");
     if (json_object_get(pr, "error")) {
         fprintf(f, " Not available: ");
@@ -283,7 +284,7 @@ static void md_legend(FILE *f, long cores)
         "evaluation); median, min and max over the timed runs. **correctness only**: threads x "
         "ranks exceeds this machine's %ld cores (oversubscribed), so times would mean nothing.\n"
         "- **Verdict.** PASS: correctness passed and the MPFR check of its trainer did not fail. "
-        "The table is signed (Ed25519, minisign format, `results.json.sig`) only when every "
+        "The table is signed (Ed25519, minisign format, `results.json.minisig`) only when every "
         "config and every MPFR check passed; `parity table verify DIR` checks the signature, the "
         "verdicts in results.json and the SHA-256 of this table, table.csv and the plots.\n", cores);
 }
@@ -419,6 +420,37 @@ static par_status bad(const char *fmt, ...)
     return par_set_error(PAR_ERR_NUMERIC, __FILE__, __LINE__, "%s", buf);
 }
 
+// The first member named "verdict" under x (document order) that is not
+// "pass" or "info" (an MPFR tensor without a bound; any case), its path
+// appended to path; NULL when every one passes.
+static const json_t *failing_verdict(const json_t *x, char *path, size_t n)
+{
+    const size_t len = strlen(path);
+    if (json_is_object(x)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)x, k, v) {
+            snprintf(path + len, n - len, "%s%s", len ? "." : "", k);
+            if (strcmp(k, "verdict") == 0) {
+                const char *sv = json_string_value(v);
+                if (!sv || (strcasecmp(sv, "pass") != 0 && strcasecmp(sv, "info") != 0)) return v;
+            }
+            const json_t *f = failing_verdict(v, path, n);
+            if (f) return f;
+        }
+    } else if (json_is_array(x)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(x, i, v) {
+            snprintf(path + len, n - len, "[%zu]", i);
+            const json_t *f = failing_verdict(v, path, n);
+            if (f) return f;
+        }
+    }
+    path[len] = '\0';
+    return NULL;
+}
+
 par_status vf_results_verdict(const json_t *res)
 {
     if (!json_is_object(res)) return bad("results.json: not a JSON object");
@@ -430,24 +462,36 @@ par_status vf_results_verdict(const json_t *res)
     if (json_array_size(cases) == 0) return bad("results.json: no cases");
     size_t i, j;
     json_t *cs, *e;
+    // What every verdict is recomputed from must be there: each config's
+    // correctness verdict, each MPFR check's verdict.
     json_array_foreach(cases, i, cs) {
         const json_t *configs = json_object_get(cs, "configs");
         if (json_array_size(configs) == 0) return bad("results.json: case %s has no configs", str(cs, "name"));
         json_array_foreach(configs, j, e) {
-            const char *cv = json_string_value(json_object_get(e, "verdict"));
             char l[128];
             label(l, sizeof l, e);
-            if (!cv) return bad("results.json: config %s of case has no verdict (%s)", l, str(cs, "name"));
-            if (strcmp(cv, "pass") != 0) return bad("results.json: config %s has verdict '%s'", l, cv);
+            if (!json_string_value(json_object_get(e, "verdict")))
+                return bad("results.json: config %s of case has no verdict (%s)", l, str(cs, "name"));
+            if (!json_string_value(json_object_get(json_object_get(e, "correctness"), "verdict")))
+                return bad("results.json: cases[%zu].configs[%zu].correctness.verdict is missing "
+                           "(config %s)", i, j, l);
         }
         const json_t *checks = json_object_get(cs, "checks");
         if (json_array_size(checks) == 0) return bad("results.json: case %s has no MPFR checks", str(cs, "name"));
         json_array_foreach(checks, j, e) {
-            const char *cv = json_string_value(json_object_get(e, "verdict"));
-            if (!cv || strcmp(cv, "pass") != 0)
-                return bad("results.json: an MPFR check of case %s has verdict '%s'", str(cs, "name"),
-                           cv ? cv : "(none)");
+            if (!json_string_value(json_object_get(e, "verdict")))
+                return bad("results.json: cases[%zu].checks[%zu].verdict is missing", i, j);
         }
+    }
+    // Recomputed: the overall, per-config and per-check verdicts pass only
+    // when every verdict under them does (correctness, lockstep, mpfr, the
+    // MPFR report and its tensors), whatever the stored ones say.
+    char path[512] = "";
+    const json_t *f = failing_verdict(res, path, sizeof path);
+    if (f) {
+        const char *fv = json_string_value(f);
+        if (fv) return bad("results.json: %s is '%s'", path, fv);
+        return bad("results.json: %s is not a string", path);
     }
     return PAR_OK;
 }

@@ -1,7 +1,7 @@
 // Ed25519 signatures of results tables in the minisign file formats
 // (libsodium; layouts from jedisct1/minisign, src/minisign.h and
-// src/minisign.c), so that `minisign -V -p KEY.pub -m results.json -x
-// results.json.sig` checks our signatures and keys made by `minisign -G -W`
+// src/minisign.c), so that `minisign -Vm results.json -p KEY.pub` (which
+// reads results.json.minisig) checks our signatures and keys made by `minisign -G -W`
 // sign with parity. Unencrypted secret keys only. No printing.
 #ifndef VF_SIGN_H
 #define VF_SIGN_H

@@ -1,5 +1,5 @@
 // The `parity` command line: subcommands and a small flag parser. Only this
-// folder prints to the user and chooses exit codes (STYLE.md):
+// folder prints to the user and chooses exit codes (docs/CONTRIBUTING.md, "Errors"):
 // 0 ok, 1 verification failed, 2 usage, 3 runtime error.
 #ifndef PAR_CLI_H
 #define PAR_CLI_H
@@ -66,5 +66,6 @@ int cmd_lockstep(int argc, char **argv);
 int cmd_table(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_bisect(int argc, char **argv);
+int cmd_version(int argc, char **argv);
 
 #endif

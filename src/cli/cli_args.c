@@ -54,6 +54,16 @@ int cli_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *
     *n_pos = 0;
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "-h") == 0) {
+            // -h: --help, where the command has it
+            const cli_opt *h = NULL;
+            for (int k = 0; opts[k].name; k++)
+                if (strcmp(opts[k].name, "--help") == 0 && opts[k].kind == CLI_FLAG) h = &opts[k];
+            if (h) {
+                *(int *)h->dst = 1;
+                continue;
+            }
+        }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
             if (*n_pos >= max_pos) {
                 fprintf(stderr, "parity %s: unexpected argument '%s'\n", cmd, a);
@@ -93,7 +103,21 @@ int cli_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *
 void cli_usage(const char *synopsis, const cli_opt *opts)
 {
     printf("usage: %s\n\n", synopsis);
-    for (int k = 0; opts[k].name; k++) printf("  %-16s %s\n", opts[k].name, opts[k].help);
+    int fault = 0;
+    for (int k = 0; opts[k].name; k++) {
+        printf("  %-16s %s\n", opts[k].name, opts[k].help);
+        fault |= strcmp(opts[k].name, "--fault") == 0;
+    }
+    if (fault)
+        printf("\n--fault SPEC (tests only; engine trainers serial, omp, mpi, hybrid, root, never\n"
+               "the reference), STEP counted from 1 (0: every step):\n"
+               "  ulp:STEP:INDEX           gradient element INDEX of the batch gradient + 1 ulp\n"
+               "  skip:STEP:LAYER:SAMPLE   LAYER's weight gradient ignores batch sample SAMPLE\n"
+               "  half:STEP:LAYER          LAYER's forward outputs rounded to 11 significant bits\n"
+               "  swap:STEP:LAYER          LAYER folds its chunk gradients out of order\n"
+               "  bnswap:STEP:LAYER        batchnorm LAYER folds its statistics out of order\n"
+               "  bnvar:STEP:LAYER:CHANNEL batchnorm LAYER's variance of CHANNEL + 1 ulp\n"
+               "e.g. --fault ulp:3:100, --fault skip:2:0:5, --fault half:4:1, --fault swap:2:1\n");
 }
 
 const char *cli_error_text(void)

@@ -35,6 +35,13 @@ int cli_numerics_resolve(const char *cmd, const cli_numerics_flags *f, cli_numer
         fprintf(stderr, "\nhint: mpi, hybrid and root need a build with -DPARITY_MPI=ON\n");
         return EXIT_USAGE;
     }
+    if (f->fault && strcmp(out->tr->name, "reference") == 0) {
+        // Faults live in the engine (par_engine.c); the reference never reads them.
+        fprintf(stderr, "parity %s: --fault '%s': trainer reference takes no faults (only serial, "
+                "omp, mpi, hybrid and root do)\n", cmd, f->fault);
+        fprintf(stderr, "hint: drop --fault, or give --trainer serial\n");
+        return EXIT_USAGE;
+    }
     if (f->threads > 1 && !(out->tr->caps & PAR_CAP_THREADS)) {
         fprintf(stderr, "parity %s: --threads %d: trainer %s runs one thread\n", cmd, f->threads,
                 out->tr->name);

@@ -239,8 +239,14 @@ static void print_human(const vf_bisect_result *r, const vf_bisect_opts *o, cons
     printf("both: --dataset %s --model %s --act %s --dtype %s --batch %d --seed %llu; lockstep "
            "(side by side, the same batches), compared %s\n",
            so->dataset, so->model, so->act, so->dtype, so->batch, (unsigned long long)so->seed,
-           o->tol > 0 ? "within --tol" : "bitwise");
-    if (o->tol > 0) printf("--tol %g: |a - b| <= %g max(|a|, |b|) counts as equal\n", o->tol, o->tol);
+           o->tol > 0 || o->atol > 0 ? "within --tol/--atol" : "bitwise");
+    if (o->tol > 0 || o->atol > 0) {
+        char floor[80];
+        if (o->atol >= 0) snprintf(floor, sizeof floor, "%g", o->atol);
+        else snprintf(floor, sizeof floor, "%d ulps of the tensor's largest |value|", VF_BISECT_AUTO_ULPS);
+        printf("--tol %g --atol %s: |a - b| <= %g max(|a|, |b|) or |a - b| <= %s counts as equal\n",
+               o->tol, o->atol >= 0 ? floor : "auto", o->tol, floor);
+    }
     if (!r->diverged) {
         printf("no divergence in %ld steps: loss, gradient and weights agree after every step\n",
                r->steps);
@@ -257,7 +263,7 @@ static void print_human(const vf_bisect_result *r, const vf_bisect_opts *o, cons
     if (!r->replayed) return;
     printf("\nreplay of step %ld on both from a's weights before it; tensors in computation "
            "order%s:\n",
-           r->step, r->within_tol ? " (bitwise: nothing exceeds --tol from the same weights)" : "");
+           r->step, r->within_tol ? " (bitwise: nothing exceeds --tol/--atol from the same weights)" : "");
     if (!r->internals)
         printf("(activations and deltas not compared: a trainer does not expose them)\n");
     printf("  %-30s %10s %10s %10s\n", "tensor", "elements", "differ", "max ulps");
@@ -311,6 +317,7 @@ static void print_json_result(const vf_bisect_result *r, const vf_bisect_opts *o
                           (json_int_t)r->steps, "config_a", cfg[0], "config_b", cfg[1], "tol",
                           o->tol, "prec", o->prec);
     const int f = r->diverged && r->found;
+    json_object_set_new(j, "atol", o->atol >= 0 ? json_real(o->atol) : json_string("auto"));
     json_object_set_new(j, "step", r->diverged ? json_integer(r->step) : json_null());
     json_object_set_new(j, "epoch", r->diverged ? json_integer(r->epoch) : json_null());
     json_object_set_new(j, "batch", r->diverged ? json_integer(r->batch) : json_null());
@@ -369,12 +376,16 @@ int cmd_bisect(int argc, char **argv)
         .trainer = "serial", .mode = "exact", .dtype = "f32", .epochs = 1, .batch = 64,
         .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42,
     };
-    double tol = 0;
+    double tol = 0, atol = NAN;   // atol NaN: not given (the derived floor)
     int json = 0, prec = 256, help = 0, logs = 0;
-    cli_opt opts[N_SIDE_OPTS + 6];
+    cli_opt opts[N_SIDE_OPTS + 7];
     side_table(opts, &base);
     const cli_opt extra[] = {
         {"--tol", CLI_DOUBLE, &tol, "REL       equal within |a - b| <= REL max(|a|, |b|) (0: bitwise)"},
+        {"--atol", CLI_DOUBLE, &atol, "ABS       and a floor: a difference counts only when |a - b| exceeds\n"
+         "                   both REL max(|a|, |b|) and ABS (default with --tol: 4 ulps of the\n"
+         "                   tensor's largest |value| on either side, so 2.9e-11 vs 0 among\n"
+         "                   values near 1e-2 is equal; without --tol: 0, bitwise)"},
         {"--prec", CLI_INT, &prec, "BITS      MPFR precision of the exact value (256)"},
         {"--json", CLI_FLAG, &json, "          one JSON object on stdout"},
         {"--logs", CLI_FLAG, &logs, "          compare two step logs instead (see above)"},
@@ -401,6 +412,11 @@ int cmd_bisect(int argc, char **argv)
         return EXIT_OK;
     }
     if (!(tol >= 0) || prec < 64) return fail_usage("--tol must be >= 0 and --prec >= 64", NULL);
+    if (atol < 0) {
+        char msg[100];
+        snprintf(msg, sizeof msg, "--atol %g: expected a number >= 0", atol);
+        return fail_usage(msg, "leave it out for the default floor (4 ulps of each tensor's largest |value|)");
+    }
 
     // A and B: the common flags, then each string's own flags over them.
     side_opts so[2] = {base, base};
@@ -455,6 +471,10 @@ int cmd_bisect(int argc, char **argv)
                    !(so[s].lr > 0)) {
             rc = fail_usage("--epochs, --batch, --chunk and --threads must be >= 1 and --lr > 0",
                             NULL);
+        } else if (so[s].fault && strcmp(tr[s]->name, "reference") == 0) {
+            snprintf(msg, sizeof msg, "%s: --fault '%s': trainer reference takes no faults (only "
+                     "serial, omp, mpi, hybrid and root do)", side_name(s), so[s].fault);
+            rc = fail_usage(msg, "drop --fault, or give that side --trainer serial");
         } else if (so[s].threads > 1 && !(tr[s]->caps & PAR_CAP_THREADS)) {
             snprintf(msg, sizeof msg, "%s: --threads %d: trainer %s runs one thread",
                      side_name(s), so[s].threads, tr[s]->name);
@@ -519,7 +539,8 @@ int cmd_bisect(int argc, char **argv)
     }
     if (rc == 0) {
         vf_bisect_opts o = {.ds = &ds, .seed = so[0].seed, .epochs = so[0].epochs,
-                            .max_steps = so[0].steps, .tol = tol, .prec = prec};
+                            .max_steps = so[0].steps, .tol = tol,
+                            .atol = isnan(atol) ? VF_BISECT_ATOL_AUTO : atol, .prec = prec};
         for (int s = 0; s < 2; s++) {
             o.side[s].ops = tr[s];
             o.side[s].cfg = (par_run_cfg){&m, dt, mode[s], (size_t)so[s].batch,

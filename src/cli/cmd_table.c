@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -36,9 +37,12 @@ static int usage_table(FILE *f)
                "       parity table sign DIR [--key FILE]\n"
                "       parity table verify DIR [--pub FILE]\n\n"
                "Ed25519 signatures of verify results, in the minisign formats: a signature\n"
-               "DIR/results.json.sig over DIR/results.json, which lists the SHA-256 of\n"
+               "DIR/" CLI_SIG_NAME " over DIR/results.json, which lists the SHA-256 of\n"
                "table.md, table.csv and the plots. Default key: ~/.config/parity/parity.key\n"
-               "and parity.pub. Also: minisign -V -p KEY.pub -m DIR/results.json -x DIR/results.json.sig\n");
+               "and parity.pub. Also: minisign -Vm DIR/results.json -p KEY.pub\n"
+               "(verify reads DIR/" CLI_SIG_OLD " of older tables when there is no .minisig)\n"
+               "Every verdict in results.json (overall, per config, nested) must pass:\n"
+               "sign refuses and verify fails otherwise, naming the first that does not.\n");
     return f == stdout ? EXIT_OK : EXIT_USAGE;
 }
 
@@ -46,7 +50,7 @@ int cli_sign_dir(const char *cmd, const char *dir, const char *key)
 {
     char file[1200], sig[1300], tc[600], id[17];
     snprintf(file, sizeof file, "%s/results.json", dir);
-    snprintf(sig, sizeof sig, "%s/results.json.sig", dir);
+    snprintf(sig, sizeof sig, "%s/" CLI_SIG_NAME, dir);
     json_error_t e;
     json_t *res = json_load_file(file, 0, &e);
     const json_t *suite = json_object_get(res, "suite");
@@ -151,7 +155,12 @@ static int table_verify(int argc, char **argv)
     par_status st = vf_key_id(pub, id);
     if (st != PAR_OK) return cli_fail("table verify", st, "give the signer's public key with --pub FILE");
     snprintf(file, sizeof file, "%s/results.json", pos[0]);
-    snprintf(sig, sizeof sig, "%s/results.json.sig", pos[0]);
+    snprintf(sig, sizeof sig, "%s/" CLI_SIG_NAME, pos[0]);
+    if (access(sig, F_OK) != 0) {
+        char old[1300];
+        snprintf(old, sizeof old, "%s/" CLI_SIG_OLD, pos[0]);
+        if (access(old, F_OK) == 0) snprintf(sig, sizeof sig, "%s", old);   // an older table
+    }
     st = vf_verify_file(pub, file, sig, tc, sizeof tc);
     if (st == PAR_OK) st = vf_results_check(pos[0]);
     if (st != PAR_OK) {
@@ -171,7 +180,8 @@ int cmd_table(int argc, char **argv)
     if (strcmp(sub, "keygen") == 0) return table_keygen(argc, argv);
     if (strcmp(sub, "sign") == 0) return table_sign(argc, argv);
     if (strcmp(sub, "verify") == 0) return table_verify(argc, argv);
-    if (strcmp(sub, "--help") == 0 || strcmp(sub, "help") == 0) return usage_table(stdout);
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0)
+        return usage_table(stdout);
     fprintf(stderr, "parity table: unknown subcommand '%s'\nhint: keygen, sign DIR or verify DIR\n", sub);
     return EXIT_USAGE;
 }

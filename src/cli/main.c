@@ -19,8 +19,9 @@ static void usage(FILE *f)
             "  verify       run a verify suite: compare with the reference, MPFR checks, timings, signed table\n"
             "  lockstep     check a fast-mode trainer step by step against the reference under the derived bound\n"
             "  table        keygen | sign DIR | verify DIR: Ed25519 (minisign format) signatures of tables\n"
+            "  version      commit, compiler, flags, kernels, MPI and MPFR of this build (also --version)\n"
             "  help         this text\n\n"
-            "Run 'parity <command> --help' for its flags.\n");
+            "Run 'parity <command> --help' (or -h) for its flags.\n");
 }
 
 int main(int argc, char **argv)
@@ -38,6 +39,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "verify") == 0) return cmd_verify(argc, argv);
     if (strcmp(cmd, "lockstep") == 0) return cmd_lockstep(argc, argv);
     if (strcmp(cmd, "table") == 0) return cmd_table(argc, argv);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version(argc, argv);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return EXIT_OK;

@@ -1,7 +1,7 @@
 // libFuzzer: minisign signature and public-key files through their public
 // checker (vf_verify_file). At start-up a key pair is made and a fixed
 // message signed (in /dev/shm); byte 0 picks what the rest of the input
-// replaces: even: the .sig file, odd: the .pub file. With FUZZ_SEED_OUT set,
+// replaces: even: the .minisig file, odd: the .pub file. With FUZZ_SEED_OUT set,
 // start-up also writes both valid files there as seeds (ci/fuzz.sh).
 #include <stdlib.h>
 
@@ -42,7 +42,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(pk, sizeof pk, "%s/parity-fuzz-%ld-k.pub", base, pid);
     snprintf(sk, sizeof sk, "%s/parity-fuzz-%ld-k.key", base, pid);
     snprintf(msg, sizeof msg, "%s/parity-fuzz-%ld-results.json", base, pid);
-    snprintf(sig, sizeof sig, "%s/parity-fuzz-%ld-results.json.sig", base, pid);
+    snprintf(sig, sizeof sig, "%s/parity-fuzz-%ld-results.json.minisig", base, pid);
     FILE *f = fopen(msg, "wb");
     if (!f) abort();
     fputs("{\"verdict\": \"pass\"}\n", f);

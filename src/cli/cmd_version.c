@@ -1,0 +1,48 @@
+// `parity --version` / `parity version`: what this binary is, from the same
+// provenance a results.json records (verify/vf_prov.c): source commit,
+// compiler, flags, MPI library, MPFR; and the kernel variant in use.
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "par_kernels.h"
+#include "vf_harness.h"
+
+static const char *field(const json_t *j, const char *key)
+{
+    const char *s = json_string_value(json_object_get(j, key));
+    return s ? s : "unknown";
+}
+
+int cmd_version(int argc, char **argv)
+{
+    if (argc > 2) {
+        fprintf(stderr, "parity version: unexpected argument '%s'\n", argv[2]);
+        fprintf(stderr, "hint: run 'parity --version' alone\n");
+        return EXIT_USAGE;
+    }
+    const vf_build_info b = {PARITY_SOURCE_DIR[0] ? PARITY_SOURCE_DIR : NULL, PARITY_C_COMPILER,
+                             PARITY_C_FLAGS, PARITY_BUILD_TYPE, PARITY_MPIEXEC};
+    json_t *p = vf_provenance(&b, NULL);
+    if (!p) {
+        fprintf(stderr, "parity version: out of memory\n");
+        return EXIT_RUNTIME;
+    }
+    const json_t *dirty = json_object_get(p, "git_dirty");
+    printf("parity %s%s\n", field(p, "git_commit"),
+           json_is_true(dirty) ? " (source tree has uncommitted changes)" : "");
+    printf("source:     %s\n", b.source_dir ? b.source_dir : "unknown");
+    printf("compiler:   %s\n", field(p, "compiler"));
+    printf("build type: %s\n", field(p, "build_type"));
+    printf("flags:      %s\n", field(p, "c_flags"));
+    printf("kernels:    %s\n", par_kernels_variant());
+    printf("MPI:        %s\n", field(p, "mpi_library"));
+    printf("mpirun:     %s\n", field(p, "mpirun_version"));
+    printf("MPFR:       %s\n", field(p, "mpfr_version"));
+    printf("jansson:    %s\n", field(p, "jansson_version"));
+    printf("libsodium:  %s\n", field(p, "libsodium_version"));
+    json_decref(p);
+    return EXIT_OK;
+}
