@@ -28,6 +28,50 @@ expect 2 "--trainer 'mpi': expected (one of )?reference,? serial" check --traine
 expect 2 "--trainer reference: the reference is what it is compared with" lockstep --trainer reference
 expect 2 "--threads 2: trainer serial runs one thread" lockstep --trainer serial --threads 2
 expect 2 "--threads 2: trainer serial runs one thread" train --threads 2
+
+# --fault where it cannot take effect: faults live in the engine trainers, the
+# reference never reads them (check's default trainer is the reference).
+for c in check lockstep train; do
+    expect 2 "^parity $c: --fault 'ulp:1:1000': trainer reference takes no faults \(only serial, omp, mpi, hybrid and root do\)$" \
+        $c --trainer reference --fault ulp:1:1000
+done
+expect 2 "^parity check: --fault 'ulp:1:1000': trainer reference takes no faults" check --fault ulp:1:1000
+check "... with the hint" grep -qx "hint: drop --fault, or give --trainer serial" "$T/err"
+
+# --version and `parity version`: commit, compiler, flags, kernels, MPI, MPFR.
+"$P" --version >"$T/v1" 2>"$T/err" </dev/null
+check "--version exits 0, nothing on stderr" test $? = 0 -a ! -s "$T/err"
+"$P" version >"$T/v2" 2>/dev/null </dev/null
+check "parity version prints the same" cmp -s "$T/v1" "$T/v2"
+want=$(git -C "$(dirname "$0")/.." rev-parse HEAD 2>/dev/null)
+check "--version: first line is the source tree's commit (${want:-no git})" \
+    grep -Eq "^parity ${want:-unknown}( \(source tree has uncommitted changes\))?$" "$T/v1"
+check "--version names compiler, build type, flags, kernels, MPI, mpirun, MPFR" test \
+    "$(grep -Ec '^(compiler|build type|flags|kernels|MPI|mpirun|MPFR): +[^ ]' "$T/v1")" = 7
+check "--version: kernels avx2+fma or portable" grep -Eqx 'kernels: +(avx2\+fma|portable)' "$T/v1"
+check "--version: MPFR x.y.z" grep -Eqx 'MPFR: +[0-9]+\.[0-9]+\.[0-9]+(-[a-z0-9]+)?' "$T/v1"
+check "--version: flags as built (-ffp-contract=off)" grep -Eq '^flags: .*-ffp-contract=off' "$T/v1"
+expect 2 "^parity version: unexpected argument 'x'$" version x
+
+# -h is --help for every command.
+for c in train check bisect verify lockstep model data "data order" table "table keygen" "table sign" "table verify"; do
+    "$P" $c -h >"$T/h1" 2>"$T/err" </dev/null
+    rc=$?
+    "$P" $c --help >"$T/h2" 2>/dev/null </dev/null
+    check "parity $c -h: exit 0, the --help text" test $rc = 0 -a ! -s "$T/err" -a -s "$T/h1" -a \
+        "$(md5sum <"$T/h1")" = "$(md5sum <"$T/h2")"
+done
+# --fault SPEC: its format in the help of every command that takes it, and
+# every example given there parses.
+for c in train check lockstep bisect; do
+    "$P" $c --help >"$T/h1" 2>/dev/null </dev/null
+    check "parity $c --help gives the --fault format" test \
+        "$(grep -Ec '^  (ulp:STEP:INDEX|skip:STEP:LAYER:SAMPLE|half:STEP:LAYER|swap:STEP:LAYER) ' "$T/h1")" = 4
+done
+for f in $(grep '^e.g. --fault' "$T/h1" | grep -o '[a-z]*:[0-9:]*[0-9]'); do
+    expect 0 "" train --steps 1 --quiet --fault "$f"
+done
+check "the help gives 4 examples" test "$(grep '^e.g. --fault' "$T/h1" | grep -o '[a-z]*:[0-9:]*[0-9]' | wc -l)" = 4
 expect 2 "--ranks 2: trainer omp is not an MPI trainer" train --trainer omp --ranks 2
 expect 2 "takes 100 inputs but dataset fashion-mnist has 784" train --model mlp:100-10 --steps 1
 expect 2 "needs a value" train --batch
@@ -80,7 +124,10 @@ PARITY_DEBUG=1 expect 3 "^parity train: [a-z_]+\.c:[0-9]+: $T/none: no such fold
 "$P" train --steps 3 --save "$T/w.npz" --log "$T/log.jsonl" --init-save "$T/init.npz" --json \
     >"$T/out" 2>"$T/err" </dev/null
 check "good run exits 0" test $? = 0
-check "nothing on stderr when not a terminal" test ! -s "$T/err"
+check "off a terminal stderr holds only the final summary (a 3-step run is under 5 s)" \
+    grep -Eqx 'parity train: done: 3 steps, loss [0-9.]+, val acc [0-9.]+, test acc [0-9.]+, [0-9.]+ s' "$T/err"
+check "off a terminal: one line in all" test "$(wc -l <"$T/err")" = 1
+check "--json: stdout is one JSON object" /usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/out"
 check "weights and log written" test -s "$T/w.npz" -a -s "$T/log.jsonl"
 check "no temp files left" test -z "$(ls "$T" | grep tmp)"
 check "log has 3 step lines and 1 epoch line" \
@@ -99,9 +146,34 @@ PY
     check "numpy reads the saved weights (names, shapes, dtype)" test $? = 0
 fi
 
+# Off a terminal: a plain progress line every PARITY_PROGRESS_SECONDS (5), then
+# the summary; --quiet: nothing.
+PARITY_PROGRESS_SECONDS=0 "$P" train --steps 3 >"$T/out" 2>"$T/err" </dev/null
+check "progress lines off a terminal: step N/3 epoch 1 loss L T s, then the summary" \
+    test "$(grep -Ec '^step [123]/3 epoch 1 loss [0-9]+\.[0-9]{4} [0-9]+\.[0-9] s$' "$T/err")" = 3 -a \
+    "$(sed -n 4p "$T/err" | cut -c1-31)" = "parity train: done: 3 steps, lo" -a "$(wc -l <"$T/err")" = 4 -a ! -s "$T/out"
+PARITY_PROGRESS_SECONDS=0 "$P" train --steps 3 --quiet >"$T/out" 2>"$T/err" </dev/null
+check "--quiet: nothing on stderr off a terminal" test $? = 0 -a ! -s "$T/err"
+
 # --init-load of the saved initial weights reproduces the run bit for bit.
 "$P" train --steps 3 --init-load "$T/init.npz" --seed 42 --json >"$T/b.json" 2>/dev/null </dev/null
 check "--init-load of --init-save reproduces the run" test "$(sha "$T/a.json")" = "$(sha "$T/b.json")"
+
+# OMP_NUM_THREADS: a threaded trainer without --threads takes it, as OpenMP
+# programs do; --threads wins; serial ignores it; a bad value is refused.
+threads_of() { python3 -c "import json,sys; print(json.load(sys.stdin)['threads'])"; }
+check "OMP_NUM_THREADS=2: --trainer omp runs 2 threads" test "$(OMP_NUM_THREADS=2 "$P" train \
+    --trainer omp --steps 1 --json --quiet </dev/null | threads_of)" = 2
+check "OMP_NUM_THREADS=3,1: the first number" test "$(OMP_NUM_THREADS=3,1 "$P" train \
+    --trainer omp --steps 1 --json --quiet </dev/null | threads_of)" = 3
+check "... --threads 1 wins over it" test "$(OMP_NUM_THREADS=2 "$P" train --trainer omp \
+    --threads 1 --steps 1 --json --quiet </dev/null | threads_of)" = 1
+check "... serial runs one thread" test "$(OMP_NUM_THREADS=2 "$P" train --steps 1 --json \
+    --quiet </dev/null | threads_of)" = 1
+# (libgomp warns about the value first, on its own lines)
+OMP_NUM_THREADS=two "$P" train --trainer omp --steps 1 >/dev/null 2>"$T/err" </dev/null
+check "OMP_NUM_THREADS=two: refused, one line, exit 2" test $? = 2 -a "$(grep -c \
+    "^parity train: OMP_NUM_THREADS 'two': expected a thread count >= 1 (or give --threads T)$" "$T/err")" = 1
 
 # The --ranks launcher: mpi with 2 ranks equals serial (builds with MPI).
 if ! "$P" train --trainer mpi --ranks 1 --steps 1 >/dev/null 2>&1 </dev/null; then
@@ -114,6 +186,40 @@ elif "$P" train --trainer mpi --ranks 2 --steps 3 --json >"$T/c.json" 2>"$T/err"
 else
     check "--ranks 2 runs ($(head -n 2 "$T/err"))" false
 fi
+
+# Under your own mpirun: the real world size, --ranks that disagrees refused,
+# a single-process trainer refused (once, by rank 0).
+if "$P" train --trainer mpi --ranks 1 --steps 1 >/dev/null 2>&1 </dev/null; then
+    M=(mpirun -n 2 --oversubscribe --bind-to none)
+    [ "$(id -u)" = 0 ] && M+=(--allow-run-as-root)
+    "${M[@]}" "$P" train --trainer mpi --steps 2 --json >"$T/m.json" 2>"$T/err" </dev/null
+    check "mpirun -n 2: --json reports \"ranks\": 2" grep -q '"ranks": 2,' "$T/m.json"
+    "${M[@]}" "$P" train --trainer mpi --ranks 3 --steps 2 >/dev/null 2>"$T/err" </dev/null
+    rc=$?
+    check "mpirun -n 2 --ranks 3: exit 2, said once ($(head -n 1 "$T/err"))" test $rc = 2 -a \
+        "$(grep -c '^parity train: --ranks 3: this MPI job has 2 ranks$' "$T/err")" = 1
+    for t in serial omp reference; do
+        "${M[@]}" "$P" train --trainer $t --steps 2 >/dev/null 2>"$T/err" </dev/null
+        rc=$?
+        check "mpirun -n 2 --trainer $t: exit 2, said once ($(head -n 1 "$T/err"))" test $rc = 2 -a \
+            "$(grep -c "^parity train: --trainer $t runs in one process, but it was launched as 2 MPI ranks$" "$T/err")" = 1
+    done
+fi
+
+# A folder without a slash is a folder; a name that is neither says so.
+PA=$(cd "$(dirname "$P")" && pwd)/$(basename "$P")
+(cd "$T" && "$PA" data make-cifar cif >/dev/null &&
+    "$PA" train --dataset cif --steps 2 --json >"$T/cif.json" 2>"$T/err" </dev/null)
+check "--dataset cif (a folder here) trains ($(head -n 1 "$T/err"))" grep -q '"dataset": "cif"' "$T/cif.json"
+expect 3 "^parity train: dataset 'cifx' not found; searched: " train --dataset cifx
+check "an unknown name: the hint says to give a folder" grep -q \
+    '^hint: no folder of that name here: give a dataset folder.s path, or mnist, fashion-mnist or cifar10' "$T/err"
+
+# Silent caps refused: a batch larger than the training split, step 0 of check.
+expect 2 "^parity train: --batch 100000: expected at most 54000, the training split of fashion-mnist$" \
+    train --batch 100000
+expect 0 "" train --batch full --steps 1 --quiet
+expect 2 "^parity check: --step 0: expected an integer >= 1 \(steps count from 1\)$" check --step 0
 
 # data order: a permutation of the 54000 training records, reproducible.
 "$P" data order --seed 5 --epoch 2 >"$T/o1" </dev/null

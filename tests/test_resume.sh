@@ -55,8 +55,10 @@ resume_case() { # name, trainer flags...
         --checkpoint-every 300 >"$d/killed.json" 2>"$d/killed.err" </dev/null &
     local pid=$!
     kill_at "$d/ck" 300 $pid $pid
-    check "$name: killed mid-run (no final log, no JSON)" \
-        test ! -e "$d/run.jsonl" -a ! -s "$d/killed.json"
+    # The log is written as it goes: the killed run's steps are there, whole lines.
+    check "$name: killed mid-run (the log has its steps so far, no JSON)" \
+        test "$(grep -c '"type":"step"' "$d/run.jsonl")" -ge 300 -a ! -s "$d/killed.json" \
+        -a "$(tail -c 1 "$d/run.jsonl" | od -An -c | tr -d ' ')" = '\n'
     local ck
     ck=$(ls "$d/ck" | grep -c '\.json$')
     check "$name: checkpoints left ($ck)" test "$ck" -ge 1
@@ -123,7 +125,7 @@ for part in $parts; do
             kill -TERM $pid
             wait $pid
             rc=$?
-            check "mpi SIGTERM: exit 143 with one message (got $rc: $(head -c 300 "$d/m.err"))" \
+            check "mpi SIGTERM: exit 143 with one message (got $rc: $(head -c 600 "$d/m.err"))" \
                 test $rc = 143 -a "$(grep -vc '^hint:' "$d/m.err")" = 1
             "$P" "${RUN[@]}" --trainer hybrid --ranks 2 --json --log "$d/m.jsonl" --resume "$d/ckm" \
                 >"$d/m.json" 2>/dev/null </dev/null
@@ -178,6 +180,42 @@ for part in $parts; do
         check "missing folder: exit 3" test $? = 3
         "$P" "${R[@]}" --checkpoint-every 5 >/dev/null 2>"$d/err" </dev/null
         check "--checkpoint-every without a folder: exit 2" test $? = 2
+        # --resume DIR alone: the checkpoint gives the config, the trainer,
+        # the log (continued in place) and --steps/--epochs.
+        RA=(train --steps 1000 --epochs 2 --seed 9 --lr 0.02 --batch 48 --model mlp:784-32-10
+            --optim momentum --quiet)
+        "$P" "${RA[@]}" --json --log "$d/fa.jsonl" >"$d/fa.json" 2>/dev/null </dev/null
+        "$P" "${RA[@]}" --trainer omp --threads 2 --log "$d/ra.jsonl" --checkpoint-dir "$d/cka" \
+            --checkpoint-every 100 >/dev/null 2>&1 </dev/null &
+        pid=$!
+        for i in $(seq 1 3000); do [ -e "$d/cka/ckpt-0000000100.json" ] && break; sleep 0.01; done
+        kill -INT $pid
+        wait $pid
+        check "--resume DIR alone: the stopped run's log holds its steps, whole lines" \
+            test "$(grep -c '"type":"step"' "$d/ra.jsonl")" -ge 100 -a \
+            "$(tail -c 1 "$d/ra.jsonl" | od -An -c | tr -d ' ')" = '\n'
+        PA=$(cd "$(dirname "$P")" && pwd)/$(basename "$P")
+        (cd / && "$PA" train --resume "$d/cka" --json >"$d/ra.json" 2>"$d/err" </dev/null)
+        rc=$?
+        check "--resume DIR alone: exit 0 ($rc: $(head -n 1 "$d/err"))" test $rc = 0
+        check "--resume DIR alone: the checkpoint's trainer, threads and --steps" \
+            grep -q '"trainer": "omp", .*"threads": 2, .*"steps": 1000,' "$d/ra.json"
+        check "--resume DIR alone: weights equal the uninterrupted run" \
+            test -n "$(sha "$d/fa.json")" -a "$(sha "$d/fa.json")" = "$(sha "$d/ra.json")"
+        check "--resume DIR alone: the log continued in place equals the uninterrupted one" \
+            cmp -s "$d/fa.jsonl" "$d/ra.jsonl"
+        # A typed flag that disagrees with the checkpoint: one line naming it and both values.
+        "$P" train --resume "$d/cka" --batch 64 >/dev/null 2>"$d/err" </dev/null
+        rc=$?
+        check "--resume DIR --batch 64: exit 2, the flag and both values ($(head -n 1 "$d/err"))" \
+            test $rc = 2 -a "$(grep -c "^parity train: $d/cka/ckpt-[0-9]*.json is from another run: --batch: checkpoint 48, this run 64$" "$d/err")" = 1 \
+            -a "$(grep -c "^hint: leave the flag out to go on with the checkpoint's value" "$d/err")" = 1
+        # Overrides: --steps/--epochs (with the rest from the checkpoint), and another trainer.
+        "$P" "${RA[@]}" --steps 600 --log "$d/rb.jsonl" --checkpoint-dir "$d/ckb" >/dev/null 2>&1 </dev/null
+        "$P" train --resume "$d/ckb" --steps 1000 --trainer serial --json >"$d/rb.json" 2>"$d/err" </dev/null
+        check "--resume DIR --steps 1000 --trainer serial: goes on to step 1000, exact ($(head -n 1 "$d/err"))" \
+            test "$(sha "$d/fa.json")" = "$(sha "$d/rb.json")" -a "$(grep -c '"resumed_from_step": 600' "$d/rb.json")" = 1
+        check "--resume DIR --steps 1000: log exact" cmp -s "$d/fa.jsonl" "$d/rb.jsonl"
         # Two writers: the second is refused while the first holds the lock.
         "$P" train --epochs 4 --steps 3000 --quiet --checkpoint-dir "$d/ck2" >/dev/null 2>&1 </dev/null &
         pid=$!

@@ -104,7 +104,8 @@ void vf_task_skip(runner *r, int kind, double units, long n)
 
 // ---- child processes ------------------------------------------------------------------
 
-// First non-empty line of a file (for error details), "" if none.
+// First non-empty line of a file (for error details), "" if none; hints
+// and the progress lines of `parity train` ("step S/N epoch ...") skipped.
 void vf_first_line(char *buf, size_t n, const char *path)
 {
     buf[0] = '\0';
@@ -113,7 +114,10 @@ void vf_first_line(char *buf, size_t n, const char *path)
     char line[600];
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
-        if (line[0] && strncmp(line, "hint:", 5) != 0) {
+        long a, b;
+        char c;
+        const int progress = sscanf(line, "step %ld/%ld epoch%c", &a, &b, &c) == 3 && c == ' ';
+        if (line[0] && strncmp(line, "hint:", 5) != 0 && !progress) {
             snprintf(buf, n, "%s", line);
             break;
         }

@@ -1,5 +1,6 @@
 // `parity train`: plain training with any trainer, dataset and dtype, with a
-// progress line on a terminal, a JSONL log, .npz weights and a JSON summary,
+// progress line on a terminal (off one: a plain line every 5 s and a
+// summary), a JSONL log written as it goes, .npz weights and a JSON summary,
 // checkpoints and --resume (bit for bit), a clean stop on SIGINT/SIGTERM,
 // and a NaN/Inf check every step. MPI trainers run one process per rank;
 // only rank 0 prints and writes. Tests: tests/test_cli.sh,
@@ -54,7 +55,9 @@ typedef struct train_ctx {
     const par_model *m;
     const par_dataset *ds;
     par_dtype dt;
-    int rank, tty, mpi;            // mpi: more than one rank (collective agreement)
+    int rank, size, tty, mpi;      // mpi: more than one rank (collective agreement)
+    int plain;                     // rank 0, stderr not a terminal, no --quiet: plain lines
+    double progress_every;         // seconds between them (PARITY_PROGRESS_SECONDS, 5)
     par_log *log;
     long total_steps;
     double t_start, t_last_print, t_eval;
@@ -159,6 +162,11 @@ static par_status on_step(void *vctx, int epoch, long step, size_t B, double los
                 train_s > 0 ? (double)c->samples / train_s : 0.0);
         c->t_last_print = t;
     }
+    if (c->plain && t - c->t_last_print >= c->progress_every) {   // a log file, a pipe
+        fprintf(stderr, "step %ld/%ld epoch %d loss %.4f %.1f s\n", step, c->total_steps,
+                epoch + 1, loss, t - c->t_start);
+        c->t_last_print = t;
+    }
     return PAR_OK;
 }
 
@@ -258,7 +266,7 @@ static void print_json(const train_ctx *c, const void *w, long steps, double sec
         "{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:I, s:I, s:i, s:f, s:I, s:I, s:i, s:s,"
         " s:f, s:f, s:f, s:f, s:f, s:s, s:f, s:f}",
         "trainer", o->trainer, "mode", o->mode, "dataset", c->ds->name, "model", c->m->spec,
-        "act", o->act, "threads", o->threads, "ranks", o->ranks > 0 ? o->ranks : 1, "dtype",
+        "act", o->act, "threads", o->threads, "ranks", c->size, "dtype",
         par_dtype_name(c->dt), "batch", (json_int_t)o->batch, "chunk", (json_int_t)o->chunk,
         "epochs", o->epochs, "lr", o->lr, "seed", (json_int_t)o->seed, "steps", (json_int_t)steps,
         "n_params", (int)c->m->n_params, "kernels", par_kernels_variant(), "final_loss",
@@ -294,6 +302,9 @@ static void print_json(const train_ctx *c, const void *w, long steps, double sec
 }
 
 static const char *const HINT_DATA = "run data/fetch.sh (or ci/setup.sh) to install the datasets";
+static const char *const HINT_NAME =
+    "no folder of that name here: give a dataset folder's path, or mnist, fashion-mnist or "
+    "cifar10 (data/fetch.sh installs those)";
 static const char *const HINT_CIFAR =
     "put data_batch_1..5.bin and test_batch.bin in ~/.cache/parity/data/cifar10/ (or give "
     "--dataset DIR); for tests: parity data make-cifar DIR";
@@ -460,8 +471,8 @@ static int launch_ranks(int argc, char **argv, const train_opts *o)
     if (w && w->dead_rank >= 0 && w->dead_sig > 0) {
         fprintf(stderr, "parity train: MPI rank %d died (signal %d, %s); mpirun ended the job\n",
                 w->dead_rank, w->dead_sig, strsignal(w->dead_sig));
-        if (ck) fprintf(stderr, "hint: continue from the last checkpoint: parity train --resume %s "
-                                "(with the same flags)\n", ck);
+        if (ck) fprintf(stderr, "hint: continue from the last checkpoint: parity train --resume "
+                                "%s\n", ck);
         rc = EXIT_RUNTIME;
     } else if (WIFEXITED(status) &&
                (WEXITSTATUS(status) <= EXIT_RUNTIME || WEXITSTATUS(status) == 128 + SIGINT ||
@@ -476,8 +487,8 @@ static int launch_ranks(int argc, char **argv, const train_opts *o)
         else
             fprintf(stderr, "parity train: the MPI job failed (mpirun exit status %d)\n",
                     WEXITSTATUS(status));
-        if (ck) fprintf(stderr, "hint: continue from the last checkpoint: parity train --resume %s "
-                                "(with the same flags)\n", ck);
+        if (ck) fprintf(stderr, "hint: continue from the last checkpoint: parity train --resume "
+                                "%s\n", ck);
         rc = EXIT_RUNTIME;
     }
     free(w);
@@ -543,12 +554,15 @@ static void fill_config(par_ckpt_config *cf, const train_opts *o, const par_mode
 // Rank 0: the newest valid checkpoint of dir, checked against this run's
 // config; its weights into params, its optimizer state into os (os->n
 // arrays named os->names, allocated) and its position into *pt.
+// Without --init-load the run takes the checkpoint's initial weights as its
+// own (a resumed run starts from the checkpoint's weights, not from them).
 static par_status find_resume(par_ckpt_meta *found, par_run_point *pt, const char *dir,
-                              const par_ckpt_config *run, const par_model *m, par_dtype dt,
-                              void *params, par_ckpt_optim *os)
+                              par_ckpt_config *run, int init_load, const par_model *m,
+                              par_dtype dt, void *params, par_ckpt_optim *os)
 {
     char skipped[1024];
     PAR_TRY(par_ckpt_find(found, dir, skipped, sizeof skipped));
+    if (!init_load) memcpy(run->init_sha256, found->cfg.init_sha256, sizeof run->init_sha256);
     if (skipped[0])
         fprintf(stderr, "parity train: warning: skipped damaged checkpoints: %s\n", skipped);
     char why[600];
@@ -731,6 +745,87 @@ static int check_outputs(const train_opts *o)
     return 0;
 }
 
+// Whether `flag` was typed ("--flag V" or "--flag=V").
+static int flag_given(int argc, char **argv, const char *flag)
+{
+    const size_t n = strlen(flag);
+    for (int i = 2; i < argc; i++)
+        if (strncmp(argv[i], flag, n) == 0 && (argv[i][n] == '\0' || argv[i][n] == '=')) return 1;
+    return 0;
+}
+
+// A threaded trainer without --threads takes OMP_NUM_THREADS as OpenMP
+// programs do (its first number, "4" or "4,2"); unset or empty: 1.
+static int threads_from_env(int *threads)
+{
+    const char *e = getenv("OMP_NUM_THREADS");
+    if (!e || !e[0]) return 0;
+    char *end;
+    errno = 0;
+    const long v = strtol(e, &end, 10);
+    if (errno || end == e || v < 1 || v > 4096 || (*end != '\0' && *end != ',')) {
+        fprintf(stderr, "parity train: OMP_NUM_THREADS '%s': expected a thread count >= 1 "
+                        "(or give --threads T)\n", e);
+        return EXIT_USAGE;
+    }
+    *threads = (int)v;
+    return 0;
+}
+
+// --resume DIR: every setting not typed is taken from the newest valid
+// checkpoint of DIR (its config, trainer, mode, threads, ranks, --select,
+// --log, and --epochs/--steps unless either is typed). Typed settings that
+// are part of the config are checked against it later (find_resume: one
+// line naming the flag and both values). Nothing happens when DIR holds no
+// valid checkpoint: the resume itself says why.
+static void resume_defaults(train_opts *o, int argc, char **argv)
+{
+    static par_ckpt_meta f;   // its strings stay in use
+    static char batch[32], optim[16];
+    if (!o->resume || par_ckpt_find(&f, o->resume, NULL, 0) != PAR_OK) return;
+    const par_ckpt_config *cf = &f.cfg;
+#define GIVEN(flag) flag_given(argc, argv, flag)
+    if (!GIVEN("--dataset")) o->dataset = cf->dataset;
+    if (!GIVEN("--model")) o->model = cf->model;
+    if (!GIVEN("--act")) o->act = cf->act;
+    if (!GIVEN("--dtype")) o->dtype = cf->dtype;
+    if (!GIVEN("--chunk")) o->chunk = (int)cf->chunk;
+    if (!GIVEN("--lr")) o->lr = cf->lr;
+    if (!GIVEN("--seed")) o->seed = cf->seed;
+    if (!GIVEN("--batch")) {
+        snprintf(batch, sizeof batch, "%ld", cf->batch);
+        o->batch_s = batch;
+    }
+    if (!GIVEN("--optim")) {   // "sgd", "adam beta1=B1 beta2=B2 eps=E", "momentum momentum=MU"
+        sscanf(cf->optimizer, "%15s", optim);
+        o->optim_s = optim;
+        const char *keys[4] = {"momentum=", "beta1=", "beta2=", "eps="};
+        double *dst[4] = {&o->momentum, &o->beta1, &o->beta2, &o->eps};
+        const char *flags[4] = {"--momentum", "--beta1", "--beta2", "--eps"};
+        for (int i = 0; i < 4; i++) {
+            const char *p = strstr(cf->optimizer, keys[i]);
+            if (p && !GIVEN(flags[i])) *dst[i] = strtod(p + strlen(keys[i]), NULL);
+        }
+    }
+    if (!GIVEN("--select") && f.select[0]) o->select = f.select;
+    if (!GIVEN("--mode") && f.mode[0]) o->mode = f.mode;
+    if (!GIVEN("--trainer") && f.trainer[0]) {   // another trainer: its own threads and ranks
+        o->trainer = f.trainer;
+        if (!GIVEN("--threads") && f.threads > 0) o->threads = f.threads;
+        if (!GIVEN("--ranks") && f.ranks > 1 && !par_mpi_under_launcher()) o->ranks = f.ranks;
+    }
+    if (!GIVEN("--log") && f.has_log) o->log = f.log.path;
+    if (f.has_run) {
+        if (!GIVEN("--epochs") && !GIVEN("--steps")) {
+            o->epochs = f.run_epochs;
+            o->steps = f.run_steps;
+        }
+        if (!GIVEN("--upscale")) o->upscale = f.upscale;
+        if (!GIVEN("--no-digest")) o->no_digest = f.no_digest;
+    }
+#undef GIVEN
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_opts o = {
@@ -743,7 +838,7 @@ int cmd_train(int argc, char **argv)
     const cli_opt opts[] = {
         {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  mnist, fashion-mnist, cifar10 or a folder of IDX or CIFAR-10 files (fashion-mnist)"},
         {"--upscale", CLI_INT, &o.upscale, "S         resample images to S x S, bilinear (28 -> 57: 3249 inputs, 112: 12544)"},
-        {"--model", CLI_STR, &o.model, "SPEC      mlp:N0-N1-...-Nk (mlp:F-256-128-10, F = the dataset's features) or cnn:CxHxW-... (README: CNNs)"},
+        {"--model", CLI_STR, &o.model, "SPEC      mlp:N0-N1-...-Nk (mlp:F-256-128-10, F = the dataset's features) or cnn:CxHxW-... (docs/cnn.md)"},
         {"--act", CLI_STR, &o.act, "relu|sigmoid|tanh  hidden activation (relu)"},
         {"--trainer", CLI_STR, &o.trainer, "NAME      reference, serial, omp, mpi, hybrid, root (serial)"},
         {"--mode", CLI_STR, &o.mode, "exact|fast  arithmetic contract kept or relaxed (exact)"},
@@ -760,20 +855,20 @@ int cmd_train(int argc, char **argv)
         {"--eps", CLI_DOUBLE, &o.eps, "EPS       adam: added to sqrt(vhat) (1e-8)"},
         {"--select", CLI_STR, &o.select, "last|best-val  weights kept at the end: the last, or the epoch with the best validation accuracy (last)"},
         {"--seed", CLI_U64, &o.seed, "S         seed of initialisation and shuffling (42)"},
-        {"--threads", CLI_INT, &o.threads, "T         OpenMP threads per process (1)"},
+        {"--threads", CLI_INT, &o.threads, "T         OpenMP threads per process (OMP_NUM_THREADS, else 1)"},
         {"--ranks", CLI_INT, &o.ranks, "R         launch R MPI ranks through mpirun (mpi/hybrid/root)"},
-        {"--log", CLI_STR, &o.log, "FILE      JSONL log: one line per step and per epoch"},
+        {"--log", CLI_STR, &o.log, "FILE      JSONL log: one line per step and per epoch, written as it goes"},
         {"--save", CLI_STR, &o.save, "FILE.npz  final weights"},
         {"--init-save", CLI_STR, &o.init_save, "FILE.npz  initial weights"},
         {"--init-load", CLI_STR, &o.init_load, "FILE.npz  start from these weights"},
         {"--checkpoint-dir", CLI_STR, &o.ckpt_dir, "DIR       write checkpoints there (one run per folder)"},
         {"--checkpoint-every", CLI_INT, &o.ckpt_every, "N       checkpoint every N steps (default: once per epoch), and at the end"},
         {"--keep", CLI_INT, &o.keep, "K         keep the newest K checkpoints (3)"},
-        {"--resume", CLI_STR, &o.resume, "DIR       continue the run of DIR's newest valid checkpoint"},
+        {"--resume", CLI_STR, &o.resume, "DIR       continue the run of DIR's newest valid checkpoint; flags not given come from it (--steps, --epochs, --trainer, --threads, --ranks, --mode, --log may differ; the others must agree)"},
         {"--check-every", CLI_INT, &o.check_every, "N         NaN/Inf check of all weights every N steps and at the end (100; 0: loss only)"},
         {"--no-digest", CLI_FLAG, &o.no_digest, "          no per-step SHA-256 of the weights in --log (saves ~2 ms/step)"},
         {"--json", CLI_FLAG, &o.json, "          print a JSON summary on stdout"},
-        {"--quiet", CLI_FLAG, &o.quiet, "          no progress line even on a terminal"},
+        {"--quiet", CLI_FLAG, &o.quiet, "          no progress: none on a terminal, and off one no lines every 5 s nor the final summary"},
         {"--help", CLI_FLAG, &o.help, "          this text"},
         {"--fault", CLI_STR, &o.fault, "SPEC      TESTS ONLY: inject a deliberate arithmetic fault"},
         {NULL, CLI_FLAG, NULL, NULL},
@@ -789,6 +884,7 @@ int cmd_train(int argc, char **argv)
         return EXIT_OK;
     }
 
+    resume_defaults(&o, argc, argv);
     cli_numerics nu;
     const cli_numerics_flags nf = {o.act, o.model ? o.model : DEFAULT_MODEL, o.mode, o.dtype,
                                    o.fault, o.trainer, o.threads};
@@ -802,6 +898,10 @@ int cmd_train(int argc, char **argv)
     const par_trainer_ops *tr = nu.tr;
     rc = resolve_train_extras(&o);
     if (rc) return rc;
+    if ((tr->caps & PAR_CAP_THREADS) && !flag_given(argc, argv, "--threads") && !o.resume) {
+        rc = threads_from_env(&o.threads);
+        if (rc) return rc;
+    }
     const struct { const char *flag; int v; } counts[] = {
         {"--epochs", o.epochs}, {"--batch", o.batch}, {"--chunk", o.chunk},
         {"--threads", o.threads}, {"--ranks", o.ranks},   // --ranks: -1 when not given
@@ -831,6 +931,22 @@ int cmd_train(int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    // A single-process trainer under a launcher with several ranks would run
+    // that many independent copies: refused, said once (by rank 0).
+    if (!(tr->caps & PAR_CAP_RANKS)) {
+        int env_rank;
+        const int world = par_mpi_env_size(&env_rank);
+        if (world > 1) {
+            if (env_rank == 0) {
+                fprintf(stderr, "parity train: --trainer %s runs in one process, but it was "
+                                "launched as %d MPI ranks\n", tr->name, world);
+                fprintf(stderr, "hint: use --trainer mpi, hybrid or root under mpirun, or run "
+                                "%s without mpirun\n", tr->name);
+            }
+            return EXIT_USAGE;
+        }
+    }
+
     // Outputs that cannot be written fail now, not after the training: in
     // one process, in the one that launches the ranks, and on rank 0 (which
     // writes them) once the ranks have joined.
@@ -845,6 +961,15 @@ int cmd_train(int argc, char **argv)
     if (tr->caps & PAR_CAP_RANKS) {
         if (launch) return launch_ranks(argc, argv, &o);
         if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("train", PAR_ERR_MPI, NULL);
+        if (o.ranks > 0 && o.ranks != size) {   // under someone's mpirun -n N
+            if (rank == 0) {
+                fprintf(stderr, "parity train: --ranks %d: this MPI job has %d ranks\n", o.ranks,
+                        size);
+                fprintf(stderr, "hint: under your own mpirun leave out --ranks (mpirun -n sets "
+                                "the ranks)\n");
+            }
+            return par_mpi_finish(EXIT_USAGE);
+        }
         rc = rank == 0 ? check_outputs(&o) : 0;
 #ifdef PARITY_HAVE_MPI
         MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -858,9 +983,17 @@ int cmd_train(int argc, char **argv)
     }
     catch_stop_signals((tr->caps & PAR_CAP_RANKS) != 0);
 
-    train_ctx c = {.o = &o, .m = &m, .dt = dt, .rank = rank, .mpi = size > 1,
+    train_ctx c = {.o = &o, .m = &m, .dt = dt, .rank = rank, .size = size, .mpi = size > 1,
                    .tty = !o.quiet && rank == 0 && isatty(STDERR_FILENO), .last_ckpt = -1,
                    .resumed_from = -1};
+    c.plain = !o.quiet && rank == 0 && !c.tty;
+    c.progress_every = 5.0;
+    const char *pe = getenv("PARITY_PROGRESS_SECONDS");
+    if (pe && *pe) {
+        char *end;
+        const double v = strtod(pe, &end);
+        if (!*end && v >= 0 && v < 1e9) c.progress_every = v;
+    }
     c.checkpointing = o.ckpt_dir || o.resume;
     const char *ckdir = o.ckpt_dir ? o.ckpt_dir : o.resume;
 
@@ -868,8 +1001,11 @@ int cmd_train(int argc, char **argv)
     // and all agree before training, so that no rank waits for another.
     par_dataset ds;
     par_status st = par_dataset_open(&ds, o.dataset, 10);
-    const char *hint = st != PAR_OK ? (strcmp(o.dataset, "cifar10") == 0 ? HINT_CIFAR : HINT_DATA)
-                                    : NULL;
+    const int known = strcmp(o.dataset, "mnist") == 0 || strcmp(o.dataset, "fashion-mnist") == 0 ||
+                      strcmp(o.dataset, "cifar10") == 0 || strchr(o.dataset, '/');
+    const char *hint = st == PAR_OK ? NULL
+                       : !known ? HINT_NAME
+                       : strcmp(o.dataset, "cifar10") == 0 ? HINT_CIFAR : HINT_DATA;
     c.ds = &ds;
     // --upscale S: resampled once here (every rank alike). Without --model the
     // default MLP takes the dataset's features; a given --model must match them.
@@ -895,6 +1031,11 @@ int cmd_train(int argc, char **argv)
             st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--batch full: %zu training "
                                "records is more than one batch can hold", ds.n_train);
         else o.batch = (int)ds.n_train;
+    }
+    if (st == PAR_OK && !o.batch_full && (size_t)o.batch > ds.n_train) {   // not one short step
+        st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--batch %d: expected at most %zu, "
+                           "the training split of %s", o.batch, ds.n_train, ds.name);
+        hint = "give a smaller --batch, or --batch full for the whole split in one step";
     }
     if (st == PAR_OK && o.best_val && ds.n_val == 0)
         st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
@@ -945,8 +1086,12 @@ int cmd_train(int argc, char **argv)
         fill_config(&c.meta.cfg, &o, &m, act, dt, &ds, init);
         const int same = o.resume && strcmp(ckdir, o.resume) == 0;   // resume in place
         st = par_ckpt_dir_open(&c.ck, ckdir, !same, !same);
-        if (st == PAR_OK && o.resume) st = find_resume(&found, &start, o.resume, &c.meta.cfg, &m,
+        if (st == PAR_OK && o.resume) st = find_resume(&found, &start, o.resume, &c.meta.cfg,
+                                                       o.init_load != NULL, &m,
                                                        dt, init, &ros);
+        if (st == PAR_ERR_CONFIG && strstr(par_last_error(), " is from another run: --"))
+            hint = "leave the flag out to go on with the checkpoint's value (--resume DIR alone "
+                   "continues the run)";
         // --select best-val goes on from the checkpoint's best epoch so far.
         if (st == PAR_OK && o.resume && o.best_val && strcmp(found.select, "best-val") != 0)
             st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
@@ -976,6 +1121,11 @@ int cmd_train(int argc, char **argv)
         c.meta.ranks = size;
         c.meta.every = c.every;
         c.meta.keep = o.keep;
+        c.meta.has_run = 1;
+        c.meta.run_epochs = o.epochs;
+        c.meta.run_steps = o.steps;
+        c.meta.upscale = o.upscale;
+        c.meta.no_digest = o.no_digest;
     }
     // The test-only fault counts steps from the start of the whole run.
     if (o.resume && fault.step > 0) {
@@ -1037,18 +1187,22 @@ int cmd_train(int argc, char **argv)
     }
     if (st == PAR_OK && o.save && rank == 0) st = par_weights_save(o.save, &m, dt, final);
     if (c.log) {
-        // With checkpoints the log of a stopped or failed run is kept (whole
-        // lines up to its last step) for --resume; without, it is dropped.
+        // The log is written as it goes: a stopped or failed run keeps the
+        // whole lines of the steps it did (with checkpoints, for --resume).
         if (st == PAR_OK || c.checkpointing) {
             par_status lst = par_log_close(c.log);
             if (st == PAR_OK) st = lst;
-            if (lst == PAR_OK && replayed_from[0] && strcmp(replayed_from, found.log.tmp) == 0)
-                remove(replayed_from);   // the killed run's temp log: now in o.log
+            if (lst == PAR_OK && replayed_from[0] && strcmp(replayed_from, found.log.tmp) == 0 &&
+                strcmp(found.log.tmp, found.log.path) != 0)
+                remove(replayed_from);   // an older version's temp log: now in o.log
         } else {
             par_log_discard(c.log);
         }
     }
     if (st == PAR_OK && o.json && rank == 0) print_json(&c, final, steps, seconds, &stats);
+    if (st == PAR_OK && c.plain)
+        fprintf(stderr, "parity train: done: %ld steps, loss %.4f, val acc %.4f, test acc %.4f, "
+                        "%.1f s\n", steps, c.last_loss, c.val_acc, c.test_acc, seconds);
 
     if (st == PAR_OK) {
         rc = EXIT_OK;
@@ -1061,7 +1215,7 @@ int cmd_train(int argc, char **argv)
             if (c.ck)
                 fprintf(stderr, "parity train: stopped by %s after step %ld; checkpoint "
                                 "%s/ckpt-%010ld written\nhint: continue with: parity train "
-                                "--resume %s (and the same flags)\n", name, steps, ckdir,
+                                "--resume %s\n", name, steps, ckdir,
                         c.last_ckpt, ckdir);
             else
                 fprintf(stderr, "parity train: stopped by %s after step %ld; nothing saved\n"

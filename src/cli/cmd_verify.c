@@ -58,6 +58,29 @@ static void show_progress(void *ctx, const vf_progress *p)
     fflush(stderr);
 }
 
+// Off a terminal (a log file, CI): one plain line per config, when the task's
+// subject (the text before its first ':') changes.
+static void show_progress_plain(void *ctx, const vf_progress *p)
+{
+    (void)ctx;
+    static char last[320];
+    char key[320];
+    snprintf(key, sizeof key, "%d %s", p->i_case, p->what);
+    key[strcspn(key, ":")] = '\0';
+    if (strcmp(key, last) == 0) return;
+    snprintf(last, sizeof last, "%s", key);
+    char el[32], left[48] = "";
+    fmt_time(el, sizeof el, p->elapsed_s);
+    if (p->left_s >= 0) {
+        char t[32];
+        fmt_time(t, sizeof t, p->left_s);
+        snprintf(left, sizeof left, ", about %s left", t);
+    }
+    fprintf(stderr, "parity verify: case %d/%d %s: task %ld/%ld %s (%s%s)\n", p->i_case,
+            p->n_cases, p->case_name, p->done + 1, p->total, p->what, el, left);
+    fflush(stderr);
+}
+
 // Ctrl-C or a kill: end the running child's process group (mpirun and its
 // ranks run in their own session), then die of the same signal.
 static void on_signal(int sig)
@@ -114,11 +137,12 @@ static int prepare_out(const char *dir)
 int cmd_verify(int argc, char **argv)
 {
     const char *out = NULL, *key = NULL;
-    int help = 0, timeout = 3600;
+    int help = 0, timeout = 3600, quiet = 0;
     const cli_opt opts[] = {
         {"--out", CLI_STR, &out, "DIR       output folder, new or empty (results/<UTC time>-<suite>/)"},
         {"--key", CLI_STR, &key, "FILE      signing key (~/.config/parity/parity.key; make one with 'parity table keygen')"},
         {"--timeout", CLI_INT, &timeout, "S         limit of each run in seconds (3600)"},
+        {"--quiet", CLI_FLAG, &quiet, "          no progress (on a terminal a status line, off one a line per config)"},
         {"--help", CLI_FLAG, &help, "          this text"},
         {NULL, CLI_FLAG, NULL, NULL},
     };
@@ -200,14 +224,14 @@ int cmd_verify(int argc, char **argv)
                   PARITY_C_FLAGS, PARITY_BUILD_TYPE, PARITY_MPIEXEC},
         .command_line = cmdline, .cores = cores > 0 ? (int)cores : 1,
         .timeout_s = timeout > 0 ? timeout : 3600, .ctx = NULL,
-        .progress = tty ? show_progress : NULL,
+        .progress = quiet ? NULL : tty ? show_progress : show_progress_plain,
     };
     json_t *res = NULL;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGHUP, on_signal);
     st = vf_run_suite(&res, s, &ro);
-    if (tty) fprintf(stderr, "\r\033[K");
+    if (tty && !quiet) fprintf(stderr, "\r\033[K");
     if (st != PAR_OK) {
         fprintf(stderr, "parity verify: %s\n", cli_error_text());
         if (strstr(par_last_error(), "fetch") || st == PAR_ERR_IO)
@@ -222,7 +246,7 @@ int cmd_verify(int argc, char **argv)
     char why[600], note[1400];
     snprintf(why, sizeof why, "%s", json_string_value(json_object_get(res, "verdict_reason")));
     if (pass)
-        snprintf(note, sizeof note, "signed, Ed25519 in the minisign format: `results.json.sig` "
+        snprintf(note, sizeof note, "signed, Ed25519 in the minisign format: `" CLI_SIG_NAME "` "
                  "(check with `parity table verify %s`)", out);
     else snprintf(note, sizeof note, "**NOT signed**: %s", why);
     st = vf_report_write(res, out, note);

@@ -19,6 +19,17 @@ int par_mpi_under_launcher(void)
            getenv("PMIX_RANK") != NULL;
 }
 
+int par_mpi_env_size(int *rank)
+{
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE"), *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!n) n = getenv("PMI_SIZE");
+    if (!r) r = getenv("PMI_RANK");
+    if (!r) r = getenv("PMIX_RANK");
+    *rank = r ? atoi(r) : 0;
+    const int size = n ? atoi(n) : 1;
+    return size > 0 ? size : 1;
+}
+
 int par_mpi_relaunch(int argc, char **argv, int ranks)
 {
     char exe[4096];

@@ -1,6 +1,6 @@
 // MPI start-up for the CLI: joining a job launched by mpirun, or launching
 // one for `--ranks R`. MPI_Init and MPI_Finalize live here, on the main()
-// side, never in library code (STYLE.md).
+// side, never in library code (docs/CONTRIBUTING.md, "Errors and exit codes").
 #ifndef PAR_MPI_LAUNCH_H
 #define PAR_MPI_LAUNCH_H
 
@@ -9,8 +9,13 @@
 // True when this process was started by mpirun/mpiexec.
 int par_mpi_under_launcher(void);
 
+// The world size mpirun announces in the environment (OMPI_COMM_WORLD_SIZE or
+// PMI_SIZE; 1 when not under a launcher) and this process's rank there, for
+// commands that do not join the job.
+int par_mpi_env_size(int *rank);
+
 // Replaces this process with `mpirun -n ranks <flags> <this binary> argv...`,
-// adding the flags one machine needs (MPI-NOTES.md): --oversubscribe,
+// adding the flags one machine needs (docs/DESIGN.md, section 7): --oversubscribe,
 // --bind-to none, yield when idle, and --allow-run-as-root for root.
 // Returns an exit code only if mpirun could not be started.
 int par_mpi_relaunch(int argc, char **argv, int ranks);

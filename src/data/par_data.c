@@ -565,7 +565,7 @@ par_status par_dataset_open(par_dataset *ds, const char *what, int val_fraction_
     ds->n_classes = 10;
     snprintf(ds->name, sizeof ds->name, "%s", what);
     int fmt = FMT_IDX;
-    if (strchr(what, '/')) {
+    if (strchr(what, '/') || is_dir(what)) {   // a path, or a folder here: a folder
         PAR_FAIL_IF(strlen(what) >= sizeof ds->dir, PAR_ERR_CONFIG,
                     "%s: folder path longer than %zu bytes", what, sizeof ds->dir - 1);
         PAR_FAIL_IF(!is_dir(what), PAR_ERR_IO, "%s: no such folder", what);

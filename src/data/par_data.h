@@ -60,7 +60,7 @@ par_status par_cifar_load(par_images *out, const char *const *paths, size_t n_pa
 par_status par_cifar_make(const char *dir, size_t n_records, uint64_t seed);
 
 // `what` is a name ("mnist", "fashion-mnist", "cifar10") or a folder (a path
-// with a '/') holding train-images-idx3-ubyte, train-labels-idx1-ubyte,
+// with a '/', or an existing folder of that name here) holding train-images-idx3-ubyte, train-labels-idx1-ubyte,
 // t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each optionally .gz), or
 // the CIFAR-10 files data_batch_1.bin .. data_batch_5.bin and test_batch.bin
 // (directly or in its subfolder cifar-10-batches-bin, as the CIFAR-10 archive

@@ -361,6 +361,10 @@ static char *meta_dump(const par_ckpt_meta *m)
         "keep", m->keep);
     if (!j) return NULL;
     if (m->optim_n > 0) json_object_set_new(j, "optimizer_steps", json_integer(m->optim_t));
+    if (m->has_run)
+        json_object_set_new(j, "run", json_pack("{s:i, s:i, s:i, s:b}", "epochs", m->run_epochs,
+                                                "steps", m->run_steps, "upscale", m->upscale,
+                                                "no_digest", m->no_digest));
     if (m->select[0] && strcmp(m->select, "last") != 0) {
         json_object_set_new(j, "select", json_string(m->select));
         json_t *b = json_null();
@@ -518,6 +522,18 @@ par_status par_ckpt_meta_parse(par_ckpt_meta *m, const char *text, size_t len, c
         if (!err && !is_hex64(m->log.sha256)) err = "log.sha256";
     } else if (!json_is_null(lg) && !err) {
         err = "log";
+    }
+    json_t *rn = json_object_get(j, "run");
+    if (json_is_object(rn)) {   // optional: older checkpoints have none
+        m->has_run = 1;
+        m->run_epochs = (int)get_int(rn, "epochs", 1, 1000000000, &err);
+        m->run_steps = (int)get_int(rn, "steps", 0, 1000000000, &err);
+        m->upscale = (int)get_int(rn, "upscale", 0, 1024, &err);
+        json_t *nd = json_object_get(rn, "no_digest");
+        if (!json_is_boolean(nd) && !err) err = "run.no_digest";
+        m->no_digest = json_is_true(nd);
+    } else if (rn && !err) {
+        err = "run";
     }
     json_t *wr = json_object_get(j, "writer");
     if (json_is_object(wr)) {   // information only
@@ -779,7 +795,7 @@ par_status par_ckpt_log_track(par_ckpt_logtrack **out, const char *log_path)
     char cwd[512] = "";
     if (log_path[0] != '/' && !getcwd(cwd, sizeof cwd)) cwd[0] = '\0';
     snprintf(t->path, sizeof t->path, "%s%s%s", cwd, cwd[0] ? "/" : "", log_path);
-    snprintf(t->tmp, sizeof t->tmp, "%s.tmp.%ld", t->path, (long)getpid());  // par_log's name
+    snprintf(t->tmp, sizeof t->tmp, "%s", t->path);   // par_log writes in place
     crypto_hash_sha256_init(&t->sha);
     *out = t;
     return PAR_OK;

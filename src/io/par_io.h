@@ -1,7 +1,8 @@
 // Files a run writes and reads: weights as NumPy .npz (one array per view of
 // the parameter buffer, loadable with numpy.load), and the JSONL step log.
 // Every file is written to "<path>.tmp.<pid>" and renamed into place, so a
-// failure never leaves a half-written file under the final name.
+// failure never leaves a half-written file under the final name; except the
+// JSONL log, appended line by line in place (whole lines, each flushed).
 #ifndef PAR_IO_H
 #define PAR_IO_H
 
@@ -58,8 +59,8 @@ void par_sha256_hex(char out[65], const void *data, size_t n);
 // SHA-256 of a file's bytes.
 par_status par_sha256_file(char out[65], const char *path);
 
-// JSONL step log: one JSON object per line. Written to a temp file and
-// renamed into place by par_log_close.
+// JSONL step log: one JSON object per line, written to the path as it goes
+// (each line flushed; the file is truncated on open).
 typedef struct par_log par_log;
 par_status par_log_open(par_log **log, const char *path);
 // {"type":"step","epoch":e,"step":s,"loss":l} and, if weights_sha256 is not
@@ -70,9 +71,10 @@ par_status par_log_step(par_log *log, int epoch, long step, double loss,
 // {"type":"epoch","epoch":e,"step":s,"val_loss":..,"val_accuracy":..,"test_loss":..,"test_accuracy":..}
 par_status par_log_epoch(par_log *log, int epoch, long step, double val_loss, double val_acc,
                          double test_loss, double test_acc);
-// Flushes, closes and renames; frees log. Returns the first error seen.
+// Flushes, fsyncs and closes; frees log. Returns the first error seen.
 par_status par_log_close(par_log *log);
-// Drops the temp file without renaming (after a failed run); frees log.
+// Closes without a final fsync (after a failed run), keeping the whole lines
+// written so far; frees log.
 void par_log_discard(par_log *log);
 
 // ---- checkpoints (par_ckpt.c) ----
@@ -114,7 +116,7 @@ typedef struct par_ckpt_config {
 // (`lines` lines, SHA-256 `sha256`) are the log up to the checkpoint's step.
 typedef struct par_ckpt_log {
     char path[1024];            // --log as given
-    char tmp[1100];             // the temp file it was being written to
+    char tmp[1100];             // the file it was written to: path (before: a temp file)
     long lines;
     uint64_t bytes;
     char sha256[65];
@@ -145,6 +147,11 @@ typedef struct par_ckpt_meta {
     char select[16];
     int has_best, best_epoch;   // best_epoch 0-based
     double best_val_loss, best_val_acc, best_test_loss, best_test_acc;
+    // The run's other settings, so that `--resume DIR` alone continues it
+    // (not part of the config: has_run 0 in checkpoints written before).
+    int has_run;
+    int run_epochs, run_steps;  // --epochs, --steps (0: no limit)
+    int upscale, no_digest;     // --upscale (0: off), --no-digest
 } par_ckpt_meta;
 
 // Optimizer state to store with a checkpoint or to load from one: n arrays
@@ -219,8 +226,8 @@ par_status par_ckpt_load_optim(const char *path, const par_ckpt_meta *meta, cons
 par_status par_ckpt_meta_parse(par_ckpt_meta *meta, const char *text, size_t len,
                                const char *path);
 
-// Follows the temp file of a par_log ("<log_path>.tmp.<pid>", see par_log_open)
-// so that checkpoints can record where the log stood.
+// Follows the file of a par_log (its path, made absolute) so that checkpoints
+// can record where the log stood.
 typedef struct par_ckpt_logtrack par_ckpt_logtrack;
 par_status par_ckpt_log_track(par_ckpt_logtrack **t, const char *log_path);
 // Makes the log durable up to now (fsync) and describes it in *out.

@@ -1,13 +1,16 @@
 // JSONL step log via jansson: one compact object per line, reals with 17
 // significant digits so they read back bitwise, null for NaN/Inf. Lines go
-// to "<path>.tmp.<pid>" (flushed per line) and par_log_close renames it.
-// Not a general JSON writer. Tested by tests/test_io.c.
+// to the path itself as they come (one write(2) each; a failed write is cut
+// back to the last whole line), so that `tail -f` follows the run and a
+// stopped run leaves the lines of the steps it did. Not a
+// general JSON writer. Tested by tests/test_io.c.
 #define _POSIX_C_SOURCE 200809L
 
 #include "par_io.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -18,24 +21,16 @@
 #define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(17))
 
 struct par_log {
-    FILE *f;
-    char *path, *tmp;
+    int fd;
+    char *path;
+    off_t good;        // bytes of whole lines written
     par_status first;  // first error seen, PAR_OK if none
     char why[400];     // its message, without origin
 };
 
-static char *tmp_path(const char *path)
-{
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (tmp) snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    return tmp;
-}
-
 static void free_log(par_log *lg)
 {
     free(lg->path);
-    free(lg->tmp);
     free(lg);
 }
 
@@ -62,15 +57,14 @@ par_status par_log_open(par_log **log, const char *path)
     par_log *lg = calloc(1, sizeof *lg);
     PAR_FAIL_IF(!lg, PAR_ERR_ALLOC, "log %s: out of memory", path);
     lg->path = strdup(path);
-    lg->tmp = tmp_path(path);
-    if (!lg->path || !lg->tmp) {
+    if (!lg->path) {
         free_log(lg);
         return par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "log %s: out of memory", path);
     }
-    lg->f = fopen(lg->tmp, "w");
-    if (!lg->f) {
+    lg->fd = open(lg->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (lg->fd < 0) {
         par_status st = par_set_error(PAR_ERR_IO, __FILE__, __LINE__, "cannot create log %s: %s",
-                                      lg->tmp, strerror(errno));
+                                      lg->path, strerror(errno));
         free_log(lg);
         return st;
     }
@@ -92,10 +86,24 @@ static par_status write_line(par_log *lg, json_t *obj)
     json_decref(obj);
     if (!s) return fail(lg, PAR_ERR_ALLOC, "log %s: cannot encode a line", lg->path);
     size_t n = strlen(s);
-    int ok = fwrite(s, 1, n, lg->f) == n && fputc('\n', lg->f) != EOF && fflush(lg->f) == 0;
-    int err = errno;
+    s[n] = '\n';   // over the NUL: the line is written in one piece
+    size_t done = 0;
+    int err = 0;
+    while (done < n + 1) {
+        ssize_t w = write(lg->fd, s + done, n + 1 - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            err = w < 0 ? errno : EIO;
+            break;
+        }
+        done += (size_t)w;
+    }
     free(s);
-    if (!ok) return fail(lg, PAR_ERR_IO, "cannot write log %s: %s", lg->tmp, strerror(err));
+    if (err) {   // no half line is left behind
+        if (ftruncate(lg->fd, lg->good) == 0) (void)lseek(lg->fd, lg->good, SEEK_SET);
+        return fail(lg, PAR_ERR_IO, "cannot write log %s: %s", lg->path, strerror(err));
+    }
+    lg->good += (off_t)done;
     return PAR_OK;
 }
 
@@ -131,21 +139,14 @@ par_status par_log_close(par_log *log)
 {
     assert(log);
     par_status st = log->first;
-    if (st == PAR_OK && (fflush(log->f) != 0 || fsync(fileno(log->f)) != 0)) {
-        st = fail(log, PAR_ERR_IO, "cannot write log %s: %s", log->tmp, strerror(errno));
+    if (st == PAR_OK && fsync(log->fd) != 0) {
+        st = fail(log, PAR_ERR_IO, "cannot write log %s: %s", log->path, strerror(errno));
     }
-    if (fclose(log->f) != 0 && st == PAR_OK) {
-        st = fail(log, PAR_ERR_IO, "cannot write log %s: %s", log->tmp, strerror(errno));
+    if (close(log->fd) != 0 && st == PAR_OK) {
+        st = fail(log, PAR_ERR_IO, "cannot write log %s: %s", log->path, strerror(errno));
     }
-    if (st == PAR_OK && rename(log->tmp, log->path) != 0) {
-        st = fail(log, PAR_ERR_IO, "cannot rename %s to %s: %s", log->tmp, log->path,
-                  strerror(errno));
-    }
-    if (st != PAR_OK) {
-        // An incomplete log is not renamed into place.
-        remove(log->tmp);
-        par_set_error(st, __FILE__, __LINE__, "log %s not written: %s", log->path, log->why);
-    }
+    if (st != PAR_OK)   // the lines written before the error stay
+        par_set_error(st, __FILE__, __LINE__, "log %s incomplete: %s", log->path, log->why);
     free_log(log);
     return st;
 }
@@ -153,7 +154,6 @@ par_status par_log_close(par_log *log)
 void par_log_discard(par_log *log)
 {
     if (!log) return;
-    fclose(log->f);
-    remove(log->tmp);
+    close(log->fd);   // the lines written stay: they are the steps done
     free_log(log);
 }
