@@ -23,8 +23,8 @@ struct ref_trainer {
     void *a[PAR_MAX_LAYERS + 1];        // a[0] input, a[l+1] output of layer l
     void *d[PAR_MAX_LAYERS];            // d[l]: gradient at layer l's pre-activation
     void *term_dz, *term_x;             // the terms of one weight-gradient element of a sample
-    void *bn_mean[PAR_MAX_LAYERS];      // batchnorm layers: the last step's batch mean and
-    void *bn_inv[PAR_MAX_LAYERS];       //   1 / sqrt(var + eps) per channel
+    void *bn_stat[PAR_MAX_LAYERS];      // batchnorm layers: the last step's S, mean, Q, var
+                                        //   and inv = 1 / sqrt(var + eps), c_out each
 };
 
 #define CAT_(a, b) a##b
@@ -119,9 +119,8 @@ par_status ref_create(ref_trainer **out, const par_model *m, par_dtype dt, size_
     int ok = 1;
     for (int l = 0; l < m->n_layers; l++) {
         if (m->layers[l].kind != PAR_LAYER_BATCHNORM) continue;
-        t->bn_mean[l] = calloc(m->layers[l].c_out, par_dtype_size(dt));
-        t->bn_inv[l] = calloc(m->layers[l].c_out, par_dtype_size(dt));
-        ok = ok && t->bn_mean[l] && t->bn_inv[l];
+        t->bn_stat[l] = calloc(5 * m->layers[l].c_out, par_dtype_size(dt));
+        ok = ok && t->bn_stat[l];
     }
     if (!ok || !t->w || !t->g || !t->term_dz || !t->term_x) {
         ref_destroy(t);
@@ -201,6 +200,11 @@ const void *ref_delta(const ref_trainer *t, int l)
 
 const void *ref_losses(const ref_trainer *t) { return t->loss; }
 
+const void *ref_bn_stats(const ref_trainer *t, int l)
+{
+    return l >= 0 && l < t->m->n_layers ? t->bn_stat[l] : NULL;
+}
+
 void ref_destroy(ref_trainer *t)
 {
     if (!t) return;
@@ -211,8 +215,7 @@ void ref_destroy(ref_trainer *t)
     free(t->term_dz);
     free(t->term_x);
     for (int l = 0; l < PAR_MAX_LAYERS; l++) {
-        free(t->bn_mean[l]);
-        free(t->bn_inv[l]);
+        free(t->bn_stat[l]);
     }
     free(t->s1);
     free(t->s2);

@@ -1,5 +1,5 @@
 // The deterministic serial reference trainer: the readable specification of
-// the arithmetic contract (shared/DESIGN.md). Plain loops, no threads, no
+// the arithmetic contract (docs/DESIGN.md, section 1). Plain loops, no threads, no
 // blocking, no kernels: it shares only src/core (own math) and the parameter
 // layout of src/model with the rest of parity, so that the fast trainers
 // are checked against a second, independent implementation.
@@ -63,6 +63,10 @@ const double *ref_grad_abs(const ref_trainer *t);
 const void *ref_act(const ref_trainer *t, int l);
 const void *ref_delta(const ref_trainer *t, int l);
 const void *ref_losses(const ref_trainer *t);
+// Batchnorm layer l's statistics of the last step, (5, c_out) of dt: the
+// batch sum S, mean, Q (the sum of squared deviations), var, inv per
+// channel; NULL for other layers.
+const void *ref_bn_stats(const ref_trainer *t, int l);
 
 void ref_destroy(ref_trainer *t);
 

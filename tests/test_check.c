@@ -1,9 +1,9 @@
 // The MPFR checker (verify/mpc_check.h) and `parity check`: the checker on
 // sums with known exact answers; reference, serial, omp (exact and fast,
-// f32 and f64, relu/tanh/sigmoid) pass on small nets, a conv + max-pool CNN
-// and the default MLP; test-only faults make it fail and name the right
-// tensor; --step picks the batch `parity train` uses; CLI exit codes.
-// Run: ctest -R test_check (~10 s).
+// f32 and f64, relu/tanh/sigmoid) pass on small nets, a conv + max-pool CNN,
+// CNNs with batchnorm and the default MLP; test-only faults make it fail and
+// name the right tensor; --step picks the batch `parity train` uses; CLI
+// exit codes. Run: ctest -R test_check (~10 s).
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <mpfr.h>
 
 #include "mpc_check.h"
 #include "par_engine.h"
@@ -523,6 +525,173 @@ static void cnn_checks(const par_dataset *ds)
     free(bb.x);
 }
 
+// ---- batchnorm ---------------------------------------------------------------------
+
+// A batchnorm whose statistics are known by hand: cnn:1x2x2-c1k1-bn-f-fc2
+// with the conv set to the identity (weight 1, bias 0) on two samples
+// x = 1 2 3 4 and 5 6 7 8: N = 8, S = 36, mean = 4.5, Q = sum (x - 4.5)^2 =
+// 2 (0.25 + 2.25 + 6.25 + 12.25) = 42, var = 42 / 8 = 5.25, all exact in
+// both dtypes; inv = 1 / sqrt(5.25 + eps) to within one ulp of MPFR's
+// value (eps as the dtype rounds 1e-5). The step then passes the check.
+static void bn_hand(void)
+{
+    par_model m;
+    PAR_REQUIRE(par_model_parse(&m, "cnn:1x2x2-c1k1-bn-f-fc2", PAR_ACT_RELU));
+    const double want[4] = {36, 4.5, 42, 5.25};
+    char name[160];
+    for (int d = 0; d < 2; d++) {
+        const par_dtype dt = d ? PAR_F64 : PAR_F32;
+        const size_t sz = par_dtype_size(dt);
+        double w[64] = {0}, x[8];
+        void *w0 = malloc(m.n_params * sz), *xb = malloc(8 * sz);
+        par_model_init(&m, dt, 42, w0);
+        for (size_t i = 0; i < m.n_params && i < 64; i++)
+            w[i] = dt == PAR_F32 ? ((float *)w0)[i] : ((double *)w0)[i];
+        w[m.views[m.layers[0].w_view].offset] = 1;
+        w[m.views[m.layers[0].b_view].offset] = 0;
+        for (int i = 0; i < 8; i++)
+            x[i] = i + 1;
+        for (size_t i = 0; i < m.n_params && i < 64; i++) {
+            if (dt == PAR_F32) ((float *)w0)[i] = (float)w[i];
+            else ((double *)w0)[i] = w[i];
+        }
+        for (int i = 0; i < 8; i++) {
+            if (dt == PAR_F32) ((float *)xb)[i] = (float)x[i];
+            else ((double *)xb)[i] = x[i];
+        }
+        const int32_t labels[2] = {0, 1};
+        const par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, 2, 1, 0.05, 1, w0, NULL, NULL};
+        const par_batch batch = {xb, labels, 2};
+        mpc_step run;
+        mpc_report r = {0};
+        PAR_REQUIRE(mpc_capture(&run, &par_trainer_serial, &cfg, &batch));
+        double got[MPC_BN_N];
+        for (int k = 0; k < MPC_BN_N; k++)
+            got[k] = dt == PAR_F32 ? ((float *)run.bn[1])[k] : ((double *)run.bn[1])[k];
+        mpfr_t e;
+        mpfr_init2(e, 256);
+        mpfr_set_d(e, dt == PAR_F32 ? (double)(float)1e-5 : 1e-5, MPFR_RNDN);
+        mpfr_add_d(e, e, 5.25, MPFR_RNDN);
+        mpfr_rec_sqrt(e, e, MPFR_RNDN);
+        const double inv = mpfr_get_d(e, MPFR_RNDN);
+        mpfr_clear(e);
+        snprintf(name, sizeof name,
+                 "hand batchnorm (%s): S 36, mean 4.5, Q 42, var 5.25 exactly, inv %.9g within 1 "
+                 "ulp of MPFR's",
+                 par_dtype_name(dt), inv);
+        par_check(got[0] == want[0] && got[1] == want[1] && got[2] == want[2] &&
+                      got[3] == want[3] && fabs(got[MPC_BN_INV] - inv) <= mpc_ulp_of(inv, dt),
+                  name);
+        const mpc_opts o = {256, 1, 1};
+        const par_status st = mpc_check_step(&r, &run, &o);
+        const mpc_tensor *t = row(&r, MPC_LOCAL, "layer1.bn.var");
+        snprintf(name, sizeof name, "hand batchnorm (%s): every tensor passes, var error 0",
+                 par_dtype_name(dt));
+        if (!par_check(st == PAR_OK && r.n_fail == 0 && t && t->max_abs == 0, name))
+            print_fails(&r);
+        mpc_report_free(&r);
+        mpc_step_free(&run);
+        free(w0);
+        free(xb);
+    }
+}
+
+// The first failing row of view v; NULL if none.
+static const mpc_tensor *first_fail(const mpc_report *r, mpc_view v)
+{
+    for (size_t k = 0; k < r->n; k++)
+        if (r->t[k].view == v && r->t[k].verdict == MPC_FAIL) return &r->t[k];
+    return NULL;
+}
+
+// CNNs with batchnorm after a conv (layer 1, relu) and after an fc (layer
+// 4, tanh) pass for reference, serial, omp T=2 exact and fast, f32 and f64,
+// with rows for every statistic and the running statistics. Negative
+// controls on batchnorm layer 1: one ulp up in the variance of channel 1
+// breaks the half-ulp bound of var = fl(Q / N) and fails LOCAL
+// layer1.bn.var at [1], and only it; statistics folded out of chunk order
+// are what some order could give (LOCAL passes, order-free bounds) and fail
+// the bitwise CONTRACT first in a statistic of layer 1 (its sum or sqdev).
+static void bn_checks(const par_dataset *ds)
+{
+    par_model m;
+    PAR_REQUIRE(par_model_parse(&m, "cnn:1x28x28-c3k3p1-bn-r-m2-f-fc8-bn-th-fc10", PAR_ACT_RELU));
+    const par_trainer_ops *trs[] = {&par_trainer_reference, &par_trainer_serial, &par_trainer_omp,
+                                    &par_trainer_omp};
+    batch_buf bb = {0};
+    char name[200];
+    for (int d = 0; d < 2; d++) {
+        const par_dtype dt = d ? PAR_F64 : PAR_F32;
+        const char *dn = par_dtype_name(dt);
+        void *w0 = malloc(m.n_params * par_dtype_size(dt));
+        par_model_init(&m, dt, 42, w0);
+        gather(&bb, ds, dt, 21, 300); // chunks of 8: 8, 8, 5
+        mpc_report r;
+        for (int t = 0; t < 4; t++) {
+            const par_mode mode = t == 3 ? PAR_MODE_FAST : PAR_MODE_EXACT;
+            const par_status st =
+                check_step(&r, &m, dt, trs[t], mode, t >= 2 ? 2 : 1, &bb, 8, w0, 256);
+            snprintf(name, sizeof name, "%s %s %s%s: every tensor passes (batchnorm)", m.spec, dn,
+                     trs[t]->name, t == 3 ? " fast" : "");
+            const int rows_ok = row(&r, MPC_LOCAL, "layer1.bn.var") &&
+                                row(&r, MPC_LOCAL, "layer4.bn.inv") &&
+                                row(&r, MPC_LOCAL, "layer4.running_var.new") &&
+                                row(&r, MPC_E2E, "layer1.bn.mean") &&
+                                (t == 0 || t == 3 || row(&r, MPC_CONTRACT, "layer1.bn.sqdev"));
+            if (!par_check(st == PAR_OK && r.n > 0 && r.n_fail == 0 && rows_ok, name))
+                print_fails(&r);
+            if (st == PAR_OK && t == 1) {   // not vacuous: half-ulp bounds are reached
+                double top = 0;
+                const char *names[] = {"layer1.bn.mean", "layer1.bn.var", "layer4.bn.mean",
+                                       "layer4.bn.var"};
+                for (int k = 0; k < 4; k++) {
+                    const mpc_tensor *u = row(&r, MPC_LOCAL, names[k]);
+                    if (u && u->bound_ratio > top) top = u->bound_ratio;
+                }
+                snprintf(name, sizeof name, "  batchnorm mean/var bounds tight (%s: ratio %.3f)",
+                         dn, top);
+                par_check(top > 0.5 && top <= 1, name);
+            }
+            mpc_report_free(&r);
+        }
+
+        par_fault f = {PAR_FAULT_BN_VAR_ULP, 1, 1, 1};
+        par_fault_set(&f);
+        par_status st =
+            check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
+        const mpc_tensor *t = row(&r, MPC_LOCAL, "layer1.bn.var");
+        snprintf(name, sizeof name,
+                 "batchnorm var + 1 ulp (%s): LOCAL layer1.bn.var[1] fails, only it; CONTRACT "
+                 "layer1.bn.var too",
+                 dn);
+        if (!par_check(st == PAR_OK && t && t->verdict == MPC_FAIL && t->n_over == 1 &&
+                           t->worst == 1 && local_fails(&r) == 1 &&
+                           verdict_is(&r, MPC_CONTRACT, "layer1.bn.var", MPC_FAIL),
+                       name))
+            print_fails(&r);
+        mpc_report_free(&r);
+
+        f = (par_fault){PAR_FAULT_BN_SWAP, 1, 1, 0};
+        par_fault_set(&f);
+        st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
+        t = first_fail(&r, MPC_CONTRACT);
+        snprintf(name, sizeof name,
+                 "batchnorm statistics folded out of order (%s): LOCAL passes, CONTRACT fails "
+                 "first in layer1.bn.sum or layer1.bn.sqdev (%s)",
+                 dn, t ? t->name : "none");
+        if (!par_check(st == PAR_OK && local_fails(&r) == 0 && t &&
+                           (strcmp(t->name, "layer1.bn.sum") == 0 ||
+                            strcmp(t->name, "layer1.bn.sqdev") == 0),
+                       name))
+            print_fails(&r);
+        mpc_report_free(&r);
+        f = (par_fault){PAR_FAULT_NONE, 0, 0, 0};
+        par_fault_set(&f);
+        free(w0);
+    }
+    free(bb.x);
+}
+
 // ---- --step is the batch of `parity train` ------------------------------------------
 
 static void step_records(const par_dataset *ds)
@@ -702,6 +871,17 @@ static void cli_tests(void)
               "CLI: a CNN with a skipped sample in its conv layer: exit 1, names "
               "layer0.weight.grad");
 
+    // Batchnorm through the CLI: a clean step passes; one ulp in a variance
+    // exits 1 and names it.
+    const char *bn = "--model cnn:1x28x28-c2k3p1-bn-r-m2-f-fc10 --batch 24";
+    snprintf(args, sizeof args, "--dataset %s %s --trainer serial --dtype f64", dir, bn);
+    par_check(cli(args, out) == 0 && file_has(out, "verdict: PASS") &&
+                  file_has(out, "LOCAL     layer1.bn.var"),
+              "CLI: a CNN with batchnorm, f64: exit 0, a row per statistic");
+    snprintf(args, sizeof args, "--dataset %s %s --trainer serial --fault bnvar:1:1:0", dir, bn);
+    par_check(cli(args, out) == 1 && file_has(out, "FAIL LOCAL layer1.bn.var[0]"),
+              "CLI: batchnorm var + 1 ulp: exit 1, names layer1.bn.var[0]");
+
     par_model m;
     PAR_REQUIRE(par_model_parse(&m, "mlp:784-16-10", PAR_ACT_RELU));
     float *w = malloc(m.n_params * sizeof *w);
@@ -759,6 +939,8 @@ int main(void)
     pass_matrix(&ds);
     faults(&ds);
     cnn_checks(&ds);
+    bn_hand();
+    bn_checks(&ds);
     step_records(&ds);
     default_mlp(&ds);
     par_dataset_free(&ds);

@@ -44,6 +44,7 @@ void mpc_step_free(mpc_step *s)
     for (int l = 0; l < PAR_MAX_LAYERS; l++) {
         free(s->a[l + 1]);
         free(s->d[l]);
+        free(s->bn[l]);
     }
     memset(s, 0, sizeof *s);
 }
@@ -73,6 +74,9 @@ static par_status run_reference(mpc_step *s)
             d[l] = ref_delta(t, l);
         }
         copy_layers(s, a, d);
+        for (int l = 0; l < s->m->n_layers; l++)
+            if (s->bn[l])
+                memcpy(s->bn[l], ref_bn_stats(t, l), MPC_BN_N * s->m->layers[l].c_out * sz);
         memcpy(s->loss_s, ref_losses(t), s->B * sz);
         memcpy(s->g, ref_grad(t), N * sz);
         memcpy(s->w_new, ref_params(t), N * sz);
@@ -80,6 +84,16 @@ static par_status run_reference(mpc_step *s)
     }
     ref_destroy(t);
     return st;
+}
+
+// The engine's statistics of batchnorm layer l (layer_bn_impl.inc keeps
+// mean, inv, var, the fold's accumulator, S, Q per channel) in MPC_BN_* order.
+static void engine_bn_stats(mpc_step *s, const par_engine *e, int l)
+{
+    const size_t sz = par_dtype_size(s->dt), nc = s->m->layers[l].c_out;
+    static const int slot[MPC_BN_N] = {4, 0, 5, 2, 1};   // S, mean, Q, var, inv
+    for (int k = 0; k < MPC_BN_N; k++)
+        memcpy((char *)s->bn[l] + k * nc * sz, (const char *)e->bn[l] + slot[k] * nc * sz, nc * sz);
 }
 
 static par_status run_table(mpc_step *s, const par_trainer_ops *tr, const par_run_cfg *cfg,
@@ -111,6 +125,8 @@ static par_status run_table(mpc_step *s, const par_trainer_ops *tr, const par_ru
     par_engine_begin_step(&e);
     par_engine_forward_backward(&e, batch, 0, s->B, 1);
     copy_layers(s, (const void *const *)e.a, (const void *const *)e.d);
+    for (int l = 0; l < s->m->n_layers; l++)
+        if (s->bn[l]) engine_bn_stats(s, &e, l);
     memcpy(s->loss_s, e.loss, s->B * sz);
     par_engine_free(&e);
     s->internals = "a par_engine replica of the step";
@@ -151,6 +167,10 @@ par_status mpc_capture(mpc_step *s, const par_trainer_ops *tr, const par_run_cfg
         s->a[l + 1] = malloc(B * m->layers[l].n_out * sz);
         s->d[l] = malloc(B * m->layers[l].n_out * sz);
         ok = s->a[l + 1] && s->d[l];
+        if (ok && m->layers[l].kind == PAR_LAYER_BATCHNORM) {
+            s->bn[l] = malloc(MPC_BN_N * m->layers[l].c_out * sz);
+            ok = s->bn[l] != NULL;
+        }
     }
     if (!ok) {
         mpc_step_free(s);

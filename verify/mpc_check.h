@@ -32,9 +32,15 @@ typedef struct mpc_step {
     double loss;                 // the batch mean the step returned
     void *g;                     // (n_params) the gradient of the step
     void *w_new;                 // (n_params) weights after the step
+    void *bn[PAR_MAX_LAYERS];    // batchnorm layer l: (MPC_BN_N, c_out) statistics of the run
     const char *trainer;         // trainer name (static)
     const char *internals;       // where a, d and loss_s come from (static text)
 } mpc_step;
+
+// The per-channel statistics a batchnorm layer computes, in that order:
+// S = the batch sum of x, mean = S / N, Q = the sum of (x - mean)^2,
+// var = Q / N, inv = 1 / sqrt(var + eps).
+enum { MPC_BN_S = 0, MPC_BN_MEAN, MPC_BN_Q, MPC_BN_VAR, MPC_BN_INV, MPC_BN_N };
 
 // Runs one step of `trainer` from cfg->init_params on `batch` (cfg->batch >=
 // batch->B) and captures it. --trainer reference: its own internals (ref_act,
@@ -101,11 +107,14 @@ typedef struct mpc_opts {
 // (zero-initialise r before the first call). PAR_ERR_CONFIG for prec < 64.
 par_status mpc_check_step(mpc_report *r, const mpc_step *s, const mpc_opts *o);
 
-// CONTRACT rows: gradient, new weights (one row per parameter view each) and
-// the loss of `run`, bitwise against `ref` (the reference on the same step).
+// CONTRACT rows: batchnorm statistics (layer<l>.bn.sum, .mean, .sqdev, .var,
+// .inv), gradient, new weights (one row per parameter view each) and the
+// loss of `run`, bitwise against `ref` (the reference on the same step).
 par_status mpc_check_contract(mpc_report *r, const mpc_step *run, const mpc_step *ref);
 
 void mpc_report_free(mpc_report *r);
+// "sum", "mean", "sqdev", "var", "inv": row names of the MPC_BN_* statistics.
+const char *mpc_bn_stat_name(int k);
 const char *mpc_view_name(mpc_view v);       // "LOCAL", "E2E", "CONTRACT"
 const char *mpc_verdict_name(mpc_verdict v); // "PASS", "FAIL", "info"
 // "[s,o]" / "[o,i]" / "[i]" / "-" (n == 0) of a flat index of t.

@@ -188,12 +188,26 @@ static par_status contract_row(mpc_report *r, const char *name, int ndim, size_t
     return PAR_OK;
 }
 
+const char *mpc_bn_stat_name(int k)
+{
+    static const char *const names[MPC_BN_N] = {"sum", "mean", "sqdev", "var", "inv"};
+    return k >= 0 && k < MPC_BN_N ? names[k] : "?";
+}
+
 par_status mpc_check_contract(mpc_report *r, const mpc_step *run, const mpc_step *ref)
 {
     const par_model *m = run->m;
     PAR_FAIL_IF(ref->m != m || ref->dt != run->dt || ref->B != run->B, PAR_ERR_CONFIG,
                 "contract check: the two steps differ in model, dtype or batch");
     char name[40];
+    for (int l = 0; l < m->n_layers; l++) {
+        if (!run->bn[l] || !ref->bn[l]) continue;
+        const size_t nc = m->layers[l].c_out;
+        for (int k = 0; k < MPC_BN_N; k++) {
+            snprintf(name, sizeof name, "layer%d.bn.%s", l, mpc_bn_stat_name(k));
+            PAR_TRY(contract_row(r, name, 1, nc, 0, run->dt, run->bn[l], ref->bn[l], k * nc, nc));
+        }
+    }
     for (int pass = 0; pass < 2; pass++) {
         for (int v = 0; v < m->n_views; v++) {
             const par_view *pv = &m->views[v];

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "mpc_check.h"
+#include "mpc_step_int.h"
 #include "mpc_terms.h"
 
 // ---- error model ----------------------------------------------------------------
@@ -52,6 +53,13 @@
 //   max-pool: a copy forward and a routed copy backward, no rounding: bound
 //     0, i.e. the output must be the window's first maximum in scan order and
 //     its gradient must reach that input and no other.
+//   batchnorm (mpc_bn.c): its four per-channel batch sums (S, Q, dgamma,
+//     dbeta) keep C-sample chunks in every mode and trainer: a term goes
+//     through at most C P - 1 roundings in its chunk's chain (C P for an fma
+//     chain from 0) and ceil(B / C) - 1 in the fold of the chunks, in any
+//     order of the chunks: n = min(B, C) P + ceil(B / C) - 1. Its other ops
+//     (mean, var, inv, the outputs, dx, the running statistics) are short
+//     chains of correctly rounded ops, bounded op by op there.
 //
 // The project's exp, log, tanh, sigmoid are faithful: error < 1 ulp of the
 // exact result, measured by `parity check --math` (f32 < 0.5 ulp, f64 <= 0.55
@@ -63,31 +71,13 @@
 // chain of a few MPFR ops within 2^(8-prec) of its scale. Bounds are computed
 // in double and multiplied by SLACK, which covers their own ~20 roundings.
 
-#define SLACK (1 + 0x1p-40)
 
-typedef struct fmt {
-    double u, tiny;
-    int p, emin;
-} fmt;
-
-static fmt fmt_of(par_dtype dt)
+fmt mpc_fmt_of(par_dtype dt)
 {
     if (dt == PAR_F32) return (fmt){0x1p-24, 0x1p-149, 24, -126};
     return (fmt){0x1p-53, 0x1p-1074, 53, -1022};
 }
 
-// Per-thread MPFR temporaries, initialised once per thread.
-typedef struct ws {
-    mpfr_t acc, y, q, e, t53, tp; // tp: exact products of a double and a double
-    mpfr_t *Z, *E, *D;            // K each: logits, exp terms, dz of one sample
-    double *rho;                  // K: relative error bounds of the exp terms
-    size_t K;
-    // One element's terms (mpc_terms.h): indices, the run's values (dtype), and
-    // exact values for END-TO-END; T of each (0 when unused).
-    size_t T, *ia, *ib;
-    void *va, *vb;
-    mpfr_t *ma, *mb;
-} ws;
 
 static void ws_terms(ws *w, int prec, size_t T, int e2e)
 {
@@ -168,8 +158,8 @@ static void gather_mp(mpfr_t *dst, mpfr_t *src, size_t base, const size_t *idx, 
 // double; f64 products are formed exactly in w->tp. S is summed in double
 // (terms >= 0; each addition and f64 product rounds by 2^-53 at most), so
 // S (1 + (n + 2) 2^-52) + n 2^-1074 bounds the exact S.
-static double dot_run(ws *w, par_dtype dt, const void *a, size_t sa, const void *b, size_t sb,
-                      size_t n, double init)
+double mpc_dot_run(ws *w, par_dtype dt, const void *a, size_t sa, const void *b, size_t sb,
+                   size_t n, double init)
 {
     mpfr_set_d(w->acc, init, MPFR_RNDN);
     double S = fabs(init);
@@ -232,8 +222,7 @@ static void dot_mm(ws *w, mpfr_t *a, size_t sa, mpfr_t *b, size_t sb, size_t n)
 }
 
 // The reduction bound (see the error model): gamma_n S + m tiny + MPFR's part.
-static double bound_dot(const fmt *f, par_dtype dt, size_t n_red, size_t n_terms, double S,
-                        int prec)
+double mpc_bound_dot(const fmt *f, par_dtype dt, size_t n_red, size_t n_terms, double S, int prec)
 {
     if (S == 0) return 0;
     return mpc_gamma(n_red, dt) * S + (double)(n_red > n_terms ? n_red : n_terms) * f->tiny +
@@ -259,8 +248,8 @@ static void compare(ws *w, mpfr_srcptr exact, double run, const fmt *f, double *
     *ulps = mpfr_get_d(w->e, MPFR_RNDU);
 }
 
-static void record(mpc_tensor *t, ws *w, size_t idx, mpfr_srcptr exact, double run, const fmt *f,
-                   double bound)
+void mpc_record(mpc_tensor *t, ws *w, size_t idx, mpfr_srcptr exact, double run, const fmt *f,
+                double bound)
 {
     double ex, err, ulps;
     compare(w, exact, run, f, &ex, &err, &ulps);
@@ -268,7 +257,7 @@ static void record(mpc_tensor *t, ws *w, size_t idx, mpfr_srcptr exact, double r
 }
 
 // dst = act(z) exactly (to prec bits); dst may not be z for sigmoid.
-static void act_mp(ws *w, mpfr_ptr dst, mpfr_srcptr z, par_act act)
+void mpc_act_mp(ws *w, mpfr_ptr dst, mpfr_srcptr z, par_act act)
 {
     switch (act) {
     case PAR_ACT_RELU:
@@ -329,23 +318,8 @@ static size_t pool_arg_mp(const par_layer *ly, size_t j, mpfr_t *x)
 
 // ---- the check ------------------------------------------------------------------
 
-typedef struct ctx {
-    const mpc_step *st;
-    const par_model *m;
-    par_dtype dt;
-    fmt f;
-    int prec, e2e;
-    size_t B, K;
-    // rows, [0] LOCAL, [1] E2E (NULL without e2e)
-    mpc_tensor *out[2][PAR_MAX_LAYERS], *dz[2][PAR_MAX_LAYERS];
-    mpc_tensor *gw[2][PAR_MAX_LAYERS], *gb[2][PAR_MAX_LAYERS];
-    mpc_tensor *nw[2][PAR_MAX_LAYERS], *nb[2][PAR_MAX_LAYERS];
-    mpc_tensor *ls[2], *loss[2];
-    // END-TO-END exact values: ea[l+1] = layer l's output, ed[l] its dz, eloss
-    mpfr_t *ea[PAR_MAX_LAYERS + 1], *ed[PAR_MAX_LAYERS], *eloss;
-} ctx;
 
-static void merge2(mpc_tensor *dst0, const mpc_tensor *p0, mpc_tensor *dst1, const mpc_tensor *p1)
+void mpc_merge2(mpc_tensor *dst0, const mpc_tensor *p0, mpc_tensor *dst1, const mpc_tensor *p1)
 {
 #pragma omp critical(mpc_merge)
     {
@@ -383,11 +357,11 @@ static void stage_forward(ctx *c, ws *w, int l)
         if (pool) {
             const size_t arg = mpc_pool_arg(ly, j, off(dt, st->a[l], s * n_in), dt);
             mpfr_set_d(w->y, at(dt, st->a[l], s * n_in + arg), MPFR_RNDN);
-            record(&p0, w, k, w->y, run, &c->f, 0);
+            mpc_record(&p0, w, k, w->y, run, &c->f, 0);
             if (c->e2e) {   // the first exact maximum of the window (l == 0: the input's)
                 mpfr_t *x = l > 0 ? c->ea[l] + s * n_in : NULL;
                 mpfr_set(c->ea[l + 1][k], x ? x[pool_arg_mp(ly, j, x)] : w->y, MPFR_RNDN);
-                record(&p1, w, k, c->ea[l + 1][k], run, &c->f, NAN);
+                mpc_record(&p1, w, k, c->ea[l + 1][k], run, &c->f, NAN);
             }
             continue;
         }
@@ -395,26 +369,26 @@ static void stage_forward(ctx *c, ws *w, int l)
         const size_t n = mpc_forward_terms(ly, j, w->ia, w->ib, &o);
         gather(dt, w->va, st->a[l], s * n_in, w->ia, n);
         gather(dt, w->vb, W, 0, w->ib, n);
-        const double S = dot_run(w, dt, w->va, 1, w->vb, 1, n, at(dt, bias, o));
-        const double Ez = bound_dot(&c->f, dt, mpc_forward_rounds(ly), n, S, c->prec);
-        act_mp(w, w->y, w->acc, ly->act);
+        const double S = mpc_dot_run(w, dt, w->va, 1, w->vb, 1, n, at(dt, bias, o));
+        const double Ez = mpc_bound_dot(&c->f, dt, mpc_forward_rounds(ly), n, S, c->prec);
+        mpc_act_mp(w, w->y, w->acc, ly->act);
         double bound = Ez;
         if (smooth) {
             const double y = fabs(mpfr_get_d(w->y, MPFR_RNDN));
             bound = L * Ez + 2 * c->f.u * (y + L * Ez) + 2 * c->f.tiny + ldexp(y, 8 - c->prec);
         }
-        record(&p0, w, k, w->y, run, &c->f, bound);
+        mpc_record(&p0, w, k, w->y, run, &c->f, bound);
         if (c->e2e) {
             if (l > 0) {
                 gather_mp(w->ma, c->ea[l], s * n_in, w->ia, n);
                 dot_md(w, w->ma, 1, dt, w->vb, 1, n, at(dt, bias, o));
             }
             // l == 0: the run's a[0] is the step's input, so w->acc is already exact z
-            act_mp(w, c->ea[l + 1][k], w->acc, ly->act);
-            record(&p1, w, k, c->ea[l + 1][k], run, &c->f, NAN);
+            mpc_act_mp(w, c->ea[l + 1][k], w->acc, ly->act);
+            mpc_record(&p1, w, k, c->ea[l + 1][k], run, &c->f, NAN);
         }
     }
-    merge2(c->out[0][l], &p0, c->e2e ? c->out[1][l] : NULL, &p1);
+    mpc_merge2(c->out[0][l], &p0, c->e2e ? c->out[1][l] : NULL, &p1);
 }
 
 // Softmax + cross-entropy of one sample from logits z (exact MPFR values):
@@ -481,7 +455,7 @@ static void stage_softmax(ctx *c, ws *w)
             if (z > zmax) zmax = z;
         }
         softmax_mp(w, w->Z, K, lab, B, w->e, w->D);
-        mpfr_set(w->y, w->e, MPFR_RNDN); // the exact loss (record uses w->e)
+        mpfr_set(w->y, w->e, MPFR_RNDN); // the exact loss (mpc_record uses w->e)
         const double SE = mpfr_get_d(w->acc, MPFR_RNDN), Lx = mpfr_get_d(w->y, MPFR_RNDN);
         double A = 0;
         for (size_t j = 0; j < K; j++) {
@@ -494,7 +468,7 @@ static void stage_softmax(ctx *c, ws *w)
         const double Pl = lam + 2 * u * (log(SE) + lam) + 2 * tiny;
         const double El = Pl + u * fabs(at(dt, st->a[Ll + 1], s * K + lab) - zmax);
         const double bl = El + u * (fabs(Lx) + El) + tiny + mp * (fabs(Lx) + log(SE) + 1);
-        record(&pl0, w, s, w->y, at(dt, st->loss_s, s), &c->f, bl);
+        mpc_record(&pl0, w, s, w->y, at(dt, st->loss_s, s), &c->f, bl);
         for (size_t j = 0; j < K; j++) {
             const double P = mpfr_get_d(w->E[j], MPFR_RNDN) / SE;
             const double r = w->rho[j];
@@ -504,18 +478,18 @@ static void stage_softmax(ctx *c, ws *w)
             const double Er = j == lab ? Ep2 + u * (R + Ep2) : Ep2;
             const double bd =
                 Er / (double)B + u * (R + Er) / (double)B + tiny + mp * (R + 1) / (double)B;
-            record(&pd0, w, s * K + j, w->D[j], at(dt, st->d[Ll], s * K + j), &c->f, bd);
+            mpc_record(&pd0, w, s * K + j, w->D[j], at(dt, st->d[Ll], s * K + j), &c->f, bd);
         }
         if (c->e2e) {
             softmax_mp(w, c->ea[Ll + 1] + s * K, K, lab, B, c->eloss[s], c->ed[Ll] + s * K);
-            record(&pl1, w, s, c->eloss[s], at(dt, st->loss_s, s), &c->f, NAN);
+            mpc_record(&pl1, w, s, c->eloss[s], at(dt, st->loss_s, s), &c->f, NAN);
             for (size_t j = 0; j < K; j++)
-                record(&pd1, w, s * K + j, c->ed[Ll][s * K + j], at(dt, st->d[Ll], s * K + j),
+                mpc_record(&pd1, w, s * K + j, c->ed[Ll][s * K + j], at(dt, st->d[Ll], s * K + j),
                        &c->f, NAN);
         }
     }
-    merge2(c->ls[0], &pl0, c->e2e ? c->ls[1] : NULL, &pl1);
-    merge2(c->dz[0][Ll], &pd0, c->e2e ? c->dz[1][Ll] : NULL, &pd1);
+    mpc_merge2(c->ls[0], &pl0, c->e2e ? c->ls[1] : NULL, &pl1);
+    mpc_merge2(c->dz[0][Ll], &pd0, c->e2e ? c->dz[1][Ll] : NULL, &pd1);
 }
 
 // The batch loss: T = fold of the B per-sample losses (any order: |fl(T) -
@@ -525,16 +499,16 @@ static void stage_softmax(ctx *c, ws *w)
 static void stage_loss(ctx *c, ws *w)
 {
     const mpc_step *st = c->st;
-    const double S = dot_run(w, c->dt, st->loss_s, 1, NULL, 0, c->B, 0);
+    const double S = mpc_dot_run(w, c->dt, st->loss_s, 1, NULL, 0, c->B, 0);
     mpfr_div_ui(w->y, w->acc, (unsigned long)c->B, MPFR_RNDN);
     const double T = fabs(mpfr_get_d(w->acc, MPFR_RNDN));
-    const double Et = bound_dot(&c->f, c->dt, c->B, c->B, S, c->prec);
+    const double Et = mpc_bound_dot(&c->f, c->dt, c->B, c->B, S, c->prec);
     const double b = Et / (double)c->B + c->f.u * (T + Et) / (double)c->B + c->f.tiny;
-    record(c->loss[0], w, 0, w->y, st->loss, &c->f, b);
+    mpc_record(c->loss[0], w, 0, w->y, st->loss, &c->f, b);
     if (c->e2e) {
         dot_md(w, c->eloss, 1, c->dt, NULL, 0, c->B, 0);
         mpfr_div_ui(w->y, w->acc, (unsigned long)c->B, MPFR_RNDN);
-        record(c->loss[1], w, 0, w->y, st->loss, &c->f, NAN);
+        mpc_record(c->loss[1], w, 0, w->y, st->loss, &c->f, NAN);
     }
 }
 
@@ -575,8 +549,8 @@ static void stage_backward(ctx *c, ws *w, int l)
             n = mpc_input_grad_terms(ly, i, w->ia, w->ib);
             gather(dt, w->va, st->d[l], s * n_out, w->ia, n);
             gather(dt, w->vb, W, 0, w->ib, n);
-            const double S = dot_run(w, dt, w->va, 1, w->vb, 1, n, 0);
-            E = bound_dot(&c->f, dt, mpc_input_grad_rounds(ly), n, S, c->prec);
+            const double S = mpc_dot_run(w, dt, w->va, 1, w->vb, 1, n, 0);
+            E = mpc_bound_dot(&c->f, dt, mpc_input_grad_rounds(ly), n, S, c->prec);
         }
         const double y = at(dt, st->a[l], k);
         mpfr_set_d(w->e, y, MPFR_RNDN);
@@ -594,7 +568,7 @@ static void stage_backward(ctx *c, ws *w, int l)
             bound = E * (q + Dq) + Sg * Dq + u * (Sg + E) * (q + Dq) + tiny +
                     ldexp(Sg * q + Sg + q, 8 - c->prec);
         }
-        record(&p0, w, k, w->y, run, &c->f, bound);
+        mpc_record(&p0, w, k, w->y, run, &c->f, bound);
         if (c->e2e) {
             if (pool) {   // the exact dz routed by the exact maximum
                 mpfr_set_zero(w->acc, 1);
@@ -606,10 +580,21 @@ static void stage_backward(ctx *c, ws *w, int l)
             }
             act_deriv_mp(w->q, c->ea[l][k], act);
             mpfr_mul(c->ed[l - 1][k], w->acc, w->q, MPFR_RNDN);
-            record(&p1, w, k, c->ed[l - 1][k], run, &c->f, NAN);
+            mpc_record(&p1, w, k, c->ed[l - 1][k], run, &c->f, NAN);
         }
     }
-    merge2(c->dz[0][l - 1], &p0, c->e2e ? c->dz[1][l - 1] : NULL, &p1);
+    mpc_merge2(c->dz[0][l - 1], &p0, c->e2e ? c->dz[1][l - 1] : NULL, &p1);
+}
+
+// The update bound of stage_grads (derived there).
+double mpc_update_bound(const ctx *c, ws *w, double g, double wv)
+{
+    const double u = c->f.u, tiny = c->f.tiny, lr = c->st->lr, lg = fabs(lr * g);
+    mpfr_set_d(w->y, g, MPFR_RNDN);
+    mpfr_mul_d(w->y, w->y, lr, MPFR_RNDN);
+    mpfr_d_sub(w->y, wv, w->y, MPFR_RNDN);
+    const double ax = fabs(mpfr_get_d(w->y, MPFR_RNDN));
+    return u * lg + tiny + u * (ax + u * lg + tiny) + ldexp(ax + lg, 8 - c->prec);
 }
 
 // Weight and bias gradients of layer l (reduction over the B samples, from
@@ -627,7 +612,7 @@ static void stage_grads(ctx *c, ws *w, int l)
     const size_t rl = ly->row_len, n_in = ly->n_in, n_out = ly->n_out, B = c->B;
     const size_t N = ly->n_rows * (rl + 1), n_red = mpc_grad_rounds(ly, B);
     const size_t oW = c->m->views[ly->w_view].offset, ob = c->m->views[ly->b_view].offset;
-    const double u = c->f.u, tiny = c->f.tiny, lr = st->lr;
+    const double lr = st->lr;
     mpc_tensor g0 = mpc_tensor_blank(c->gw[0][l]), b0 = mpc_tensor_blank(c->gb[0][l]);
     mpc_tensor n0 = mpc_tensor_blank(c->nw[0][l]), m0 = mpc_tensor_blank(c->nb[0][l]);
     mpc_tensor g1 = {0}, b1 = {0}, n1 = {0}, m1 = {0};
@@ -656,16 +641,10 @@ static void stage_grads(ctx *c, ws *w, int l)
         }
         gather(dt, w->va, st->d[l], 0, w->ia, n);
         if (!is_b) gather(dt, w->vb, st->a[l], 0, w->ib, n);
-        const double S = dot_run(w, dt, w->va, 1, is_b ? NULL : w->vb, 1, n, 0);
-        record(tg, w, flat, w->acc, g, &c->f, bound_dot(&c->f, dt, n_red, n, S, c->prec));
-        // update from the run's own g
-        const double lg = fabs(lr * g);
-        mpfr_set_d(w->y, g, MPFR_RNDN);
-        mpfr_mul_d(w->y, w->y, lr, MPFR_RNDN);
-        mpfr_d_sub(w->y, wv, w->y, MPFR_RNDN);
-        const double ax = fabs(mpfr_get_d(w->y, MPFR_RNDN));
-        const double bu = u * lg + tiny + u * (ax + u * lg + tiny) + ldexp(ax + lg, 8 - c->prec);
-        record(tn, w, flat, w->y, wn, &c->f, bu);
+        const double S = mpc_dot_run(w, dt, w->va, 1, is_b ? NULL : w->vb, 1, n, 0);
+        mpc_record(tg, w, flat, w->acc, g, &c->f, mpc_bound_dot(&c->f, dt, n_red, n, S, c->prec));
+        const double bu = mpc_update_bound(c, w, g, wv);   // from the run's own g
+        mpc_record(tn, w, flat, w->y, wn, &c->f, bu);
         if (c->e2e) {
             gather_mp(w->ma, c->ed[l], 0, w->ia, n);
             if (is_b)
@@ -676,10 +655,10 @@ static void stage_grads(ctx *c, ws *w, int l)
                 gather_mp(w->mb, c->ea[l], 0, w->ib, n);
                 dot_mm(w, w->ma, 1, w->mb, 1, n);
             }
-            record(is_b ? &b1 : &g1, w, flat, w->acc, g, &c->f, NAN);
+            mpc_record(is_b ? &b1 : &g1, w, flat, w->acc, g, &c->f, NAN);
             mpfr_mul_d(w->y, w->acc, lr, MPFR_RNDN);
             mpfr_d_sub(w->y, wv, w->y, MPFR_RNDN);
-            record(is_b ? &m1 : &n1, w, flat, w->y, wn, &c->f, NAN);
+            mpc_record(is_b ? &m1 : &n1, w, flat, w->y, wn, &c->f, NAN);
         }
     }
 #pragma omp critical(mpc_merge)
@@ -709,8 +688,16 @@ static par_status add_rows(ctx *c, mpc_report *r, int v, size_t *first)
     *first = r->n;
     for (int l = 0; l < L; l++) {
         const par_layer *ly = &m->layers[l];
+        const int bn = ly->kind == PAR_LAYER_BATCHNORM;
+        for (int k = 0; bn && k < MPC_BN_N; k++) {
+            const int sum = k == MPC_BN_S || k == MPC_BN_Q;
+            snprintf(name, sizeof name, "layer%d.bn.%s", l, mpc_bn_stat_name(k));
+            ok &= !!mpc_report_add(r, view, name, 1, ly->c_out, 0,
+                                   sum ? mpc_bn_rounds(ly, c->B, c->st->C) : 0, !v);
+        }
         snprintf(name, sizeof name, "layer%d.out", l);
-        ok &= !!mpc_report_add(r, view, name, 2, c->B, ly->n_out, mpc_forward_rounds(ly), !v);
+        ok &= !!mpc_report_add(r, view, name, 2, c->B, ly->n_out,
+                               bn ? 0 : mpc_forward_rounds(ly), !v);
     }
     ok &= !!mpc_report_add(r, view, "loss.sample", 1, c->B, 0, 0, !v);
     ok &= !!mpc_report_add(r, view, "loss", 1, 1, 0, c->B, !v);
@@ -722,19 +709,26 @@ static par_status add_rows(ctx *c, mpc_report *r, int v, size_t *first)
     for (int l = 0; l < L; l++) {
         const par_layer *ly = &m->layers[l];
         if (!ly->n_rows) continue;
-        const size_t n_red = mpc_grad_rounds(ly, c->B);
+        const int bn = ly->kind == PAR_LAYER_BATCHNORM;   // gamma, beta: (c) each
+        const size_t n_red = bn ? mpc_bn_rounds(ly, c->B, c->st->C) : mpc_grad_rounds(ly, c->B);
         snprintf(name, sizeof name, "layer%d.weight.grad", l);
-        ok &= !!mpc_report_add(r, view, name, 2, ly->n_rows, ly->row_len, n_red, !v);
+        ok &= !!mpc_report_add(r, view, name, bn ? 1 : 2, ly->n_rows, ly->row_len, n_red, !v);
         snprintf(name, sizeof name, "layer%d.bias.grad", l);
         ok &= !!mpc_report_add(r, view, name, 1, ly->n_rows, 0, n_red, !v);
     }
+    static const char *const stats[3] = {"running_mean", "running_var", "num_batches_tracked"};
     for (int l = 0; l < L; l++) {
         const par_layer *ly = &m->layers[l];
         if (!ly->n_rows) continue;
+        const int bn = ly->kind == PAR_LAYER_BATCHNORM;
         snprintf(name, sizeof name, "layer%d.weight.new", l);
-        ok &= !!mpc_report_add(r, view, name, 2, ly->n_rows, ly->row_len, 0, !v);
+        ok &= !!mpc_report_add(r, view, name, bn ? 1 : 2, ly->n_rows, ly->row_len, 0, !v);
         snprintf(name, sizeof name, "layer%d.bias.new", l);
         ok &= !!mpc_report_add(r, view, name, 1, ly->n_rows, 0, 0, !v);
+        for (int k = 0; bn && k < 3; k++) {
+            snprintf(name, sizeof name, "layer%d.%s.new", l, stats[k]);
+            ok &= !!mpc_report_add(r, view, name, 1, k < 2 ? ly->c_out : 1, 0, 0, !v);
+        }
     }
     PAR_FAIL_IF(!ok, PAR_ERR_ALLOC, "out of memory for the report");
     return PAR_OK;
@@ -745,8 +739,11 @@ static void set_rows(ctx *c, mpc_report *r, int v, size_t first)
 {
     const int L = c->m->n_layers;
     mpc_tensor *t = r->t + first;
-    for (int l = 0; l < L; l++)
+    for (int l = 0; l < L; l++) {
+        for (int k = 0; c->m->layers[l].kind == PAR_LAYER_BATCHNORM && k < MPC_BN_N; k++)
+            c->bst[v][l][k] = t++;
         c->out[v][l] = t++;
+    }
     c->ls[v] = t++;
     c->loss[v] = t++;
     for (int l = L - 1; l >= 0; l--)
@@ -760,6 +757,8 @@ static void set_rows(ctx *c, mpc_report *r, int v, size_t first)
         if (!c->m->layers[l].n_rows) continue;
         c->nw[v][l] = t++;
         c->nb[v][l] = t++;
+        for (int k = 0; c->m->layers[l].kind == PAR_LAYER_BATCHNORM && k < 3; k++)
+            c->brs[v][l][k] = t++;
     }
 }
 
@@ -804,8 +803,12 @@ par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
     for (int l = 0; l < m->n_layers; l++) {
         PAR_FAIL_IF(!st->a[l + 1] || !st->d[l], PAR_ERR_CONFIG,
                     "check: layer %d's activations or deltas are missing", l);
-        PAR_FAIL_IF(m->layers[l].kind == PAR_LAYER_BATCHNORM, PAR_ERR_CONFIG,
-                    "check: --model %s: the MPFR check does not cover batchnorm yet", m->spec);
+        const int bn = m->layers[l].kind == PAR_LAYER_BATCHNORM;
+        PAR_FAIL_IF(bn && !st->bn[l], PAR_ERR_CONFIG,
+                    "check: batchnorm layer %d's statistics are missing", l);
+        PAR_FAIL_IF(bn && (l == 0 || m->layers[l - 1].act != PAR_ACT_NONE), PAR_ERR_CONFIG,
+                    "check: --model %s: batchnorm layer %d must follow a layer without activation",
+                    m->spec, l);
     }
     for (size_t s = 0; s < st->B; s++)
         PAR_FAIL_IF(st->labels[s] < 0 || (size_t)st->labels[s] >= m->n_classes, PAR_ERR_CONFIG,
@@ -816,7 +819,7 @@ par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
     c.st = st;
     c.m = m;
     c.dt = st->dt;
-    c.f = fmt_of(st->dt);
+    c.f = mpc_fmt_of(st->dt);
     c.prec = o->prec;
     c.e2e = o->end_to_end;
     c.B = st->B;
@@ -833,6 +836,10 @@ par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
             c.ea[l + 1] = mp_array(c.B * m->layers[l].n_out, c.prec);
             c.ed[l] = mp_array(c.B * m->layers[l].n_out, c.prec);
             ok = c.ea[l + 1] && c.ed[l];
+            if (ok && m->layers[l].kind == PAR_LAYER_BATCHNORM) {
+                c.ebn[l] = mp_array(7 * m->layers[l].c_out, c.prec);
+                ok = c.ebn[l] != NULL;
+            }
         }
         c.eloss = mp_array(c.B, c.prec);
         ok = ok && c.eloss;
@@ -845,15 +852,27 @@ par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
             ws w;
             ws_init(&w, c.prec, c.K);
             ws_terms(&w, c.prec, terms_cap(m, c.B), c.e2e);
-            for (int l = 0; l < L; l++)
-                stage_forward(&c, &w, l);
+            for (int l = 0; l < L; l++) {
+                if (m->layers[l].kind == PAR_LAYER_BATCHNORM)
+                    mpc_bn_forward(&c, &w, l);
+                else
+                    stage_forward(&c, &w, l);
+            }
             stage_softmax(&c, &w);
 #pragma omp single
             stage_loss(&c, &w);
-            for (int l = L - 1; l >= 1; l--)
-                stage_backward(&c, &w, l);
-            for (int l = 0; l < L; l++)
-                stage_grads(&c, &w, l);
+            for (int l = L - 1; l >= 1; l--) {
+                if (m->layers[l].kind == PAR_LAYER_BATCHNORM)
+                    mpc_bn_backward(&c, &w, l);
+                else
+                    stage_backward(&c, &w, l);
+            }
+            for (int l = 0; l < L; l++) {
+                if (m->layers[l].kind == PAR_LAYER_BATCHNORM)
+                    mpc_bn_update(&c, &w, l);
+                else
+                    stage_grads(&c, &w, l);
+            }
             ws_clear(&w);
             mpfr_free_cache();
         }
@@ -864,6 +883,7 @@ par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
     for (int l = 0; l < L; l++) {
         mp_array_free(c.ea[l + 1], c.B * m->layers[l].n_out);
         mp_array_free(c.ed[l], c.B * m->layers[l].n_out);
+        mp_array_free(c.ebn[l], 7 * m->layers[l].c_out);
     }
     mp_array_free(c.eloss, c.B);
     PAR_FAIL_IF(!ok, PAR_ERR_ALLOC, "out of memory for the END-TO-END values");
@@ -901,12 +921,12 @@ par_status mpc_check_reduction(mpc_elem *e, par_dtype dt, const double *a, const
         free(vb);
         PAR_FAIL_IF(1, PAR_ERR_CONFIG, "check_reduction: a value is not representable in f32");
     }
-    const fmt f = fmt_of(dt);
+    const fmt f = mpc_fmt_of(dt);
     ws w;
     ws_init(&w, prec, 1);
     e->run = run;
-    e->S = dot_run(&w, dt, va, 1, vb, 1, n, init);
-    e->bound = bound_dot(&f, dt, n_red, n, e->S, prec) * SLACK;
+    e->S = mpc_dot_run(&w, dt, va, 1, vb, 1, n, init);
+    e->bound = mpc_bound_dot(&f, dt, n_red, n, e->S, prec) * SLACK;
     compare(&w, w.acc, run, &f, &e->exact, &e->err, &e->ulp);
     ws_clear(&w);
     free(va);

@@ -138,7 +138,10 @@ static int parse_samples(const char *spec, size_t n, size_t **idx, size_t *B)
 static void print_table(const mpc_report *r)
 {
     char a[32], b[32], c[32], d[32], ix[48];
-    printf("%-8s  %-20s  %8s  %9s  %9s  %9s  %9s  %-7s  %s\n", "view", "tensor", "n", "max abs",
+    int wn = 20;   // the tensor column: as wide as the longest name
+    for (size_t k = 0; k < r->n; k++)
+        if ((int)strlen(r->t[k].name) > wn) wn = (int)strlen(r->t[k].name);
+    printf("%-8s  %-*s  %8s  %9s  %9s  %9s  %9s  %-7s  %s\n", "view", wn, "tensor", "n", "max abs",
            "max rel", "max ulp", "bound", "verdict", "worst");
     for (size_t k = 0; k < r->n; k++) {
         const mpc_tensor *t = &r->t[k];
@@ -147,8 +150,8 @@ static void print_table(const mpc_report *r)
             mpc_format_index(ix, sizeof ix, t, t->worst);
         else
             snprintf(ix, sizeof ix, "-");
-        printf("%-8s  %-20s  %8zu  %9s  %9s  %9s  %9s  %-7s  %s\n", mpc_view_name(t->view), t->name,
-               t->n, num(a, sizeof a, t->max_abs), num(b, sizeof b, t->max_rel),
+        printf("%-8s  %-*s  %8zu  %9s  %9s  %9s  %9s  %-7s  %s\n", mpc_view_name(t->view), wn,
+               t->name, t->n, num(a, sizeof a, t->max_abs), num(b, sizeof b, t->max_rel),
                num(c, sizeof c, t->max_ulp), t->has_bound ? num(d, sizeof d, t->bound_ratio) : "-",
                mpc_verdict_name(t->verdict), ix);
     }
@@ -289,6 +292,7 @@ int cmd_check(int argc, char **argv)
         .prec = 256,
         .lr = 0.01,
         .seed = 42,
+        .step = -1,   // not given (0 is refused: steps count from 1)
     };
     const cli_opt opts[] = {
         {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  dataset of the run (fashion-mnist)"},
@@ -357,6 +361,10 @@ int cmd_check(int argc, char **argv)
         o.prec > 1 << 20) {
         fprintf(stderr, "parity check: --batch, --chunk and --threads must be >= 1, --lr > 0, "
                         "--prec 64 to 1048576\n");
+        return EXIT_USAGE;
+    }
+    if (o.step == 0) {
+        fprintf(stderr, "parity check: --step 0: expected an integer >= 1 (steps count from 1)\n");
         return EXIT_USAGE;
     }
     if (o.samples && o.step > 0) {

@@ -15,6 +15,7 @@
 // too (the input gradient is built from them).
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 
 #include "par_layers.h"
 
@@ -25,16 +26,19 @@
 #define SFX f32
 #define FMA fmaf
 #define SQRT sqrtf
+#define NEXTUP(x) nextafterf(x, INFINITY)
 #include "layer_bn_impl.inc"
 #undef REAL
 #undef SFX
 #undef FMA
 #undef SQRT
+#undef NEXTUP
 
 #define REAL double
 #define SFX f64
 #define FMA fma
 #define SQRT sqrt
+#define NEXTUP(x) nextafter(x, INFINITY)
 #include "layer_bn_impl.inc"
 
 // The fold of a per-channel vector over every process's chunks: each thread

@@ -50,10 +50,18 @@ par_status par_fault_parse(par_fault *f, const char *spec)
     } else if (n == 3 && strcmp(kind, "swap") == 0) {
         f->kind = PAR_FAULT_CHUNK_SWAP;
         f->layer = (int)b;
+    } else if (n == 3 && strcmp(kind, "bnswap") == 0) {
+        f->kind = PAR_FAULT_BN_SWAP;
+        f->layer = (int)b;
+    } else if (n == 4 && strcmp(kind, "bnvar") == 0) {
+        f->kind = PAR_FAULT_BN_VAR_ULP;
+        f->layer = (int)b;
+        f->index = (size_t)c;
     } else {
         return par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
                              "--fault '%s': expected ulp:STEP:INDEX, skip:STEP:LAYER:SAMPLE, "
-                             "half:STEP:LAYER or swap:STEP:LAYER", spec);
+                             "half:STEP:LAYER, swap:STEP:LAYER, bnswap:STEP:LAYER or "
+                             "bnvar:STEP:LAYER:CHANNEL", spec);
     }
     PAR_FAIL_IF(a < 0 || b < 0 || c < 0, PAR_ERR_CONFIG, "--fault '%s': negative field", spec);
     return PAR_OK;
@@ -72,6 +80,8 @@ int par_engine_fault_on(const par_engine *e, par_fault_kind kind, int l)
 {
     return fault_on(e, kind) && fault_of(e)->layer == l;
 }
+
+size_t par_engine_fault_index(const par_engine *e) { return fault_of(e)->index; }
 
 void par_engine_begin_step(par_engine *e) { e->steps++; }
 
@@ -127,7 +137,7 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
         ok = ok && e->a[l + 1] && e->d[l];
         if (L->kind == PAR_LAYER_BATCHNORM && ok) {
             // mean, inv, (spare), sums; then per chunk of the batch: two partial sums
-            e->bn[l] = par_calloc_big((4 + 2 * par_n_chunks(B, e->C)) * L->c_out, sz);
+            e->bn[l] = par_calloc_big((PAR_BN_SLOTS + 2 * par_n_chunks(B, e->C)) * L->c_out, sz);
             ok = e->bn[l] != NULL;
         }
         if (L->kind == PAR_LAYER_CONV2D && ok) {

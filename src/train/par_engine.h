@@ -13,7 +13,8 @@
 
 // Sets (or with kind NONE clears) the fault for all engines of this process.
 void par_fault_set(const par_fault *f);
-// "ulp:STEP:INDEX", "skip:STEP:LAYER:SAMPLE", "half:STEP:LAYER", "swap:STEP:LAYER".
+// "ulp:STEP:INDEX", "skip:STEP:LAYER:SAMPLE", "half:STEP:LAYER", "swap:STEP:LAYER",
+// "bnswap:STEP:LAYER", "bnvar:STEP:LAYER:CHANNEL".
 par_status par_fault_parse(par_fault *f, const char *spec);
 
 // An ordered fold across processes, for batch statistics inside a pass
@@ -43,7 +44,7 @@ typedef struct par_engine {
     void *col[PAR_MAX_LAYERS];           // conv2d: im2col rows (B, positions, row_len)
     void *scratch;                       // conv2d: working space, scratch_elems per thread
     size_t scratch_elems;                // elements of scratch per thread
-    void *bn[PAR_MAX_LAYERS];            // batchnorm: mean, inv, dgamma, dbeta per channel
+    void *bn[PAR_MAX_LAYERS];            // batchnorm: mean, inv, var, (fold), S, Q per channel
     int bn_train;                        // this forward pass: batch statistics (1) or running (0)
     size_t fb_s0, fb_s1, fb_B;           // samples of this forward/backward pass, of the batch
     par_batch_ring ring;                 // MPI trainers; recv NULL: one process

@@ -35,6 +35,11 @@ typedef struct par_layer_ops {
 extern const par_layer_ops par_layer_dense, par_layer_conv2d, par_layer_maxpool,
     par_layer_batchnorm;
 
+// Batchnorm's engine state e->bn[l]: PAR_BN_SLOTS per-channel vectors (mean,
+// inv, var, the fold's accumulator, S, Q; layer_bn_impl.inc), then two per
+// chunk of the batch.
+#define PAR_BN_SLOTS 6
+
 // The entry for a kind.
 const par_layer_ops *par_layer_ops_of(par_layer_kind kind);
 
@@ -53,6 +58,8 @@ void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi);
 void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi);
 // The fault of kind `kind`, if it fires now for layer l (tests only).
 int par_engine_fault_on(const par_engine *e, par_fault_kind kind, int l);
+// The `index` field of the fault in force for e (its element, sample or channel).
+size_t par_engine_fault_index(const par_engine *e);
 // PAR_FAULT_HALF_FWD: keep 11 significant bits of y[lo..hi) (f16-like).
 void par_engine_round_to_half(const par_engine *e, void *y, size_t lo, size_t hi);
 

@@ -1,4 +1,4 @@
-// Trainers plug in through one table (shared/DESIGN.md). The CLI and the
+// Trainers plug in through one table (docs/DESIGN.md, section 3). The CLI and the
 // harness see only par_trainer_ops; adding a trainer is one file and one
 // line in par_trainers.c. A trainer reads no environment and no argv:
 // par_run_cfg carries everything.
@@ -31,6 +31,9 @@ typedef enum par_fault_kind {
     PAR_FAULT_SKIP_SAMPLE,  // layer `layer`'s weight gradient ignores sample `index` of the batch
     PAR_FAULT_HALF_FWD,     // layer `layer`'s forward outputs rounded to 11 significant bits
     PAR_FAULT_CHUNK_SWAP,   // layer `layer` folds ((g1 + g2) + g0) + g3 ...: out of order
+    PAR_FAULT_BN_SWAP,      // batchnorm layer `layer` folds its batch statistics' chunk
+                            //   partials ((p1 + p2) + p0) + p3 ...: out of order
+    PAR_FAULT_BN_VAR_ULP,   // batchnorm layer `layer`: var of channel `index` + 1 ulp
 } par_fault_kind;
 
 typedef struct par_fault {
@@ -40,7 +43,7 @@ typedef struct par_fault {
     size_t index;
 } par_fault;
 
-// The optimizer (shared/DESIGN.md, rule 6): an elementwise update of every
+// The optimizer (docs/DESIGN.md, section 1, rule 6): an elementwise update of every
 // parameter from its gradient g, in the formula order written at the update
 // kernels (par_kernels.h, par_optim_*). Its state lives with the parameters:
 // arrays of n_params elements in the parameter layout.

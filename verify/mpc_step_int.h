@@ -1,0 +1,88 @@
+// Internals of the MPFR step check shared by verify/mpc_step.c (the error
+// model, dense, conv, max-pool, softmax, loss, update) and verify/mpc_bn.c
+// (batchnorm). Not a public header: only those two include it.
+#ifndef MPC_STEP_INT_H
+#define MPC_STEP_INT_H
+
+#include <mpfr.h>
+#include <stddef.h>
+
+#include "mpc_check.h"
+
+// Bounds are computed in double and multiplied by SLACK, which covers their
+// own ~20 roundings (mpc_step.c, error model).
+#define SLACK (1 + 0x1p-40)
+
+// The run's format: unit roundoff u, smallest subnormal tiny, precision p,
+// smallest normal exponent emin.
+typedef struct fmt {
+    double u, tiny;
+    int p, emin;
+} fmt;
+
+fmt mpc_fmt_of(par_dtype dt);
+
+// Per-thread MPFR temporaries, initialised once per thread.
+typedef struct ws {
+    mpfr_t acc, y, q, e, t53, tp; // tp: exact products of a double and a double
+    mpfr_t *Z, *E, *D;            // K each: logits, exp terms, dz of one sample
+    double *rho;                  // K: relative error bounds of the exp terms
+    size_t K;
+    // One element's terms (mpc_terms.h): indices, the run's values (dtype), and
+    // exact values for END-TO-END; T of each (0 when unused).
+    size_t T, *ia, *ib;
+    void *va, *vb;
+    mpfr_t *ma, *mb;
+} ws;
+
+typedef struct ctx {
+    const mpc_step *st;
+    const par_model *m;
+    par_dtype dt;
+    fmt f;
+    int prec, e2e;
+    size_t B, K;
+    // rows, [0] LOCAL, [1] E2E (NULL without e2e)
+    mpc_tensor *out[2][PAR_MAX_LAYERS], *dz[2][PAR_MAX_LAYERS];
+    mpc_tensor *gw[2][PAR_MAX_LAYERS], *gb[2][PAR_MAX_LAYERS];
+    mpc_tensor *nw[2][PAR_MAX_LAYERS], *nb[2][PAR_MAX_LAYERS];
+    mpc_tensor *ls[2], *loss[2];
+    // batchnorm layers: the MPC_BN_* statistics, and running_mean,
+    // running_var, num_batches_tracked after the step
+    mpc_tensor *bst[2][PAR_MAX_LAYERS][MPC_BN_N], *brs[2][PAR_MAX_LAYERS][3];
+    // END-TO-END exact values: ea[l+1] = layer l's output, ed[l] its dz, eloss;
+    // ebn[l] (batchnorm): MPC_BN_* statistics, then dgamma, dbeta (7 c_out)
+    mpfr_t *ea[PAR_MAX_LAYERS + 1], *ed[PAR_MAX_LAYERS], *eloss, *ebn[PAR_MAX_LAYERS];
+} ctx;
+
+// w->acc = init + sum_{k<n} a[k sa] b[k sb] (b NULL: + a[k sa]) of dtype
+// values, exactly (to prec); returns S = |init| + sum |terms|, rounded up.
+double mpc_dot_run(ws *w, par_dtype dt, const void *a, size_t sa, const void *b, size_t sb,
+                   size_t n, double init);
+// The reduction bound: gamma_{n_red} S + max(n_red, n_terms) tiny + MPFR's part.
+double mpc_bound_dot(const fmt *f, par_dtype dt, size_t n_red, size_t n_terms, double S, int prec);
+// Records |run - exact| of element idx against bound * SLACK (NAN: no bound).
+// Uses w->e.
+void mpc_record(mpc_tensor *t, ws *w, size_t idx, mpfr_srcptr exact, double run, const fmt *f,
+                double bound);
+// dst = act(z) exactly (to prec bits); uses w->q (sigmoid).
+void mpc_act_mp(ws *w, mpfr_ptr dst, mpfr_srcptr z, par_act act);
+// Folds per-thread partials into the rows (dst1 NULL: none), under a lock.
+void mpc_merge2(mpc_tensor *dst0, const mpc_tensor *p0, mpc_tensor *dst1, const mpc_tensor *p1);
+// The SGD update w' = fl(w - fl(lr g)) of one element from the run's own g
+// (bound in mpc_step.c, stage_grads); exact w - lr g left in w->y. Returns
+// the bound.
+double mpc_update_bound(const ctx *c, ws *w, double g, double wv);
+
+// Batchnorm (mpc_bn.c): statistics and outputs of layer l, its dgamma,
+// dbeta and input gradient (l >= 1), and the update of its parameters and
+// running statistics. Called by every thread of the check's parallel region.
+void mpc_bn_forward(ctx *c, ws *w, int l);
+void mpc_bn_backward(ctx *c, ws *w, int l);
+void mpc_bn_update(ctx *c, ws *w, int l);
+// The n of gamma_n of a batchnorm batch sum: a term goes through at most
+// min(B, C) P - 1 roundings in its chunk's chain and ceil(B / C) - 1 in the
+// fold of the chunks; counted as min(B, C) P + ceil(B / C) - 1.
+size_t mpc_bn_rounds(const par_layer *ly, size_t B, size_t C);
+
+#endif
