@@ -3,7 +3,7 @@
 // every step) on the cases of cnn_cases.h; each layer kind equals the
 // reference's plain loops on odd shapes (1x1 images, kernels larger than
 // the image, C_in = C_out = 1, strides, pool remainders, ties in max-pool),
-// with the AVX2 and the portable kernels; fast mode stays within its derived
+// with every kernel set the CPU runs; fast mode stays within its derived
 // bound and a learning rate off by 1e-3 leaves it. MPI: test_mpi_cnn.c.
 #include "cnn_cases.h"
 #include "par_kernels.h"
@@ -59,7 +59,7 @@ static void grid_inputs(void *x, size_t n, par_dtype dt, uint64_t seed)
 
 // One odd-shaped model: 3 steps of serial and omp T=3 against the reference
 // from the same weights, comparing gradients, weights and losses bitwise.
-static void odd_shape_case(const char *spec, par_dtype dt, int portable)
+static void odd_shape_case(const char *spec, par_dtype dt, const par_kernel_set *kernels)
 {
     char name[240];
     par_model m;
@@ -73,7 +73,7 @@ static void odd_shape_case(const char *spec, par_dtype dt, int portable)
     int32_t labels[5];
     par_model_init(&m, dt, 9, init);
     const par_optim o = par_optim_default(PAR_OPTIM_ADAM);
-    par_kernels_force_portable(portable);
+    par_kernels_use(kernels);
     for (int T = 1; T <= 3; T += 2) {
         const par_run_cfg cfg = {.model = &m, .dtype = dt, .mode = PAR_MODE_EXACT, .batch = B,
                                  .chunk = C, .lr = 0.01, .threads = T, .init_params = init,
@@ -100,12 +100,12 @@ static void odd_shape_case(const char *spec, par_dtype dt, int portable)
         }
         snprintf(name, sizeof name, "%s %s %s T=%d, %s kernels: loss, gradient, weights == "
                  "reference, 3 steps", spec, par_dtype_name(dt), ops->name, T,
-                 portable ? "portable" : par_kernels_variant());
+                 par_kernels_variant());
         par_check(ok, name);
         if (sr) par_trainer_reference.destroy(sr);
         if (st) ops->destroy(st);
     }
-    par_kernels_force_portable(0);
+    par_kernels_use(NULL);
     free(init);
     free(x);
 }
@@ -226,10 +226,12 @@ int main(void)
         "cnn:1x1x1-c2k1-bn-f-fc2",                      // batchnorm over one position
         "cnn:1x3x3-c1k3p1-bn-f-fc2",                    // batchnorm of one channel
     };
+    const par_kernel_set *sets[8];
+    const size_t n_sets = par_kernels_available(sets, 8);
     for (size_t k = 0; k < sizeof odd / sizeof odd[0]; k++)
         for (int d = 0; d < 2; d++)
-            for (int portable = 0; portable < 2; portable++)
-                odd_shape_case(odd[k], d ? PAR_F64 : PAR_F32, portable);
+            for (size_t v = 0; v < n_sets && v < 8; v++)
+                odd_shape_case(odd[k], d ? PAR_F64 : PAR_F32, sets[v]);
 
     par_dataset ds;
     fixture_dataset(&ds, 1000);

@@ -1,8 +1,9 @@
 // Dense kernels against naive loops that spell out the contract (written
 // here, independently of src/kernels and reference/): bitwise equality for
-// f32 and f64, AVX2 and portable variants, shapes including 1, 7, 33, 784
-// and 785, any row/column sub-range, any chunk range, fresh or continued
-// folds. A failure prints the shape and seed to reproduce it.
+// f32 and f64, every kernel set the CPU runs (par_kernels_available), shapes
+// including 1, 7, 33, 784 and 785, any row/column sub-range, any chunk range,
+// fresh or continued folds; ReLU and Adam likewise. A failure prints the
+// shape and seed to reproduce it.
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,6 +14,14 @@
 #include "par_test.h"
 
 static double rnd(uint64_t seed, uint64_t i) { return par_rng_uniform(seed, 9, 0, i) * 2 - 1; }
+
+// The kernel sets this CPU runs, best first.
+enum { MAX_SETS = 8 };
+static size_t kernel_sets(const par_kernel_set **sets)
+{
+    const size_t n = par_kernels_available(sets, MAX_SETS);
+    return n < MAX_SETS ? n : MAX_SETS;
+}
 
 #define NAIVE(REAL, SFX, FMA)                                                                   \
     static void naive_forward_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b,       \
@@ -115,8 +124,10 @@ static void test_gemm_acc(void)
 {
     const size_t sizes[] = {1, 7, 9, 16, 27, 33, 300};
     char name[160];
-    for (int variant = 0; variant < 2; variant++) {
-        par_kernels_force_portable(variant);
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    for (size_t v = 0; v < n_sets; v++) {
+        par_kernels_use(sets[v]);
         for (int d = 0; d < 2; d++) {
             int all = 1;
             for (uint64_t seed = 1; seed <= 40; seed++) {
@@ -141,17 +152,98 @@ static void test_gemm_acc(void)
             par_check(all, name);
         }
     }
-    par_kernels_force_portable(0);
+    par_kernels_use(NULL);
+}
+
+// ReLU forward/backward and Adam (par_kernels.h's order, written out here) on
+// n in 1..40 elements, so that every vector width leaves every tail; inputs
+// include +0, -0 and exact zeros of the pre-activation.
+#define ELEM_CASE(REAL, SFX, SQRT)                                                              \
+    do {                                                                                        \
+        REAL y1[40], y2[40], dy1[40], dy2[40], w1[40], w2[40], m1[40], m2[40], v1[40], v2[40],  \
+            g[40];                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                        \
+            const double r = rnd(seed + 20, i);                                                 \
+            y1[i] = y2[i] = (REAL)(i % 5 == 0 ? 0.0 : i % 7 == 0 ? -0.0 : r);                   \
+            dy1[i] = dy2[i] = (REAL)rnd(seed + 21, i);                                          \
+            w1[i] = w2[i] = (REAL)rnd(seed + 22, i);                                            \
+            m1[i] = m2[i] = (REAL)rnd(seed + 23, i);                                            \
+            v1[i] = v2[i] = (REAL)fabs(rnd(seed + 24, i));                                      \
+            g[i] = (REAL)rnd(seed + 25, i);                                                     \
+        }                                                                                       \
+        par_act_backward_##SFX(dy1, y1, n, PAR_ACT_RELU);                                       \
+        par_act_forward_##SFX(y1, n, PAR_ACT_RELU);                                             \
+        for (size_t i = 0; i < n; i++) dy2[i] = y2[i] > 0 ? dy2[i] : 0;                         \
+        for (size_t i = 0; i < n; i++) y2[i] = y2[i] > 0 ? y2[i] : 0;                           \
+        ok_r &= memcmp(y1, y2, n * sizeof(REAL)) == 0 && memcmp(dy1, dy2, n * sizeof(REAL)) == 0; \
+        const par_optim_coef k = {PAR_UPDATE_ADAM, (REAL)0.01, 0, (REAL)0.9, (REAL)0.999,       \
+                                  (REAL)0.1, (REAL)(1 - (REAL)0.999), (REAL)0.19, (REAL)0.002,  \
+                                  (REAL)1e-8};                                                  \
+        par_optim_##SFX(w1, m1, v1, g, n, &k);                                                  \
+        const REAL lr = (REAL)k.lr, b1 = (REAL)k.b1, b2 = (REAL)k.b2, c1 = (REAL)k.c1;          \
+        const REAL c2 = (REAL)k.c2, bc1 = (REAL)k.bc1, bc2 = (REAL)k.bc2, eps = (REAL)k.eps;    \
+        for (size_t i = 0; i < n; i++) {                                                        \
+            REAL a = b1 * m2[i], t = c1 * g[i];                                                 \
+            a = a + t;                                                                          \
+            m2[i] = a;                                                                          \
+            REAL b = b2 * v2[i];                                                                \
+            t = c2 * g[i];                                                                      \
+            t = t * g[i];                                                                       \
+            b = b + t;                                                                          \
+            v2[i] = b;                                                                          \
+            const REAL mh = a / bc1, vh = b / bc2;                                              \
+            REAL dd = SQRT(vh);                                                                 \
+            dd = dd + eps;                                                                      \
+            t = lr * mh;                                                                        \
+            t = t / dd;                                                                         \
+            w2[i] = w2[i] - t;                                                                  \
+        }                                                                                       \
+        ok_a &= memcmp(w1, w2, n * sizeof(REAL)) == 0 && memcmp(m1, m2, n * sizeof(REAL)) == 0 && \
+                memcmp(v1, v2, n * sizeof(REAL)) == 0;                                          \
+    } while (0)
+
+static void test_elementwise(void)
+{
+    char name[160];
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    for (size_t v = 0; v < n_sets; v++) {
+        par_kernels_use(sets[v]);
+        for (int d = 0; d < 2; d++) {
+            int ok_r = 1, ok_a = 1;
+            for (size_t n = 1; n <= 40; n++) {
+                const uint64_t seed = 100 + n;
+                if (d == 0) ELEM_CASE(float, f32, sqrtf);
+                else ELEM_CASE(double, f64, sqrt);
+            }
+            snprintf(name, sizeof name, "%s %s relu forward/backward == contract loops (n 1..40)",
+                     par_kernels_variant(), d ? "f64" : "f32");
+            par_check(ok_r, name);
+            snprintf(name, sizeof name, "%s %s adam == contract loop (n 1..40)",
+                     par_kernels_variant(), d ? "f64" : "f32");
+            par_check(ok_a, name);
+        }
+    }
+    par_kernels_use(NULL);
 }
 
 int main(void)
 {
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    par_check(n_sets >= 1 && strcmp(sets[n_sets - 1]->name, "portable") == 0,
+              "kernel sets: portable is available, last");
+    par_check(par_kernels_active() == sets[0] && strcmp(par_kernels_variant(), sets[0]->name) == 0,
+              "kernel sets: the best available is active by default");
+    printf("kernel sets available: %zu (best: %s)\n", n_sets, sets[0]->name);
     test_gemm_acc();
+    test_elementwise();
     const size_t sizes[] = {1, 7, 16, 33, 128, 784, 785};
     const size_t n_sizes = sizeof sizes / sizeof sizes[0];
     char name[200];
-    for (int variant = 0; variant < 2; variant++) {
-        par_kernels_force_portable(variant);
+    for (size_t v = 0; v < n_sets; v++) {
+        par_kernels_use(sets[v]);
+        par_check(par_kernels_active() == sets[v], "kernel sets: par_kernels_use selects a set");
         for (int d = 0; d < 2; d++) {
             int all_f = 1, all_d = 1, all_w = 1, cases = 0;
             for (uint64_t seed = 1; seed <= 40; seed++) {
@@ -190,6 +282,6 @@ int main(void)
             par_check(all_w, name);
         }
     }
-    par_kernels_force_portable(0);
+    par_kernels_use(NULL);
     return par_test_exit();
 }

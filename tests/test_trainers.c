@@ -36,15 +36,20 @@ int main(void)
                 trajectory_equal(&t, &ref, &m, dt, name);
             trajectory_free(&t);
 
-            par_kernels_force_portable(1);
-            snprintf(name, sizeof name, "serial (portable kernels) == reference, %s, B=%zu C=%zu",
-                     dn, cfg.batch, cfg.chunk);
-            ref.steps = 10;
-            if (par_ran(run_trajectory(&t, &par_trainer_serial, &cfg, &ds, 10), name))
-                trajectory_equal(&t, &ref, &m, dt, name);
-            ref.steps = STEPS;
-            trajectory_free(&t);
-            par_kernels_force_portable(0);
+            // The other kernel sets this CPU runs (serial above used the best).
+            const par_kernel_set *sets[8];
+            const size_t n_sets = par_kernels_available(sets, 8);
+            for (size_t v = 1; v < n_sets && v < 8; v++) {
+                par_kernels_use(sets[v]);
+                snprintf(name, sizeof name, "serial (%s kernels) == reference, %s, B=%zu C=%zu",
+                         sets[v]->name, dn, cfg.batch, cfg.chunk);
+                ref.steps = 10;
+                if (par_ran(run_trajectory(&t, &par_trainer_serial, &cfg, &ds, 10), name))
+                    trajectory_equal(&t, &ref, &m, dt, name);
+                ref.steps = STEPS;
+                trajectory_free(&t);
+            }
+            par_kernels_use(NULL);
 
             for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++) {
                 cfg.threads = threads[k];

@@ -1,10 +1,13 @@
 // Kernel instantiation and dispatch: dense kernels in two variants, portable
 // C (dense_impl.inc, libm's fma) and AVX2+FMA intrinsics (dense_avx2.inc),
-// chosen per call by CPUID; elementwise kernels once (elementwise_impl.inc).
-// Both variants evaluate the same fma chains, so they agree bit for bit.
+// each a par_kernel_set table; the best set the CPU runs is resolved once, on
+// first use. Elementwise kernels once (elementwise_impl.inc), their ReLU and
+// Adam loops through the set. Both variants evaluate the same fma chains, so
+// they agree bit for bit (test_kernels runs every available set).
 #include "par_kernels.h"
 
 #include <math.h>
+#include <stdatomic.h>
 
 #include "par_math.h"
 
@@ -157,27 +160,103 @@ ADAM_AVX2(f64, double, __m256d, 4, PD_)
 #pragma GCC pop_options
 #endif
 
-static int force_portable;
+// --- portable ReLU and Adam: the scalar loops, no vector head ---------------
+#define RELU_PORTABLE(SFX, REAL)                                                                \
+    static void relu_forward_##SFX##_portable(REAL *restrict y, size_t n)                      \
+    {                                                                                           \
+        for (size_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : 0;                              \
+    }                                                                                           \
+    static void relu_backward_##SFX##_portable(REAL *restrict dy, const REAL *restrict y,      \
+                                               size_t n)                                        \
+    {                                                                                           \
+        for (size_t i = 0; i < n; i++) dy[i] = y[i] > 0 ? dy[i] : 0;                            \
+    }                                                                                           \
+    static size_t adam_##SFX##_portable(REAL *restrict w, REAL *restrict m, REAL *restrict v,  \
+                                        const REAL *restrict g, size_t n, const REAL c[8])      \
+    {                                                                                           \
+        (void)w, (void)m, (void)v, (void)g, (void)n, (void)c;                                   \
+        return 0;                                                                               \
+    }
+RELU_PORTABLE(f32, float)
+RELU_PORTABLE(f64, double)
 
-void par_kernels_force_portable(int on) { force_portable = on; }
+// --- the sets ----------------------------------------------------------------
+#define SET_DTYPE(SFX, VAR)                                                                     \
+    {                                                                                           \
+        .forward = CAT3(forward, _##SFX##_, VAR), .gemm_acc = CAT3(gemm_acc, _##SFX##_, VAR),    \
+        .backward_data = CAT3(backward_data, _##SFX##_, VAR),                                  \
+        .backward_weights = CAT3(backward_weights, _##SFX##_, VAR),                            \
+        .relu_forward = relu_forward_##SFX##_##VAR, .relu_backward = relu_backward_##SFX##_##VAR, \
+        .adam_head = adam_##SFX##_##VAR,                                                        \
+    }
 
-static int use_avx2(void)
-{
+static const par_kernel_set set_portable = {
+    .name = "portable", .f32 = SET_DTYPE(f32, portable), .f64 = SET_DTYPE(f64, portable)};
+
 #ifdef PAR_HAVE_AVX2_VARIANT
-    return !force_portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return 0;
+static const par_kernel_set set_avx2 = {
+    .name = "avx2+fma", .f32 = SET_DTYPE(f32, avx2), .f64 = SET_DTYPE(f64, avx2)};
+
+static int cpu_has_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
 #endif
+
+// Every compiled set, best first, with the CPU test it needs (NULL: none).
+// A new variant (e.g. NEON) adds its table and one line here.
+static const struct {
+    const par_kernel_set *set;
+    int (*runs)(void);
+} candidates[] = {
+#ifdef PAR_HAVE_AVX2_VARIANT
+    {&set_avx2, cpu_has_avx2},
+#endif
+    {&set_portable, NULL},
+};
+
+size_t par_kernels_available(const par_kernel_set **sets, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        if (candidates[i].runs && !candidates[i].runs()) continue;
+        if (n < max) sets[n] = candidates[i].set;
+        n++;
+    }
+    return n;
 }
 
-const char *par_kernels_variant(void) { return use_avx2() ? "avx2+fma" : "portable"; }
+// The active set; NULL until the first call resolves it. Sets are constant
+// tables, so a racing first use by two threads stores the same pointer.
+static _Atomic(const par_kernel_set *) active_set;
 
-#ifdef PAR_HAVE_AVX2_VARIANT
-#define DISPATCH(f, SFX, ...) \
-    (use_avx2() ? CAT3(f, SFX, avx2)(__VA_ARGS__) : CAT3(f, SFX, portable)(__VA_ARGS__))
-#else
-#define DISPATCH(f, SFX, ...) CAT3(f, SFX, portable)(__VA_ARGS__)
-#endif
+static const par_kernel_set *best_set(void)
+{
+    const par_kernel_set *best = &set_portable;
+    par_kernels_available(&best, 1);
+    return best;
+}
+
+static const par_kernel_set *resolve(void)
+{
+    const par_kernel_set *want = best_set(), *expect = NULL;
+    // Keep a set installed meanwhile by par_kernels_use.
+    if (!atomic_compare_exchange_strong(&active_set, &expect, want)) return expect;
+    return want;
+}
+
+static inline const par_kernel_set *kset(void)
+{
+    const par_kernel_set *k = atomic_load_explicit(&active_set, memory_order_acquire);
+    return k ? k : resolve();
+}
+
+const par_kernel_set *par_kernels_active(void) { return kset(); }
+
+void par_kernels_use(const par_kernel_set *k) { atomic_store(&active_set, k ? k : best_set()); }
+
+const char *par_kernels_variant(void) { return kset()->name; }
 
 #define DEFINE_DENSE(REAL, SFX)                                                                 \
     void par_dense_transpose_##SFX(REAL *restrict WT, const REAL *restrict W, size_t n_in,     \
@@ -198,27 +277,26 @@ const char *par_kernels_variant(void) { return use_avx2() ? "avx2+fma" : "portab
                                  const REAL *restrict WT, const REAL *restrict b, size_t s0,    \
                                  size_t s1, size_t o0, size_t o1, size_t n_in, size_t n_out)    \
     {                                                                                           \
-        DISPATCH(forward, _##SFX##_, y, x, WT, b, s0, s1, o0, o1, n_in, n_out);                 \
+        kset()->SFX.forward(y, x, WT, b, s0, s1, o0, o1, n_in, n_out);                          \
     }                                                                                           \
     void par_gemm_acc_##SFX(REAL *restrict C, size_t ldc, const REAL *restrict A, size_t lda,  \
                             const REAL *restrict B, size_t ldb, size_t s0, size_t s1, size_t N, \
                             size_t K)                                                           \
     {                                                                                           \
-        DISPATCH(gemm_acc, _##SFX##_, C, ldc, A, lda, B, ldb, s0, s1, N, K);                    \
+        kset()->SFX.gemm_acc(C, ldc, A, lda, B, ldb, s0, s1, N, K);                             \
     }                                                                                           \
     void par_dense_backward_data_##SFX(REAL *restrict dx, const REAL *restrict dz,             \
                                        const REAL *restrict W, size_t s0, size_t s1,            \
                                        size_t n_in, size_t n_out)                               \
     {                                                                                           \
-        DISPATCH(backward_data, _##SFX##_, dx, dz, W, s0, s1, n_in, n_out);                     \
+        kset()->SFX.backward_data(dx, dz, W, s0, s1, n_in, n_out);                              \
     }                                                                                           \
     void par_dense_backward_weights_##SFX(REAL *restrict dW, REAL *restrict db,                \
                                           const REAL *restrict dz, const REAL *restrict x,      \
                                           size_t B, size_t C, size_t c0, size_t c1, size_t o0,  \
                                           size_t o1, size_t n_in, size_t n_out, int cont)       \
     {                                                                                           \
-        DISPATCH(backward_weights, _##SFX##_, dW, db, dz, x, B, C, c0, c1, o0, o1, n_in,        \
-                 n_out, cont);                                                                  \
+        kset()->SFX.backward_weights(dW, db, dz, x, B, C, c0, c1, o0, o1, n_in, n_out, cont);   \
     }
 
 DEFINE_DENSE(float, f32)

@@ -124,9 +124,56 @@ typedef struct par_optim_coef {
 PAR_DECLARE_KERNELS(float, f32)
 PAR_DECLARE_KERNELS(double, f64)
 
-// Name of the variant in use: "avx2+fma" where the CPU has both, else "portable".
+// --- Kernel variants ---------------------------------------------------------
+// The kernels with more than one implementation, per dtype. Every entry of
+// every set evaluates the same operations in the same order as the public
+// kernel it stands behind (par_dense_forward_* etc., above), so all sets give
+// the same bits; they differ only in speed and in the CPU they need.
+//   relu_forward / relu_backward: the PAR_ACT_RELU case of par_act_*;
+//   adam_head: Adam (par_optim_*'s order) on the first elements of [0, n),
+//              c = {b1, c1, b2, c2, bc1, bc2, eps, lr}; returns how many it did
+//              (the caller does the rest with the scalar loop; may be 0).
+#define PAR_KERNEL_SET_DTYPE(REAL)                                                              \
+    struct {                                                                                    \
+        void (*forward)(REAL *restrict y, const REAL *restrict x, const REAL *restrict WT,      \
+                        const REAL *restrict b, size_t s0, size_t s1, size_t o0, size_t o1,     \
+                        size_t n_in, size_t n_out);                                             \
+        void (*gemm_acc)(REAL *restrict C, size_t ldc, const REAL *restrict A, size_t lda,      \
+                         const REAL *restrict B, size_t ldb, size_t s0, size_t s1, size_t N,    \
+                         size_t K);                                                             \
+        void (*backward_data)(REAL *restrict dx, const REAL *restrict dz,                       \
+                              const REAL *restrict W, size_t s0, size_t s1, size_t n_in,        \
+                              size_t n_out);                                                    \
+        void (*backward_weights)(REAL *restrict dW, REAL *restrict db, const REAL *restrict dz, \
+                                 const REAL *restrict x, size_t B, size_t C, size_t c0,         \
+                                 size_t c1, size_t o0, size_t o1, size_t n_in, size_t n_out,    \
+                                 int cont);                                                     \
+        void (*relu_forward)(REAL *restrict y, size_t n);                                       \
+        void (*relu_backward)(REAL *restrict dy, const REAL *restrict y, size_t n);             \
+        size_t (*adam_head)(REAL *restrict w, REAL *restrict m, REAL *restrict v,               \
+                            const REAL *restrict g, size_t n, const REAL c[8]);                 \
+    }
+
+// One variant: a static const table per variant in par_dense.c ("portable",
+// "avx2+fma" where compiled). Resolved once: the first kernel call picks the
+// best set the CPU runs (thread-safe); each dispatched public kernel is then
+// one indirect call through the active set (docs/DESIGN.md, section 4).
+typedef struct par_kernel_set {
+    const char *name;
+    PAR_KERNEL_SET_DTYPE(float) f32;
+    PAR_KERNEL_SET_DTYPE(double) f64;
+} par_kernel_set;
+
+// The active set (resolving it on first use). Never NULL.
+const par_kernel_set *par_kernels_active(void);
+// Writes up to max pointers to the sets this CPU can run, best first, into
+// sets (may be NULL when max is 0); returns how many there are (at least 1:
+// the portable set, always last).
+size_t par_kernels_available(const par_kernel_set **sets, size_t max);
+// Tests and tools: make k (one of par_kernels_available's) the active set;
+// NULL goes back to the best. Not while kernels run on other threads.
+void par_kernels_use(const par_kernel_set *k);
+// Name of the active set: "avx2+fma" where the CPU has both, else "portable".
 const char *par_kernels_variant(void);
-// Tests only: force the portable variant (1) or go back to automatic (0).
-void par_kernels_force_portable(int on);
 
 #endif
