@@ -513,38 +513,38 @@ static void stats_update_e2e(ctx *c, ws *w, int l, const bn_k *k, size_t ch, mpc
     mpc_record(&p[2], w, 0, w->y, at(dt, st->w_new, k->cnt_off), &c->f, NAN);
 }
 
-// gamma and beta after the SGD step (LOCAL: from the run's own gradient, the
-// bound of mpc_update_bound; END-TO-END: from the exact dgamma, dbeta), then
-// the running statistics.
+// gamma and beta after the optimizer step (LOCAL: from the run's own
+// gradient and state, the bounds of mpc_update_check; END-TO-END: from the
+// exact dgamma, dbeta), then the running statistics.
 void mpc_bn_update(ctx *c, ws *w, int l)
 {
-    const mpc_step *st = c->st;
-    const par_dtype dt = c->dt;
     const bn_k k = bn_consts(c, l);
-    enum { R = 5 }; // weight.new, bias.new, running_mean, running_var, count
+    // weight.new, bias.new, running_mean, running_var, count, then the
+    // optimizer's new state of gamma (n_state rows) and of beta
+    enum { R = 9 };
     mpc_tensor *rows[2][R], p[2][R];
+    const int nr = 5 + 2 * c->n_state;
     for (int v = 0; v < 2; v++) {
         rows[v][0] = c->nw[v][l];
         rows[v][1] = c->nb[v][l];
         for (int j = 0; j < 3; j++)
             rows[v][2 + j] = c->brs[v][l][j];
-        blank_rows(p[v], rows[v], R);
+        for (int j = 0; j < 2; j++)
+            for (int i = 0; i < c->n_state; i++) rows[v][5 + j * c->n_state + i] = c->ns[v][l][j][i];
+        blank_rows(p[v], rows[v], nr);
     }
 #pragma omp for schedule(dynamic, 1)
     for (size_t ch = 0; ch < k.nc; ch++) {
         for (int j = 0; j < 2; j++) {
             const size_t o = (j ? k.b_off : k.w_off) + ch;
-            const double g = at(dt, st->g, o), wv = at(dt, st->w, o), wn = at(dt, st->w_new, o);
-            const double b = mpc_update_bound(c, w, g, wv);
-            mpc_record(&p[0][j], w, ch, w->y, wn, &c->f, b);
+            mpc_update_check(c, w, o, ch, NULL, &p[0][j], &p[0][5 + j * c->n_state]);
             if (!c->e2e) continue;
-            mpfr_mul_d(w->y, c->ebn[l][(5 + (size_t)j) * k.nc + ch], st->lr, MPFR_RNDN);
-            mpfr_d_sub(w->y, wv, w->y, MPFR_RNDN);
-            mpc_record(&p[1][j], w, ch, w->y, wn, &c->f, NAN);
+            mpc_update_check(c, w, o, ch, c->ebn[l][(5 + (size_t)j) * k.nc + ch], &p[1][j],
+                             &p[1][5 + j * c->n_state]);
         }
         stats_update(c, w, l, &k, ch, &p[0][2]);
         if (c->e2e) stats_update_e2e(c, w, l, &k, ch, &p[1][2]);
     }
-    merge_rows(rows[0], p[0], R);
-    if (c->e2e) merge_rows(rows[1], p[1], R);
+    merge_rows(rows[0], p[0], nr);
+    if (c->e2e) merge_rows(rows[1], p[1], nr);
 }

@@ -41,6 +41,10 @@ void mpc_step_free(mpc_step *s)
     free(s->w_new);
     free(s->g);
     free(s->loss_s);
+    for (int i = 0; i < 2; i++) {
+        free(s->s[i]);
+        free(s->s_new[i]);
+    }
     for (int l = 0; l < PAR_MAX_LAYERS; l++) {
         free(s->a[l + 1]);
         free(s->d[l]);
@@ -66,7 +70,20 @@ static par_status run_reference(mpc_step *s)
     const size_t sz = par_dtype_size(s->dt), N = s->m->n_params;
     ref_trainer *t;
     PAR_TRY(ref_create(&t, s->m, s->dt, s->C, s->lr, s->w));
-    par_status st = ref_step(t, s->x, s->labels, s->B, &s->loss);
+    const int ns = par_optim_n_state(s->optim.kind);
+    par_status st = PAR_OK;
+    if (ns) {
+        static const ref_optim_kind kinds[] = {REF_SGD, REF_MOMENTUM, REF_NESTEROV, REF_ADAM};
+        const par_optim *o = &s->optim;
+        st = ref_set_optimizer(t, kinds[o->kind], o->momentum, o->beta1, o->beta2, o->eps);
+        void *arr[2];
+        long steps;
+        if (st == PAR_OK && ref_optim_state(t, arr, &steps) == ns) {
+            for (int i = 0; i < ns; i++) memcpy(arr[i], s->s[i], N * sz);
+            ref_set_optim_steps(t, s->opt_t - 1);
+        }
+    }
+    if (st == PAR_OK) st = ref_step(t, s->x, s->labels, s->B, &s->loss);
     if (st == PAR_OK) {
         const void *a[PAR_MAX_LAYERS + 1], *d[PAR_MAX_LAYERS];
         for (int l = 0; l < s->m->n_layers; l++) {
@@ -80,6 +97,10 @@ static par_status run_reference(mpc_step *s)
         memcpy(s->loss_s, ref_losses(t), s->B * sz);
         memcpy(s->g, ref_grad(t), N * sz);
         memcpy(s->w_new, ref_params(t), N * sz);
+        void *arr[2];
+        long steps;
+        if (ns && ref_optim_state(t, arr, &steps) == ns)
+            for (int i = 0; i < ns; i++) memcpy(s->s_new[i], arr[i], N * sz);
         s->internals = "the reference's own buffers";
     }
     ref_destroy(t);
@@ -104,7 +125,16 @@ static par_status run_table(mpc_step *s, const par_trainer_ops *tr, const par_ru
     PAR_TRY(tr->create(cfg, &state));
     const void *g, *w;
     size_t n = 0;
-    par_status st = tr->step(state, batch, &s->loss);
+    const int ns = par_optim_n_state(s->optim.kind);
+    par_status st = PAR_OK;
+    if (ns) {
+        if (!tr->set_optim || !tr->get_optim)
+            st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
+                               "--trainer %s does not expose its optimizer state", tr->name);
+        const par_optim_state in = {ns, {s->s[0], s->s[1]}, s->opt_t - 1};
+        if (st == PAR_OK) st = tr->set_optim(state, &in);
+    }
+    if (st == PAR_OK) st = tr->step(state, batch, &s->loss);
     if (st == PAR_OK) st = tr->grad(state, &g);
     if (st == PAR_OK) st = tr->params(state, &w, &n);
     if (st == PAR_OK && n != N)
@@ -114,6 +144,13 @@ static par_status run_table(mpc_step *s, const par_trainer_ops *tr, const par_ru
         memcpy(s->g, g, N * sz);
         memcpy(s->w_new, w, N * sz);
     }
+    par_optim_state now = {0, {NULL, NULL}, 0};
+    if (st == PAR_OK && ns) st = tr->get_optim(state, &now);
+    if (st == PAR_OK && ns && (now.n != ns || now.t != s->opt_t))
+        st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
+                           "--trainer %s: optimizer state of %d arrays at update %ld after the "
+                           "step, expected %d at %ld", tr->name, now.n, now.t, ns, s->opt_t);
+    for (int i = 0; st == PAR_OK && i < ns; i++) memcpy(s->s_new[i], now.arr[i], N * sz);
     tr->destroy(state);
     PAR_TRY(st);
     // The activations, deltas and per-sample losses of the same step: an
@@ -136,15 +173,23 @@ static par_status run_table(mpc_step *s, const par_trainer_ops *tr, const par_ru
 par_status mpc_capture(mpc_step *s, const par_trainer_ops *tr, const par_run_cfg *cfg,
                        const par_batch *batch)
 {
+    return mpc_capture_state(s, tr, cfg, batch, NULL);
+}
+
+par_status mpc_capture_state(mpc_step *s, const par_trainer_ops *tr, const par_run_cfg *cfg,
+                             const par_batch *batch, const par_optim_state *start)
+{
     memset(s, 0, sizeof *s);
     const par_model *m = cfg->model;
     PAR_FAIL_IF(tr->caps & PAR_CAP_RANKS, PAR_ERR_CONFIG,
                 "--trainer %s runs one process per MPI rank: parity check supports reference, "
                 "serial and omp for now",
                 tr->name);
-    PAR_FAIL_IF(cfg->optim && cfg->optim->kind != PAR_OPTIM_SGD, PAR_ERR_CONFIG,
-                "--optim %s: the MPFR checker is derived for SGD only (use --optim sgd)",
-                par_optim_name(cfg->optim->kind));
+    const par_optim optim = cfg->optim ? *cfg->optim : par_optim_default(PAR_OPTIM_SGD);
+    const int ns = par_optim_n_state(optim.kind);
+    PAR_FAIL_IF(start && (start->n != ns || start->t < 0), PAR_ERR_CONFIG,
+                "check: optimizer state of %d arrays at update %ld, --optim %s has %d",
+                start->n, start->t, par_optim_name(optim.kind), ns);
     PAR_FAIL_IF(!tr->grad, PAR_ERR_CONFIG, "--trainer %s does not expose its gradient", tr->name);
     PAR_FAIL_IF(batch->B == 0 || batch->B > cfg->batch, PAR_ERR_CONFIG,
                 "check: batch of %zu samples, expected 1..%zu", batch->B, cfg->batch);
@@ -156,6 +201,8 @@ par_status mpc_capture(mpc_step *s, const par_trainer_ops *tr, const par_run_cfg
     s->C = cfg->chunk;
     s->lr = cfg->dtype == PAR_F32 ? (double)(float)cfg->lr : cfg->lr;
     s->trainer = tr->name;
+    s->optim = optim;
+    s->opt_t = (start ? start->t : 0) + 1;
     s->x = malloc(B * m->n_inputs * sz);
     s->labels = malloc(B * sizeof *s->labels);
     s->w = malloc(N * sz);
@@ -163,6 +210,12 @@ par_status mpc_capture(mpc_step *s, const par_trainer_ops *tr, const par_run_cfg
     s->g = malloc(N * sz);
     s->loss_s = malloc(B * sz);
     int ok = s->x && s->labels && s->w && s->w_new && s->g && s->loss_s;
+    for (int i = 0; i < ns && ok; i++) {
+        s->s[i] = calloc(N, sz);
+        s->s_new[i] = malloc(N * sz);
+        ok = s->s[i] && s->s_new[i];
+        if (ok && start) memcpy(s->s[i], start->arr[i], N * sz);
+    }
     for (int l = 0; l < m->n_layers && ok; l++) {
         s->a[l + 1] = malloc(B * m->layers[l].n_out * sz);
         s->d[l] = malloc(B * m->layers[l].n_out * sz);

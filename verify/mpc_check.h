@@ -1,5 +1,5 @@
 // MPFR high-precision checker (mpc_): recomputes one training step (forward,
-// loss, backward, gradient, SGD update) in MPFR and compares a run with it,
+// loss, backward, gradient, the SGD, momentum, nesterov or adam update) in MPFR and compares a run with it,
 // tensor by tensor, against a priori error bounds; also measures the project's
 // own exp/log/tanh/sigmoid. Library code: returns par_status, never prints
 // (`parity check`, src/cli/cmd_check.c, prints). Tests: tests/test_check.c.
@@ -33,6 +33,10 @@ typedef struct mpc_step {
     void *g;                     // (n_params) the gradient of the step
     void *w_new;                 // (n_params) weights after the step
     void *bn[PAR_MAX_LAYERS];    // batchnorm layer l: (MPC_BN_N, c_out) statistics of the run
+    par_optim optim;             // the run's optimizer as given (kind SGD: no state)
+    long opt_t;                  // its update number in this step (1 from a fresh state)
+    void *s[2], *s_new[2];       // its state before / after the step (n_params each;
+                                 // velocity, or m and v; NULL beyond par_optim_n_state)
     const char *trainer;         // trainer name (static)
     const char *internals;       // where a, d and loss_s come from (static text)
 } mpc_step;
@@ -51,6 +55,13 @@ enum { MPC_BN_S = 0, MPC_BN_MEAN, MPC_BN_Q, MPC_BN_VAR, MPC_BN_INV, MPC_BN_N };
 // only the batch reductions). MPI trainers: PAR_ERR_CONFIG (not yet).
 par_status mpc_capture(mpc_step *out, const par_trainer_ops *trainer, const par_run_cfg *cfg,
                        const par_batch *batch);
+// The same with the optimizer (cfg->optim) starting from `start` (NULL: a
+// fresh state, all zeros, t = 0; else start->n arrays of n_params and
+// start->t updates done, e.g. from a checkpoint's opt.* members); the state
+// before and after the step is captured into s, s_new.
+par_status mpc_capture_state(mpc_step *out, const par_trainer_ops *trainer,
+                             const par_run_cfg *cfg, const par_batch *batch,
+                             const par_optim_state *start);
 void mpc_step_free(mpc_step *s);
 
 // The records of step `step` (1-based) of `parity train` with this seed and

@@ -217,6 +217,16 @@ par_status mpc_check_contract(mpc_report *r, const mpc_step *run, const mpc_step
                                  pass == 0 ? ref->g : ref->w_new, pv->offset, pv->count));
         }
     }
+    const int ns = par_optim_n_state(run->optim.kind);   // the optimizer's new state
+    for (int i = 0; i < ns && ref->optim.kind == run->optim.kind; i++) {
+        for (int v = 0; v < m->n_views; v++) {
+            const par_view *pv = &m->views[v];
+            snprintf(name, sizeof name, "%s.%s.new", pv->name,
+                     par_optim_state_name(run->optim.kind, i));
+            PAR_TRY(contract_row(r, name, pv->ndim, pv->shape[0], pv->ndim == 2 ? pv->shape[1] : 0,
+                                 run->dt, run->s_new[i], ref->s_new[i], pv->offset, pv->count));
+        }
+    }
     mpc_tensor *t = mpc_report_add(r, MPC_CONTRACT, "loss", 1, 1, 0, 0, 0);
     PAR_FAIL_IF(!t, PAR_ERR_ALLOC, "out of memory for the report");
     const double err = fabs(run->loss - ref->loss);

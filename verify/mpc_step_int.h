@@ -25,6 +25,7 @@ fmt mpc_fmt_of(par_dtype dt);
 // Per-thread MPFR temporaries, initialised once per thread.
 typedef struct ws {
     mpfr_t acc, y, q, e, t53, tp; // tp: exact products of a double and a double
+    mpfr_t us[2], ua;             // the optimizer update: new state, a temporary
     mpfr_t *Z, *E, *D;            // K each: logits, exp terms, dz of one sample
     double *rho;                  // K: relative error bounds of the exp terms
     size_t K;
@@ -53,6 +54,17 @@ typedef struct ctx {
     // END-TO-END exact values: ea[l+1] = layer l's output, ed[l] its dz, eloss;
     // ebn[l] (batchnorm): MPC_BN_* statistics, then dgamma, dbeta (7 c_out)
     mpfr_t *ea[PAR_MAX_LAYERS + 1], *ed[PAR_MAX_LAYERS], *eloss, *ebn[PAR_MAX_LAYERS];
+    // The optimizer (mpc_step.c, update): its state rows after the step,
+    // ns[v][l][0 weight, 1 bias][i] for i < n_state; its coefficients as the
+    // dtype values the run is given (lr in st, mu, b1, b2, eps) and, exactly,
+    // c1 = 1 - b1, c2 = 1 - b2, bc1 = 1 - b1^t, bc2 = 1 - b2^t (mc*, to prec
+    // bits; dc* to double), with bounds ec* on |the run's value - exact|.
+    mpc_tensor *ns[2][PAR_MAX_LAYERS][2][2];
+    int n_state;
+    par_optim_kind opt;
+    double mu, b1, b2, eps;
+    double dc1, dc2, dbc1, dbc2, ec1, ec2, ebc1, ebc2;
+    mpfr_t mc1, mc2, mbc1, mbc2;
 } ctx;
 
 // w->acc = init + sum_{k<n} a[k sa] b[k sb] (b NULL: + a[k sa]) of dtype
@@ -73,6 +85,13 @@ void mpc_merge2(mpc_tensor *dst0, const mpc_tensor *p0, mpc_tensor *dst1, const 
 // (bound in mpc_step.c, stage_grads); exact w - lr g left in w->y. Returns
 // the bound.
 double mpc_update_bound(const ctx *c, ws *w, double g, double wv);
+// The optimizer update of parameter element p, recorded as element `flat`
+// of the rows: ge NULL: LOCAL, from the run's own gradient, state and new
+// state, against the derived bounds (mpc_step.c, update); else END-TO-END
+// from the exact gradient ge and the run's state before the step. tw: the
+// new weight's row, ts[i]: new state i's row (i < c->n_state).
+void mpc_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge, mpc_tensor *tw,
+                      mpc_tensor *ts);
 
 // Batchnorm (mpc_bn.c): statistics and outputs of layer l, its dgamma,
 // dbeta and input gradient (l >= 1), and the update of its parameters and

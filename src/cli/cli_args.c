@@ -117,6 +117,8 @@ void cli_usage(const char *synopsis, const cli_opt *opts)
                "  swap:STEP:LAYER          LAYER folds its chunk gradients out of order\n"
                "  bnswap:STEP:LAYER        batchnorm LAYER folds its statistics out of order\n"
                "  bnvar:STEP:LAYER:CHANNEL batchnorm LAYER's variance of CHANNEL + 1 ulp\n"
+               "  obeta:STEP               the optimizer uses mu (or adam's beta1) + 2^-10\n"
+               "  oswap:STEP               the optimizer's weight step before its state update\n"
                "e.g. --fault ulp:3:100, --fault skip:2:0:5, --fault half:4:1, --fault swap:2:1\n");
 }
 

@@ -19,8 +19,9 @@
 
 typedef struct check_opts {
     const char *dataset, *weights, *samples, *model, *act, *trainer, *mode, *dtype, *fault;
+    const char *optim;
     int step, batch, chunk, threads, prec, mpfr_threads, points, json, math, no_e2e, help;
-    double lr;
+    double lr, momentum, beta1, beta2, eps;   // NAN: not given (the defaults apply)
     uint64_t seed;
 } check_opts;
 
@@ -216,7 +217,7 @@ static void report_json(const check_run *c, const mpc_report *r)
         json_array_append_new(records, json_integer((json_int_t)c->idx[s]));
     json_t *j =
         json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:f, s:I, s:o, s:o, s:o, s:s,"
-                  " s:i, s:i, s:b, s:b, s:{s:f, s:f, s:f}, s:s, s:i, s:o}",
+                  " s:i, s:i, s:b, s:b, s:{s:f, s:f, s:f}, s:s, s:i, s:o, s:s, s:I}",
                   "dataset", c->ds->name, "model", c->m->spec, "act", o->act, "dtype",
                   par_dtype_name(c->s->dt), "trainer", c->s->trainer, "mode",
                   par_mode_name(c->s->mode), "threads", o->threads, "batch", (json_int_t)c->s->B,
@@ -226,7 +227,8 @@ static void report_json(const check_run *c, const mpc_report *r)
                   "internals", c->s->internals, "prec", r->prec, "mpfr_threads", r->threads,
                   "end_to_end", !o->no_e2e, "contract", c->contract, "seconds", "run", c->t_run,
                   "mpfr", r->seconds, "total", c->t_total, "verdict", r->n_fail ? "FAIL" : "PASS",
-                  "n_fail", r->n_fail, "tensors", tensors);
+                  "n_fail", r->n_fail, "tensors", tensors, "optim",
+                  par_optim_name(c->s->optim.kind), "optim_update", (json_int_t)c->s->opt_t);
     print_json(j);
 }
 
@@ -239,8 +241,14 @@ static void report_text(const check_run *c, const mpc_report *r)
                c->epoch, c->ds->name, s->B);
     else
         printf("parity check: %zu given records of %s;", s->B, c->ds->name);
-    printf(" %s %s, %s, chunk %zu, lr %g\n", c->m->spec, o->act, par_dtype_name(s->dt), s->C,
-           s->lr);
+    printf(" %s %s, %s, chunk %zu, lr %g, %s", c->m->spec, o->act, par_dtype_name(s->dt), s->C,
+           s->lr, par_optim_name(s->optim.kind));
+    if (s->optim.kind == PAR_OPTIM_ADAM)
+        printf(" beta1 %g beta2 %g eps %g, update %ld", s->optim.beta1, s->optim.beta2,
+               s->optim.eps, s->opt_t);
+    else if (s->optim.kind != PAR_OPTIM_SGD)
+        printf(" momentum %g, update %ld", s->optim.momentum, s->opt_t);
+    printf("\n");
     printf("run: trainer %s, mode %s, %d thread%s; activations and deltas from %s\n\n", s->trainer,
            par_mode_name(s->mode), o->threads, o->threads == 1 ? "" : "s", s->internals);
     print_table(r);
@@ -267,9 +275,10 @@ static void report_text(const check_run *c, const mpc_report *r)
         if (strcmp(t->name, "loss") == 0) loss_ulp = t->max_ulp;
     }
     if (e2e_ulp >= 0)
-        printf("END-TO-END: new weights within %.3g ulp (max rel %.3g) of exact SGD from the "
+        printf("END-TO-END: new weights within %.3g ulp (max rel %.3g) of exact %s from the "
                "step's inputs; loss within %.3g ulp\n",
-               e2e_ulp, e2e_rel, loss_ulp);
+               e2e_ulp, e2e_rel, s->optim.kind == PAR_OPTIM_SGD ? "SGD" : par_optim_name(s->optim.kind),
+               loss_ulp);
     printf(
         "verdict: %s (%d of %zu tensors fail; LOCAL: bounds, CONTRACT: bitwise vs reference%s)\n",
         r->n_fail ? "FAIL" : "PASS", r->n_fail, r->n, c->contract ? "" : " not applicable");
@@ -293,6 +302,11 @@ int cmd_check(int argc, char **argv)
         .lr = 0.01,
         .seed = 42,
         .step = -1,   // not given (0 is refused: steps count from 1)
+        .optim = "sgd",
+        .momentum = NAN,
+        .beta1 = NAN,
+        .beta2 = NAN,
+        .eps = NAN,
     };
     const cli_opt opts[] = {
         {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  dataset of the run (fashion-mnist)"},
@@ -310,6 +324,11 @@ int cmd_check(int argc, char **argv)
         {"--chunk", CLI_INT, &o.chunk, "C         samples per chunk (8)"},
         {"--lr", CLI_DOUBLE, &o.lr, "LR        learning rate (0.01)"},
         {"--dtype", CLI_STR, &o.dtype, "f32|f64   floating-point type (f32)"},
+        {"--optim", CLI_STR, &o.optim, "NAME      sgd, momentum, nesterov or adam (sgd)"},
+        {"--momentum", CLI_DOUBLE, &o.momentum, "MU        momentum and nesterov (0.9)"},
+        {"--beta1", CLI_DOUBLE, &o.beta1, "B1        adam (0.9)"},
+        {"--beta2", CLI_DOUBLE, &o.beta2, "B2        adam (0.999)"},
+        {"--eps", CLI_DOUBLE, &o.eps, "EPS       adam (1e-8)"},
         {"--trainer", CLI_STR, &o.trainer, "NAME      reference, serial or omp (reference)"},
         {"--mode", CLI_STR, &o.mode, "exact|fast  (exact)"},
         {"--threads", CLI_INT, &o.threads, "T         OpenMP threads of the trainer (1)"},
@@ -363,6 +382,41 @@ int cmd_check(int argc, char **argv)
                         "--prec 64 to 1048576\n");
         return EXIT_USAGE;
     }
+    par_optim_kind okind;
+    if (par_optim_parse(&okind, o.optim) != PAR_OK) {
+        fprintf(stderr, "parity check: --optim '%s': expected sgd, momentum, nesterov or adam\n",
+                o.optim);
+        return EXIT_USAGE;
+    }
+    par_optim optim = par_optim_default(okind);
+    {
+        const int mom = okind == PAR_OPTIM_MOMENTUM || okind == PAR_OPTIM_NESTEROV;
+        const int adam = okind == PAR_OPTIM_ADAM;
+        const struct {
+            const char *flag;
+            double v;
+            int applies;
+            double *dst;
+            int ok;
+        } hp[] = {
+            {"--momentum", o.momentum, mom, &optim.momentum, o.momentum >= 0 && o.momentum < 1},
+            {"--beta1", o.beta1, adam, &optim.beta1, o.beta1 >= 0 && o.beta1 < 1},
+            {"--beta2", o.beta2, adam, &optim.beta2, o.beta2 >= 0 && o.beta2 < 1},
+            {"--eps", o.eps, adam, &optim.eps, o.eps > 0 && isfinite(o.eps)},
+        };
+        for (int i = 0; i < 4; i++) {
+            if (isnan(hp[i].v)) continue;
+            if (!hp[i].applies || !hp[i].ok) {
+                fprintf(stderr, "parity check: %s %g: %s\n", hp[i].flag, hp[i].v,
+                        hp[i].applies ? "out of range (momentum, betas in [0, 1), eps > 0)"
+                                      : "does not apply to this --optim");
+                fprintf(stderr, "hint: --momentum goes with momentum or nesterov; --beta1, "
+                                "--beta2 and --eps with adam, as for parity train\n");
+                return EXIT_USAGE;
+            }
+            *hp[i].dst = hp[i].v;
+        }
+    }
     if (o.step == 0) {
         fprintf(stderr, "parity check: --step 0: expected an integer >= 1 (steps count from 1)\n");
         return EXIT_USAGE;
@@ -399,9 +453,31 @@ int cmd_check(int argc, char **argv)
         else
             par_model_init(&m, dt, o.seed, w0);
     }
-    if (st == PAR_OK && o.samples)
+    // The optimizer state before the step: zeros at update 0 (step 1, or
+    // --samples), else the opt.* members of --weights (a checkpoint's .npz,
+    // written after step S with S updates: check step S + 1).
+    const int ns = par_optim_n_state(okind);
+    void *sarr[2] = {NULL, NULL};
+    par_optim_state start = {ns, {NULL, NULL}, o.step > 1 && !o.samples ? o.step - 1 : 0};
+    for (int i = 0; i < ns && st == PAR_OK; i++) {
+        sarr[i] = calloc(m.n_params, sz);
+        start.arr[i] = sarr[i];
+        if (!sarr[i]) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    }
+    if (st == PAR_OK && ns && o.weights && start.t > 0) {
+        const char *names[2] = {par_optim_state_name(okind, 0), par_optim_state_name(okind, 1)};
+        st = par_npz_load_optim(o.weights, &m, dt, ns, names, sarr);
+        if (st != PAR_OK) {
+            rc = cli_fail("check", st,
+                          "--step S > 1 with --optim momentum, nesterov or adam needs the state "
+                          "before the step: give the ckpt-*.npz of the checkpoint after step "
+                          "S - 1 (--save writes weights only)");
+            st = PAR_OK;
+        }
+    }
+    if (st == PAR_OK && rc == EXIT_OK && o.samples)
         rc = parse_samples(o.samples, ds.train.n, &idx, &B);
-    else if (st == PAR_OK)
+    else if (st == PAR_OK && rc == EXIT_OK)
         st = mpc_step_records(&idx, &B, &epoch, &ds, o.seed, (size_t)o.batch,
                               o.step > 0 ? o.step : 1);
     if (st == PAR_OK && rc == EXIT_OK) {
@@ -416,17 +492,17 @@ int cmd_check(int argc, char **argv)
     mpc_report rep = {0};
     check_run c = {&o, &ds, &m, &run, idx, epoch, !o.samples, 0, 0, 0};
     if (st == PAR_OK && rc == EXIT_OK) {
-        const par_run_cfg cfg = {&m, dt, mode, B, (size_t)o.chunk, o.lr, o.threads, w0, NULL, NULL};
+        const par_run_cfg cfg = {&m, dt, mode, B, (size_t)o.chunk, o.lr, o.threads, w0, NULL, &optim};
         const par_batch batch = {x, labels, B};
         const double t1 = now();
-        st = mpc_capture(&run, tr, &cfg, &batch);
+        st = mpc_capture_state(&run, tr, &cfg, &batch, &start);
         c.t_run = now() - t1;
         const mpc_opts mo = {o.prec, o.mpfr_threads, !o.no_e2e};
         if (st == PAR_OK) st = mpc_check_step(&rep, &run, &mo);
         c.contract = mode == PAR_MODE_EXACT && strcmp(tr->name, "reference") != 0;
         if (st == PAR_OK && c.contract) {
             const par_trainer_ops *rt = par_trainer_find("reference");
-            st = mpc_capture(&ref, rt, &cfg, &batch);
+            st = mpc_capture_state(&ref, rt, &cfg, &batch, &start);
             if (st == PAR_OK) st = mpc_check_contract(&rep, &run, &ref);
         }
     }
@@ -447,6 +523,8 @@ int cmd_check(int argc, char **argv)
     free(x);
     free(labels);
     free(w0);
+    free(sarr[0]);
+    free(sarr[1]);
     par_dataset_free(&ds);
     return rc;
 }

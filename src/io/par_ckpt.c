@@ -782,6 +782,22 @@ par_status par_ckpt_load_optim(const char *dir, const par_ckpt_meta *meta, const
     return st;
 }
 
+par_status par_npz_load_optim(const char *npz, const par_model *m, par_dtype dt, int n,
+                              const char *const names[2], void *arr[2])
+{
+    if (n == 0) return PAR_OK;
+    par_npz z;
+    PAR_TRY(par_npz_read(&z, npz));
+    par_status st = PAR_OK;
+    for (int i = 0; i < n && st == PAR_OK; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "opt.%s.", names[i]);
+        st = load_members(npz, &z, m, dt, prefix, arr[i]);
+    }
+    par_npz_free(&z);
+    return st;
+}
+
 // ---- the log ----
 
 par_status par_ckpt_log_track(par_ckpt_logtrack **out, const char *log_path)

@@ -222,6 +222,12 @@ par_status par_ckpt_load_optim(const char *path, const par_ckpt_meta *meta, cons
                                par_dtype dt, int n, const char *const names[2],
                                par_ckpt_optim *os);
 
+// The optimizer state members "opt.<names[i]>.<view>" of any .npz (e.g. a
+// checkpoint's, without its .json: no SHA-256 check) into arr[0..n), n_params
+// of dt each; PAR_ERR_FORMAT naming the first missing or mis-shaped member.
+par_status par_npz_load_optim(const char *npz, const par_model *m, par_dtype dt, int n,
+                              const char *const names[2], void *arr[2]);
+
 // Parses the text of a checkpoint .json (from `path`, for messages).
 par_status par_ckpt_meta_parse(par_ckpt_meta *meta, const char *text, size_t len,
                                const char *path);

@@ -57,11 +57,15 @@ par_status par_fault_parse(par_fault *f, const char *spec)
         f->kind = PAR_FAULT_BN_VAR_ULP;
         f->layer = (int)b;
         f->index = (size_t)c;
+    } else if (n == 2 && strcmp(kind, "obeta") == 0) {
+        f->kind = PAR_FAULT_OPT_BETA;
+    } else if (n == 2 && strcmp(kind, "oswap") == 0) {
+        f->kind = PAR_FAULT_OPT_SWAP;
     } else {
         return par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
                              "--fault '%s': expected ulp:STEP:INDEX, skip:STEP:LAYER:SAMPLE, "
-                             "half:STEP:LAYER, swap:STEP:LAYER, bnswap:STEP:LAYER or "
-                             "bnvar:STEP:LAYER:CHANNEL", spec);
+                             "half:STEP:LAYER, swap:STEP:LAYER, bnswap:STEP:LAYER, "
+                             "bnvar:STEP:LAYER:CHANNEL, obeta:STEP or oswap:STEP", spec);
     }
     PAR_FAIL_IF(a < 0 || b < 0 || c < 0, PAR_ERR_CONFIG, "--fault '%s': negative field", spec);
     return PAR_OK;
@@ -392,6 +396,49 @@ par_status par_engine_set_optim_op(void *state, const par_optim_state *in)
     return PAR_OK;
 }
 
+// PAR_FAULT_OPT_SWAP (tests only): copies of w and the state before the
+// update; then w = w0 - lr * step(state before), in double, the state kept
+// as the update left it. Allocation failure: no fault.
+static double get_dt(par_dtype dt, const void *p, size_t i)
+{
+    return dt == PAR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+
+static void fault_swap_save(par_engine *e, void **w0, void *s0[2])
+{
+    const size_t bytes = e->m->n_params * par_dtype_size(e->dt);
+    const int n = par_optim_n_state(e->optim.kind);
+    *w0 = malloc(bytes);
+    for (int i = 0; i < n && *w0; i++) {
+        s0[i] = malloc(bytes);
+        if (s0[i]) memcpy(s0[i], e->os[i], bytes);
+        else {
+            free(*w0);
+            *w0 = NULL;
+        }
+    }
+    if (*w0) memcpy(*w0, e->w, bytes);
+    else for (int i = 0; i < n; i++) free(s0[i]), s0[i] = NULL;
+}
+
+static void fault_swap_apply(par_engine *e, const par_optim_coef *k, void *w0, void *s0[2])
+{
+    for (size_t i = 0; i < e->m->n_params; i++) {
+        const double m = get_dt(e->dt, s0[0], i), g = get_dt(e->dt, e->g, i);
+        double st = m;
+        if (k->kind == PAR_UPDATE_NESTEROV) st = g + k->mu * m;
+        if (k->kind == PAR_UPDATE_ADAM)
+            st = (m / k->bc1) / (sqrt(get_dt(e->dt, s0[1], i) / k->bc2) + k->eps);
+        const double w = get_dt(e->dt, w0, i) - k->lr * st;
+        if (e->dt == PAR_F32) ((float *)e->w)[i] = (float)w;
+        else ((double *)e->w)[i] = w;
+    }
+    free(w0);
+    free(s0[0]);
+    free(s0[1]);
+    par_engine_sync_wt(e);
+}
+
 // Update number e->opt_t + 1 of a stateful optimizer.
 static void optim_update(par_engine *e)
 {
@@ -409,6 +456,12 @@ static void optim_update(par_engine *e)
         e->pow_t = t;
     }
     par_optim_coefs(&k, &e->optim, e->dt, e->lr, e->p1, e->p2);
+    if (fault_on(e, PAR_FAULT_OPT_BETA)) {   // mu, b1 in [0.5, 1): + 2^-10 stays exact
+        k.mu += 0x1p-10;
+        k.b1 += 0x1p-10;
+    }
+    void *w0 = NULL, *s0[2] = {NULL, NULL};
+    if (fault_on(e, PAR_FAULT_OPT_SWAP)) fault_swap_save(e, &w0, s0);
     const par_model *m = e->m;
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
     {
@@ -428,6 +481,7 @@ static void optim_update(par_engine *e)
                   at(e, e->g, bo + lo), hi - lo, &k);
         }
     }
+    if (w0) fault_swap_apply(e, &k, w0, s0);
 }
 
 void par_engine_update(par_engine *e)

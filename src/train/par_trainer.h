@@ -34,6 +34,10 @@ typedef enum par_fault_kind {
     PAR_FAULT_BN_SWAP,      // batchnorm layer `layer` folds its batch statistics' chunk
                             //   partials ((p1 + p2) + p0) + p3 ...: out of order
     PAR_FAULT_BN_VAR_ULP,   // batchnorm layer `layer`: var of channel `index` + 1 ulp
+    PAR_FAULT_OPT_BETA,     // the optimizer update uses mu (momentum, nesterov) or beta1
+                            //   (adam) + 2^-10: a hyperparameter other than the one given
+    PAR_FAULT_OPT_SWAP,     // the optimizer takes its weight step before its state update
+                            //   (from the state before the step): two operations swapped
 } par_fault_kind;
 
 typedef struct par_fault {
