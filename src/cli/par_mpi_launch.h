@@ -20,6 +20,16 @@ int par_mpi_env_size(int *rank);
 // Returns an exit code only if mpirun could not be started.
 int par_mpi_relaunch(int argc, char **argv, int ranks);
 
+// Runs `mpirun -n ranks` for this command line (par_mpi_relaunch) as a child
+// whose stderr passes through a watcher: SIGINT/SIGTERM are passed on as
+// SIGUSR1/SIGUSR2 (mpirun forwards those to every rank, which stop cleanly
+// at the same step; another signal 2 s later is passed on as SIGTERM: mpirun
+// kills the job), mpirun's own message boxes about exit codes are dropped,
+// and a rank that died is named in one line ("parity CMD: ..."), with a hint
+// to resume from ckpt_dir when it is not NULL. Returns the exit code.
+int par_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
+                           const char *ckpt_dir);
+
 // MPI_Init_thread(FUNNELED) if not yet initialised; rank and size of WORLD.
 par_status par_mpi_start(int *rank, int *size);
 
