@@ -42,17 +42,25 @@ static void fmt_time(char *buf, size_t n, double s)
     else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
 
+// Elapsed time and "about M:SS left" (or none_yet when there is no estimate).
+static void times_text(const vf_progress *p, char el[32], char left[48], const char *none_yet,
+                       const char *sep)
+{
+    fmt_time(el, 32, p->elapsed_s);
+    snprintf(left, 48, "%s", none_yet);
+    if (p->left_s >= 0) {
+        char t[32];
+        fmt_time(t, sizeof t, p->left_s);
+        snprintf(left, 48, "%sabout %s left", sep, t);
+    }
+}
+
 // One status line on a terminal: case, task, elapsed and an estimate of the rest.
 static void show_progress(void *ctx, const vf_progress *p)
 {
     (void)ctx;
-    char el[32], left[48] = "estimating";
-    fmt_time(el, sizeof el, p->elapsed_s);
-    if (p->left_s >= 0) {
-        char t[32];
-        fmt_time(t, sizeof t, p->left_s);
-        snprintf(left, sizeof left, "about %s left", t);
-    }
+    char el[32], left[48];
+    times_text(p, el, left, "estimating", "");
     fprintf(stderr, "\r\033[K[case %d/%d %s] %ld/%ld %s  (%s, %s)", p->i_case, p->n_cases,
             p->case_name, p->done + 1, p->total, p->what, el, left);
     fflush(stderr);
@@ -69,13 +77,8 @@ static void show_progress_plain(void *ctx, const vf_progress *p)
     key[strcspn(key, ":")] = '\0';
     if (strcmp(key, last) == 0) return;
     snprintf(last, sizeof last, "%s", key);
-    char el[32], left[48] = "";
-    fmt_time(el, sizeof el, p->elapsed_s);
-    if (p->left_s >= 0) {
-        char t[32];
-        fmt_time(t, sizeof t, p->left_s);
-        snprintf(left, sizeof left, ", about %s left", t);
-    }
+    char el[32], left[48];
+    times_text(p, el, left, "", ", ");
     fprintf(stderr, "parity verify: case %d/%d %s: task %ld/%ld %s (%s%s)\n", p->i_case,
             p->n_cases, p->case_name, p->done + 1, p->total, p->what, el, left);
     fflush(stderr);
