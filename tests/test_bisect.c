@@ -26,8 +26,15 @@ static const par_fault NO_FAULT = {PAR_FAULT_NONE, 0, 0, 0};
 static par_run_cfg cfg_of(par_dtype dt, par_mode mode, int threads, size_t chunk, double lr,
                           const par_fault *f)
 {
-    return (par_run_cfg){&M, dt, mode, BATCH, chunk, lr, threads,
-                         dt == PAR_F32 ? INIT32 : INIT64, f ? f : &NO_FAULT, NULL};
+    return (par_run_cfg){.model = &M,
+                         .dtype = dt,
+                         .mode = mode,
+                         .batch = BATCH,
+                         .chunk = chunk,
+                         .lr = lr,
+                         .threads = threads,
+                         .init_params = dt == PAR_F32 ? INIT32 : INIT64,
+                         .fault = f ? f : &NO_FAULT};
 }
 
 static par_run_cfg plain(int threads) { return cfg_of(PAR_F32, PAR_MODE_EXACT, threads, 8, 0.01, NULL); }

@@ -144,7 +144,14 @@ static par_status check_step(mpc_report *r, const par_model *m, par_dtype dt,
                              const batch_buf *bb, size_t C, const void *w0, int prec)
 {
     memset(r, 0, sizeof *r);
-    const par_run_cfg cfg = {m, dt, mode, bb->B, C, 0.05, threads, w0, NULL, NULL};
+    const par_run_cfg cfg = {.model = m,
+                             .dtype = dt,
+                             .mode = mode,
+                             .batch = bb->B,
+                             .chunk = C,
+                             .lr = 0.05,
+                             .threads = threads,
+                             .init_params = w0};
     const par_batch batch = {bb->x, bb->labels, bb->B};
     mpc_step run, ref;
     PAR_TRY(mpc_capture(&run, tr, &cfg, &batch));
@@ -268,7 +275,15 @@ static void optim_checks(const par_dataset *ds)
             const par_optim o = par_optim_default(kinds[k]);
             const char *on = par_optim_name(kinds[k]), *dn = par_dtype_name(dt);
             const int ns = par_optim_n_state(kinds[k]);
-            par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, 24, 8, 0.05, 1, w0, NULL, &o};
+            par_run_cfg cfg = {.model = &m,
+                               .dtype = dt,
+                               .mode = PAR_MODE_EXACT,
+                               .batch = 24,
+                               .chunk = 8,
+                               .lr = 0.05,
+                               .threads = 1,
+                               .init_params = w0,
+                               .optim = &o};
             // 3 steps of the reference on batches 0..71: the state of t = 3.
             void *rs;
             PAR_REQUIRE(par_trainer_reference.create(&cfg, &rs));
@@ -441,7 +456,14 @@ static void faults(const par_dataset *ds)
         f.kind = PAR_FAULT_NONE;
         par_fault_set(&f);
         mpc_step run;
-        const par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, bb.B, 8, 0.05, 1, w0, NULL, NULL};
+        const par_run_cfg cfg = {.model = &m,
+                                 .dtype = dt,
+                                 .mode = PAR_MODE_EXACT,
+                                 .batch = bb.B,
+                                 .chunk = 8,
+                                 .lr = 0.05,
+                                 .threads = 1,
+                                 .init_params = w0};
         const par_batch batch = {bb.x, bb.labels, bb.B};
         size_t big = 0;
         if (mpc_capture(&run, &par_trainer_reference, &cfg, &batch) == PAR_OK) {
@@ -656,7 +678,14 @@ static void cnn_checks(const par_dataset *ds)
 
         // max-pool (layer 1) routing, on a clean step's captured dz of layer 0
         mpc_step run;
-        const par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, bb.B, 8, 0.05, 1, w0, NULL, NULL};
+        const par_run_cfg cfg = {.model = &m,
+                                 .dtype = dt,
+                                 .mode = PAR_MODE_EXACT,
+                                 .batch = bb.B,
+                                 .chunk = 8,
+                                 .lr = 0.05,
+                                 .threads = 1,
+                                 .init_params = w0};
         const par_batch batch = {bb.x, bb.labels, bb.B};
         size_t moved[2] = {0, 0};
         memset(&r, 0, sizeof r);
@@ -716,7 +745,14 @@ static void bn_hand(void)
             else ((double *)xb)[i] = x[i];
         }
         const int32_t labels[2] = {0, 1};
-        const par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, 2, 1, 0.05, 1, w0, NULL, NULL};
+        const par_run_cfg cfg = {.model = &m,
+                                 .dtype = dt,
+                                 .mode = PAR_MODE_EXACT,
+                                 .batch = 2,
+                                 .chunk = 1,
+                                 .lr = 0.05,
+                                 .threads = 1,
+                                 .init_params = w0};
         const par_batch batch = {xb, labels, 2};
         mpc_step run;
         mpc_report r = {0};
@@ -879,7 +915,14 @@ static void step_records(const par_dataset *ds)
             void *x = malloc(B * 784 * sz);
             int32_t *labels = malloc(B * sizeof *labels);
             par_data_gather(&ds->train, idx, B, PAR_F32, x, labels);
-            const par_run_cfg cfg = {&m, PAR_F32, PAR_MODE_EXACT, B, 8, 0.05, 1, w_prev, NULL, NULL};
+            const par_run_cfg cfg = {.model = &m,
+                                     .dtype = PAR_F32,
+                                     .mode = PAR_MODE_EXACT,
+                                     .batch = B,
+                                     .chunk = 8,
+                                     .lr = 0.05,
+                                     .threads = 1,
+                                     .init_params = w_prev};
             const par_batch b = {x, labels, B};
             st = mpc_capture(&run, &par_trainer_serial, &cfg, &b);
             free(x);

@@ -249,7 +249,14 @@ static int ref_run(const par_model *m, const double *w, size_t C, step_out *out)
 
 static int serial_run(const par_model *m, const double *w, size_t C, step_out *out)
 {
-    const par_run_cfg cfg = {m, PAR_F64, PAR_MODE_EXACT, B, C, LR, 1, w, NULL, NULL};
+    const par_run_cfg cfg = {.model = m,
+                             .dtype = PAR_F64,
+                             .mode = PAR_MODE_EXACT,
+                             .batch = B,
+                             .chunk = C,
+                             .lr = LR,
+                             .threads = 1,
+                             .init_params = w};
     const par_batch batch = {X, Y, B};
     void *state;
     if (par_trainer_serial.create(&cfg, &state) != PAR_OK) return 0;

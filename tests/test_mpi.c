@@ -32,7 +32,14 @@ int main(int argc, char **argv)
         void *init = malloc(m.n_params * par_dtype_size(dt));
         par_model_init(&m, dt, 42, init);
         for (int sh = 0; sh < 2; sh++) {
-            par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, shapes[sh].B, shapes[sh].C, 0.05, T, init, NULL, NULL};
+            par_run_cfg cfg = {.model = &m,
+                               .dtype = dt,
+                               .mode = PAR_MODE_EXACT,
+                               .batch = shapes[sh].B,
+                               .chunk = shapes[sh].C,
+                               .lr = 0.05,
+                               .threads = T,
+                               .init_params = init};
             trajectory ref, t;
             snprintf(name, sizeof name, "%s R=%d T=%d exact == reference, %s, B=%zu C=%zu, %d steps",
                      ops->name, size, T, par_dtype_name(dt), cfg.batch, cfg.chunk, STEPS);

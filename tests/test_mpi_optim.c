@@ -35,8 +35,15 @@ int main(int argc, char **argv)
         const par_optim o = par_optim_default((par_optim_kind)cases[k].kind);
         par_dataset d = ds;
         if (cases[k].B == 300) d.n_train = 300;   // --batch full on a 300-record split
-        const par_run_cfg cfg = {&m, PAR_F32, PAR_MODE_EXACT, cases[k].B, cases[k].C,
-                                 cases[k].kind == 3 ? 2e-3 : 0.05, T, init, NULL, &o};
+        const par_run_cfg cfg = {.model = &m,
+                                 .dtype = PAR_F32,
+                                 .mode = PAR_MODE_EXACT,
+                                 .batch = cases[k].B,
+                                 .chunk = cases[k].C,
+                                 .lr = cases[k].kind == 3 ? 2e-3 : 0.05,
+                                 .threads = T,
+                                 .init_params = init,
+                                 .optim = &o};
         trajectory ref, t;
         // The reference runs on rank 0 only (it is the slow one) and is sent to
         // the others, with its status: a failed reference fails every rank.

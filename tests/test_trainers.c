@@ -25,7 +25,14 @@ int main(void)
         void *init = malloc(m.n_params * par_dtype_size(dt));
         par_model_init(&m, dt, 42, init);
         for (int sh = 0; sh < 2; sh++) {
-            par_run_cfg cfg = {&m, dt, PAR_MODE_EXACT, shapes[sh].B, shapes[sh].C, 0.05, 1, init, NULL, NULL};
+            par_run_cfg cfg = {.model = &m,
+                               .dtype = dt,
+                               .mode = PAR_MODE_EXACT,
+                               .batch = shapes[sh].B,
+                               .chunk = shapes[sh].C,
+                               .lr = 0.05,
+                               .threads = 1,
+                               .init_params = init};
             trajectory ref, t;
             PAR_REQUIRE(run_trajectory(&ref, &par_trainer_reference, &cfg, &ds, STEPS));
             const char *dn = par_dtype_name(dt);

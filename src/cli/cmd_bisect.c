@@ -543,9 +543,15 @@ int cmd_bisect(int argc, char **argv)
                             .atol = isnan(atol) ? VF_BISECT_ATOL_AUTO : atol, .prec = prec};
         for (int s = 0; s < 2; s++) {
             o.side[s].ops = tr[s];
-            o.side[s].cfg = (par_run_cfg){&m, dt, mode[s], (size_t)so[s].batch,
-                                          (size_t)so[s].chunk, so[s].lr, so[s].threads, init,
-                                          &fault[s], NULL};
+            o.side[s].cfg = (par_run_cfg){.model = &m,
+                                          .dtype = dt,
+                                          .mode = mode[s],
+                                          .batch = (size_t)so[s].batch,
+                                          .chunk = (size_t)so[s].chunk,
+                                          .lr = so[s].lr,
+                                          .threads = so[s].threads,
+                                          .init_params = init,
+                                          .fault = &fault[s]};
         }
         vf_bisect_result *r = malloc(sizeof *r);
         st = r ? vf_bisect_lockstep(r, &o)

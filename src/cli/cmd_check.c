@@ -492,7 +492,15 @@ int cmd_check(int argc, char **argv)
     mpc_report rep = {0};
     check_run c = {&o, &ds, &m, &run, idx, epoch, !o.samples, 0, 0, 0};
     if (st == PAR_OK && rc == EXIT_OK) {
-        const par_run_cfg cfg = {&m, dt, mode, B, (size_t)o.chunk, o.lr, o.threads, w0, NULL, &optim};
+        const par_run_cfg cfg = {.model = &m,
+                                 .dtype = dt,
+                                 .mode = mode,
+                                 .batch = B,
+                                 .chunk = (size_t)o.chunk,
+                                 .lr = o.lr,
+                                 .threads = o.threads,
+                                 .init_params = w0,
+                                 .optim = &optim};
         const par_batch batch = {x, labels, B};
         const double t1 = now();
         st = mpc_capture_state(&run, tr, &cfg, &batch, &start);

@@ -143,7 +143,14 @@ int cmd_lockstep(int argc, char **argv)
     else par_model_init(&m, dt, o.seed, init);
     vf_lockstep_result r = {0};
     if (st == PAR_OK) {
-        const par_run_cfg cfg = {&m, dt, mode, (size_t)o.batch, (size_t)o.chunk, o.lr, o.threads, init, NULL, NULL};
+        const par_run_cfg cfg = {.model = &m,
+                                 .dtype = dt,
+                                 .mode = mode,
+                                 .batch = (size_t)o.batch,
+                                 .chunk = (size_t)o.chunk,
+                                 .lr = o.lr,
+                                 .threads = o.threads,
+                                 .init_params = init};
         // MPI trainers: rank 0 alone runs the reference and checks.
         vf_lockstep_comm comm = {rank, NULL, NULL};
 #ifdef PARITY_HAVE_MPI

@@ -140,7 +140,14 @@ typedef struct model_opts {
 static par_status time_steps(const par_model *m, par_dtype dt, const par_dataset *ds,
                              const void *w, size_t b, size_t C, int reps, double *sec)
 {
-    const par_run_cfg cfg = {m, dt, PAR_MODE_EXACT, b, C, 0.01, 1, w, NULL, NULL};
+    const par_run_cfg cfg = {.model = m,
+                             .dtype = dt,
+                             .mode = PAR_MODE_EXACT,
+                             .batch = b,
+                             .chunk = C,
+                             .lr = 0.01,
+                             .threads = 1,
+                             .init_params = w};
     par_engine e;
     PAR_TRY(par_engine_init(&e, &cfg));
     void *x = malloc(b * m->n_inputs * par_dtype_size(dt));

@@ -11,6 +11,7 @@ static _Thread_local char last_origin[96];
 const char *par_status_str(par_status st)
 {
     switch (st) {
+    case PAR_RUN_STOP: return "stopped";
     case PAR_OK: return "ok";
     case PAR_ERR_ALLOC: return "out of memory";
     case PAR_ERR_IO: return "i/o error";

@@ -6,6 +6,8 @@
 #define PAR_STATUS_H
 
 typedef enum par_status {
+    PAR_RUN_STOP = 1,     // not an error: a training hook asked to end the run after
+                          // this step (par_run.h); the run stops cleanly
     PAR_OK = 0,
     PAR_ERR_ALLOC = -1,   // out of memory
     PAR_ERR_IO = -2,      // a file could not be opened, read or written

@@ -258,7 +258,14 @@ par_status par_evaluate(const par_model *m, par_dtype dt, const void *params,
     *accuracy = 0;
     if (count == 0) return PAR_OK;
     PAR_FAIL_IF(first + count > im->n, PAR_ERR_CONFIG, "evaluation range past %zu records", im->n);
-    const par_run_cfg cfg = {m, dt, PAR_MODE_EXACT, EB, EB, 0, threads, params, NULL, NULL};
+    const par_run_cfg cfg = {.model = m,
+                             .dtype = dt,
+                             .mode = PAR_MODE_EXACT,
+                             .batch = EB,
+                             .chunk = EB,
+                             .lr = 0,
+                             .threads = threads,
+                             .init_params = params};
     par_engine e;
     PAR_TRY(par_engine_init(&e, &cfg));
     const size_t sz = par_dtype_size(dt);

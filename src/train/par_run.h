@@ -20,10 +20,9 @@ typedef struct par_run_point {
     long step;
 } par_run_point;
 
-// A hook returns this (not an error: it is positive) to end the run cleanly
-// after the current step: no on_epoch, final parameters copied as usual,
-// and par_run returns PAR_RUN_STOP.
-#define PAR_RUN_STOP ((par_status)1)
+// A hook returns PAR_RUN_STOP (par_status.h; not an error: it is positive)
+// to end the run cleanly after the current step: no on_epoch, final
+// parameters copied as usual, and par_run returns PAR_RUN_STOP.
 
 typedef struct par_run_hooks {
     void *ctx;

@@ -504,9 +504,20 @@ par_status par_session_run(par_session *s, const volatile sig_atomic_t *stop)
     const par_optim_state start_os = {s->ros.n, {s->ros.arr[0], s->ros.arr[1]}, s->ros.t};
     const par_run_opts ro = {
         .trainer = c->trainer,
-        .cfg = {c->model, c->dtype, c->mode, (size_t)c->batch, (size_t)c->chunk, c->lr,
-                c->threads, s->init, c->fault ? &s->fault : NULL, &c->optim},
-        .ds = c->ds, .seed = c->seed, .epochs = c->epochs, .max_steps = c->steps,
+        .cfg = {.model = c->model,
+                .dtype = c->dtype,
+                .mode = c->mode,
+                .batch = (size_t)c->batch,
+                .chunk = (size_t)c->chunk,
+                .lr = c->lr,
+                .threads = c->threads,
+                .init_params = s->init,
+                .fault = c->fault ? &s->fault : NULL,
+                .optim = &c->optim},
+        .ds = c->ds,
+        .seed = c->seed,
+        .epochs = c->epochs,
+        .max_steps = c->steps,
     };
     const par_run_ext rx = {c->resume ? &s->start : NULL, 1,
                             c->check_every > 0 ? c->check_every : -1, after_step,

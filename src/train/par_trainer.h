@@ -115,6 +115,8 @@ typedef struct par_trainer_ops {
     const char *name;
     const char *summary;        // one line for `parity train --help`
     unsigned caps;
+    // Sets *state to a new trainer; on failure frees whatever it made, sets
+    // *state to NULL and returns the error: the caller owns nothing then.
     par_status (*create)(const par_run_cfg *cfg, void **state);
     // One optimizer step; *loss = batch mean loss (the same on every rank).
     par_status (*step)(void *state, const par_batch *batch, double *loss);

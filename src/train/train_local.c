@@ -8,6 +8,7 @@
 
 static par_status create_common(const par_run_cfg *cfg, void **state, int threads)
 {
+    *state = NULL;
     par_engine *e = malloc(sizeof *e);
     PAR_FAIL_IF(!e, PAR_ERR_ALLOC, "out of memory");
     par_run_cfg c = *cfg;
@@ -53,15 +54,29 @@ static void local_destroy(void *state)
 }
 
 const par_trainer_ops par_trainer_serial = {
-    "serial", "kernels, one thread", 0,
-    serial_create, local_step, par_engine_params_op, local_destroy,
-    par_engine_set_params_op, par_engine_grad_op, NULL,
-    par_engine_get_optim_op, par_engine_set_optim_op,
+    .name = "serial",
+    .summary = "kernels, one thread",
+    .caps = 0,
+    .create = serial_create,
+    .step = local_step,
+    .params = par_engine_params_op,
+    .destroy = local_destroy,
+    .set_params = par_engine_set_params_op,
+    .grad = par_engine_grad_op,
+    .get_optim = par_engine_get_optim_op,
+    .set_optim = par_engine_set_optim_op,
 };
 
 const par_trainer_ops par_trainer_omp = {
-    "omp", "OpenMP threads (--threads T): samples and weight rows split among threads",
-    PAR_CAP_THREADS, omp_create, local_step, par_engine_params_op, local_destroy,
-    par_engine_set_params_op, par_engine_grad_op, NULL,
-    par_engine_get_optim_op, par_engine_set_optim_op,
+    .name = "omp",
+    .summary = "OpenMP threads (--threads T): samples and weight rows split among threads",
+    .caps = PAR_CAP_THREADS,
+    .create = omp_create,
+    .step = local_step,
+    .params = par_engine_params_op,
+    .destroy = local_destroy,
+    .set_params = par_engine_set_params_op,
+    .grad = par_engine_grad_op,
+    .get_optim = par_engine_get_optim_op,
+    .set_optim = par_engine_set_optim_op,
 };

@@ -142,8 +142,11 @@ static void bn_send(void *ctx, void *acc, size_t n)
     s->comm_s += MPI_Wtime() - t0;
 }
 
+static void destroy(void *state);
+
 static par_status create(const par_run_cfg *cfg, void **state, int threads, int root_design)
 {
+    *state = NULL;
     int init = 0;
     MPI_Initialized(&init);
     PAR_FAIL_IF(!init, PAR_ERR_MPI, "MPI trainers need MPI to be initialised (run under mpirun "
@@ -167,6 +170,10 @@ static par_status create(const par_run_cfg *cfg, void **state, int threads, int 
     if (st == PAR_OK && root_design) {
         s->chunk_g = malloc((cfg->model->n_params + 1) * par_dtype_size(cfg->dtype));
         if (!s->chunk_g) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    }
+    if (st != PAR_OK) {   // the contract of create(): nothing left behind
+        destroy(s);
+        s = NULL;
     }
     *state = s;
     return st;
@@ -411,24 +418,48 @@ static void destroy(void *state)
 }
 
 const par_trainer_ops par_trainer_mpi = {
-    "mpi", "one process per MPI rank, ordered ring reduction (exact) or MPI_Allreduce (fast)",
-    PAR_CAP_RANKS, mpi_create, step, par_engine_params_op, destroy,
-    par_engine_set_params_op, par_engine_grad_op, stats,
-    par_engine_get_optim_op, par_engine_set_optim_op,
+    .name = "mpi",
+    .summary = "one process per MPI rank, ordered ring reduction (exact) or MPI_Allreduce (fast)",
+    .caps = PAR_CAP_RANKS,
+    .create = mpi_create,
+    .step = step,
+    .params = par_engine_params_op,
+    .destroy = destroy,
+    .set_params = par_engine_set_params_op,
+    .grad = par_engine_grad_op,
+    .stats = stats,
+    .get_optim = par_engine_get_optim_op,
+    .set_optim = par_engine_set_optim_op,
 };
 
 const par_trainer_ops par_trainer_hybrid = {
-    "hybrid", "MPI ranks x OpenMP threads (--threads T per rank), MPI_THREAD_FUNNELED",
-    PAR_CAP_RANKS | PAR_CAP_THREADS, hybrid_create, step, par_engine_params_op, destroy,
-    par_engine_set_params_op, par_engine_grad_op, stats,
-    par_engine_get_optim_op, par_engine_set_optim_op,
+    .name = "hybrid",
+    .summary = "MPI ranks x OpenMP threads (--threads T per rank), MPI_THREAD_FUNNELED",
+    .caps = PAR_CAP_RANKS | PAR_CAP_THREADS,
+    .create = hybrid_create,
+    .step = step,
+    .params = par_engine_params_op,
+    .destroy = destroy,
+    .set_params = par_engine_set_params_op,
+    .grad = par_engine_grad_op,
+    .stats = stats,
+    .get_optim = par_engine_get_optim_op,
+    .set_optim = par_engine_set_optim_op,
 };
 
 const par_trainer_ops par_trainer_root = {
-    "root", "classic reduce to rank 0, update there, broadcast weights (exact: chunk by chunk)",
-    PAR_CAP_RANKS | PAR_CAP_THREADS, root_create, step, par_engine_params_op, destroy,
-    par_engine_set_params_op, par_engine_grad_op, stats,
-    par_engine_get_optim_op, par_engine_set_optim_op,
+    .name = "root",
+    .summary = "classic reduce to rank 0, update there, broadcast weights (exact: chunk by chunk)",
+    .caps = PAR_CAP_RANKS | PAR_CAP_THREADS,
+    .create = root_create,
+    .step = step,
+    .params = par_engine_params_op,
+    .destroy = destroy,
+    .set_params = par_engine_set_params_op,
+    .grad = par_engine_grad_op,
+    .stats = stats,
+    .get_optim = par_engine_get_optim_op,
+    .set_optim = par_engine_set_optim_op,
 };
 
 #endif

@@ -7,6 +7,7 @@
 
 static par_status reference_create(const par_run_cfg *cfg, void **state)
 {
+    *state = NULL;
     PAR_FAIL_IF(cfg->mode != PAR_MODE_EXACT, PAR_ERR_CONFIG,
                 "--trainer reference: only --mode exact exists (it defines exact)");
     ref_trainer *t;
@@ -72,7 +73,15 @@ static par_status reference_grad(void *state, const void **g)
 static void reference_destroy(void *state) { ref_destroy(state); }
 
 const par_trainer_ops par_trainer_reference = {
-    "reference", "the plain serial reference (reference/): defines exact", 0,
-    reference_create, reference_step, reference_params, reference_destroy,
-    reference_set_params, reference_grad, NULL, reference_get_optim, reference_set_optim,
+    .name = "reference",
+    .summary = "the plain serial reference (reference/): defines exact",
+    .caps = 0,
+    .create = reference_create,
+    .step = reference_step,
+    .params = reference_params,
+    .destroy = reference_destroy,
+    .set_params = reference_set_params,
+    .grad = reference_grad,
+    .get_optim = reference_get_optim,
+    .set_optim = reference_set_optim,
 };
