@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <time.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#pragma GCC target("avx2,fma")
-#include <immintrin.h>
+#include "par_target.h"   // PAR_TARGET_AVX2, <immintrin.h> (src/kernels)
+
+#ifdef PAR_HAVE_X86_64
 
 static double now(void)
 {
@@ -19,7 +19,7 @@ static double now(void)
 }
 
 #define PEAK(NAME, V, SET1, FMADD, ADD, STORE, REAL, LANES)                                     \
-    static double NAME(long iters)                                                              \
+    static PAR_TARGET_AVX2 double NAME(long iters)                                              \
     {                                                                                           \
         V a[12];                                                                                \
         const V x = SET1((REAL)0.999999), y = SET1((REAL)1e-7);                                 \
@@ -40,6 +40,11 @@ PEAK(peak_f64, __m256d, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd, _mm256_s
 
 int main(void)
 {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+        printf("bench_peak: this CPU lacks AVX2+FMA\n");
+        return 0;
+    }
     const long iters = 100000000;
     volatile double sink = 0;
     for (int d = 0; d < 2; d++) {

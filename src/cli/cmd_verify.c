@@ -166,8 +166,9 @@ int cmd_verify(int argc, char **argv)
     // The suite: a file, else a name under verify/suites/ of the source tree.
     char suite_path[1024];
     snprintf(suite_path, sizeof suite_path, "%s", pos[0]);
-    if (!is_file(suite_path) && !strchr(pos[0], '/') && PARITY_SOURCE_DIR[0]) {
-        snprintf(suite_path, sizeof suite_path, "%s/verify/suites/%s", PARITY_SOURCE_DIR, pos[0]);
+    const char *src_dir = PARITY_SOURCE_DIR;   // "" when built without CMake
+    if (!is_file(suite_path) && !strchr(pos[0], '/') && src_dir[0]) {
+        snprintf(suite_path, sizeof suite_path, "%s/verify/suites/%s", src_dir, pos[0]);
         if (!is_file(suite_path)) snprintf(suite_path, sizeof suite_path, "%s", pos[0]);
     }
     vf_suite *s = malloc(sizeof *s);

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "par_math.h"
+#include "par_target.h"
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -37,19 +38,18 @@
 #undef NAME
 
 // --- AVX2 + FMA variant: intrinsics ----------------------------------------
-#if defined(__x86_64__) && defined(__GNUC__)
+// Every function here carries PAR_TARGET_AVX2 (par_target.h); the file
+// outside them stays portable, and the set is used only where cpu_has_avx2.
+#ifdef PAR_HAVE_X86_64
 #define PAR_HAVE_AVX2_VARIANT 1
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#include <immintrin.h>
 
-static inline __m256i lane_mask32(size_t n)
+static inline PAR_TARGET_AVX2 __m256i lane_mask32(size_t n)
 {
     const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), idx);
 }
 
-static inline __m256i lane_mask64(size_t n)
+static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 {
     const __m256i idx = _mm256_setr_epi64x(0, 1, 2, 3);
     return _mm256_cmpgt_epi64(_mm256_set1_epi64x((long long)n), idx);
@@ -106,7 +106,7 @@ static inline __m256i lane_mask64(size_t n)
 // same semantics as the scalar loops (+0 for y <= 0, -0 and NaN included):
 // an ordered compare and a mask, no branch.
 #define RELU_AVX2(SFX, REAL, V, LANES, LD, ST, AND, CMP, ZERO)                                  \
-    static void relu_forward_##SFX##_avx2(REAL *y, size_t n)                                    \
+    static PAR_TARGET_AVX2 void relu_forward_##SFX##_avx2(REAL *y, size_t n)                    \
     {                                                                                           \
         size_t i = 0;                                                                           \
         for (; i + LANES <= n; i += LANES) {                                                    \
@@ -115,7 +115,7 @@ static inline __m256i lane_mask64(size_t n)
         }                                                                                       \
         for (; i < n; i++) y[i] = y[i] > 0 ? y[i] : 0;                                          \
     }                                                                                           \
-    static void relu_backward_##SFX##_avx2(REAL *dy, const REAL *y, size_t n)                   \
+    static PAR_TARGET_AVX2 void relu_backward_##SFX##_avx2(REAL *dy, const REAL *y, size_t n)   \
     {                                                                                           \
         size_t i = 0;                                                                           \
         for (; i + LANES <= n; i += LANES)                                                      \
@@ -132,8 +132,8 @@ RELU_AVX2(f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_and
 // whole vectors [0, n - n % LANES); the caller does the tail with the scalar
 // loop. vdivps/vsqrtps round each lane exactly as divss/sqrtss do.
 #define ADAM_AVX2(SFX, REAL, V, LANES, P)                                                       \
-    static size_t adam_##SFX##_avx2(REAL *w, REAL *m, REAL *v, const REAL *g, size_t n,         \
-                                    const REAL c[8])                                            \
+    static PAR_TARGET_AVX2 size_t adam_##SFX##_avx2(REAL *w, REAL *m, REAL *v, const REAL *g,   \
+                                                    size_t n, const REAL c[8])                  \
     {                                                                                           \
         const V b1 = P(set1)(c[0]), c1 = P(set1)(c[1]), b2 = P(set1)(c[2]), c2 = P(set1)(c[3]); \
         const V bc1 = P(set1)(c[4]), bc2 = P(set1)(c[5]), eps = P(set1)(c[6]);                 \
@@ -157,7 +157,6 @@ ADAM_AVX2(f32, float, __m256, 8, PS_)
 ADAM_AVX2(f64, double, __m256d, 4, PD_)
 #undef PS_
 #undef PD_
-#pragma GCC pop_options
 #endif
 
 // --- portable ReLU and Adam: the scalar loops, no vector head ---------------
