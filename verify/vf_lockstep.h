@@ -19,6 +19,11 @@ typedef struct vf_lockstep_result {
     size_t worst_index;         // flat parameter index of worst_ratio
     double worst_loss_ratio;    // largest |l_fast - l_ref| / tol_loss
     long first_violation_step;  // 1-based; 0 when there is none
+    // Which array worst_ratio and the first violation are in: 0 the weights,
+    // 1 + i optimizer state array i (par_optim_state_name); and the flat index
+    // of the first violating element (0 when there is none, or it is the loss).
+    int worst_array, first_violation_array;
+    size_t first_violation_index;
 } vf_lockstep_result;
 
 // The bound of one step, per element (u: unit roundoff of the dtype,
@@ -40,6 +45,31 @@ typedef struct vf_lockstep_result {
 //   |l_f - l_e| <= (2 gB + 3u) l_e.
 double vf_lockstep_tol(double lr, double S, double w, size_t B, double u);
 
+// Momentum, nesterov and adam (cfg_fast->optim): before each step the trainer
+// also gets the reference's optimizer state (arrays and update count), so
+// both sides evaluate the same update (par_kernels.h, par_optim_*: same
+// dtype coefficients, same w, m, v) from gradients that differ by at most
+// Eg_i = 2 gB S_i. The new weights and every new state array are checked,
+// each element under a bound carried op by op through the update:
+//   each rounded op maps a difference D of its inputs (exact results
+//   differing by at most Delta) to Delta (1 + u) + 2u R + 2 eta, with R
+//   >= |the reference's exact result| from its rounded one x,
+//   R = (|x| + eta)(1 + 2u), eta >= the underflow error (2^-150 in f32,
+//   2^-1074 in f64) for products and quotients, 0 for sums and sqrt (exact
+//   when subnormal; sqrt does not underflow); ops on the shared w, m, v
+//   alone (mu m, b1 m, b2 v) are identical on both sides (D = 0).
+// The reference's intermediates are recomputed in its formula order from
+// its state before the step and its gradient (they must give its new
+// weights and state bit for bit; else PAR_ERR_NUMERIC). Data-dependent
+// steps (verify/vf_lockstep.c has them all):
+//   fl(x g) with x = fl(c2 g):  Delta = Dx (|g| + Eg) + |x| Eg
+//   sqrt(vh):  Delta = min(Dvh / sqrt(vh), sqrt(Dvh))
+//   t / d (adam, d = sqrt(vh) + eps >= eps on both sides):
+//              Delta = (Dt + |t/d| Dd) / max(d - Dd, eps)
+// (x, vh, t, d the reference's values). Not a first-order estimate: it holds
+// for any Eg, and grows without limit only as d - Dd falls to eps (tiny v).
+// Every such bound is multiplied by 1 + 2^-40 for its own evaluation in double.
+
 // Terms per sample in the gradient of parameter element i: dense 1, conv2d
 // the layer's output positions (each position adds one term per sample).
 size_t vf_terms_per_sample(const par_model *m, size_t i);
@@ -55,12 +85,14 @@ typedef struct vf_lockstep_comm {
 } vf_lockstep_comm;
 
 // Runs `steps` steps (0: every step of `epochs` epochs) of `ops` with
-// cfg_fast (its mode, threads, lr) and of the reference (learning rate
-// lr_ref, chunk cfg_fast->chunk, same initial parameters) on the batches
+// cfg_fast (its mode, threads, lr, optimizer) and of the reference (learning
+// rate lr_ref, chunk cfg_fast->chunk, the same optimizer and initial
+// parameters) on the batches
 // `parity train` uses: epoch e shuffled by par_epoch_order(seed, e), batches
 // of cfg_fast->batch, the last one of an epoch short. Before each step the
-// trainer gets the reference's weights; after it every element is checked
-// against its bound. Collective for MPI trainers; with comm, r is filled on
+// trainer gets the reference's weights (and optimizer state); after it every
+// element (of the weights and of each state array) is checked against its
+// bound. Collective for MPI trainers; with comm, r is filled on
 // rank 0 only (zero elsewhere).
 par_status vf_lockstep(vf_lockstep_result *r, const par_trainer_ops *ops,
                        const par_run_cfg *cfg_fast, double lr_ref, const par_dataset *ds,
