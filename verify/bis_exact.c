@@ -11,11 +11,6 @@
 
 #include "mpc_terms.h"
 
-static double at(par_dtype dt, const void *p, size_t i)
-{
-    return dt == PAR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-
 static const void *view(const bis_step_view *v, const void *base, int view_idx)
 {
     return (const char *)base + v->m->views[view_idx].offset * par_dtype_size(v->dt);
@@ -26,8 +21,8 @@ static void sum_samples(mpfr_ptr acc, mpfr_ptr t, par_dtype dt, const void *p, s
                         const void *q, size_t ldq, size_t j, size_t s0, size_t s1)
 {
     for (size_t s = s0; s < s1; s++) {
-        mpfr_set_d(t, at(dt, p, s * ldp + i), MPFR_RNDN);
-        if (q) mpfr_mul_d(t, t, at(dt, q, s * ldq + j), MPFR_RNDN);
+        mpfr_set_d(t, par_get_real(dt, p, s * ldp + i), MPFR_RNDN);
+        if (q) mpfr_mul_d(t, t, par_get_real(dt, q, s * ldq + j), MPFR_RNDN);
         mpfr_add(acc, acc, t, MPFR_RNDN);
     }
 }
@@ -38,12 +33,12 @@ static void softmax_exact(mpfr_ptr out, mpfr_ptr t, mpfr_ptr sum, const bis_step
 {
     const size_t K = v->m->n_classes;
     const void *z = v->a[v->m->n_layers];
-    double mx = at(v->dt, z, s * K);
+    double mx = par_get_real(v->dt, z, s * K);
     for (size_t k = 1; k < K; k++)
-        mx = fmax(mx, at(v->dt, z, s * K + k));
+        mx = fmax(mx, par_get_real(v->dt, z, s * K + k));
     mpfr_set_zero(sum, 1);
     for (size_t k = 0; k < K; k++) {
-        mpfr_set_d(t, at(v->dt, z, s * K + k), MPFR_RNDN);
+        mpfr_set_d(t, par_get_real(v->dt, z, s * K + k), MPFR_RNDN);
         mpfr_sub_d(t, t, mx, MPFR_RNDN);
         mpfr_exp(t, t, MPFR_RNDN);
         mpfr_add(sum, sum, t, MPFR_RNDN);
@@ -51,13 +46,13 @@ static void softmax_exact(mpfr_ptr out, mpfr_ptr t, mpfr_ptr sum, const bis_step
     const size_t lab = (size_t)v->labels[s];
     if (j < 0) { // loss = log(sum) - (z_label - max)
         mpfr_log(out, sum, MPFR_RNDN);
-        mpfr_set_d(t, at(v->dt, z, s * K + lab), MPFR_RNDN);
+        mpfr_set_d(t, par_get_real(v->dt, z, s * K + lab), MPFR_RNDN);
         mpfr_sub_d(t, t, mx, MPFR_RNDN);
         mpfr_sub(out, out, t, MPFR_RNDN);
         return;
     }
     // dz_j = (e_j / sum - [j == label]) / B
-    mpfr_set_d(t, at(v->dt, z, s * K + (size_t)j), MPFR_RNDN);
+    mpfr_set_d(t, par_get_real(v->dt, z, s * K + (size_t)j), MPFR_RNDN);
     mpfr_sub_d(t, t, mx, MPFR_RNDN);
     mpfr_exp(t, t, MPFR_RNDN);
     mpfr_div(out, t, sum, MPFR_RNDN);
@@ -115,8 +110,8 @@ static void add_terms(mpfr_ptr x, mpfr_ptr t, par_dtype dt, const void *p, size_
                       const size_t *pi, const void *q, size_t qb, const size_t *qi, size_t n)
 {
     for (size_t k = 0; k < n; k++) {
-        mpfr_set_d(t, at(dt, p, pb + pi[k]), MPFR_RNDN);
-        if (q) mpfr_mul_d(t, t, at(dt, q, qb + qi[k]), MPFR_RNDN);
+        mpfr_set_d(t, par_get_real(dt, p, pb + pi[k]), MPFR_RNDN);
+        if (q) mpfr_mul_d(t, t, par_get_real(dt, q, qb + qi[k]), MPFR_RNDN);
         mpfr_add(x, x, t, MPFR_RNDN);
     }
 }
@@ -135,7 +130,7 @@ static void input_grad(mpfr_ptr x, mpfr_ptr t, const bis_step_view *v, int up_l,
         if (win == SIZE_MAX) return;
         if (mpc_pool_arg(up, win, (const char *)v->a[up_l] + s * up->n_in * par_dtype_size(dt),
                          dt) == i)
-            mpfr_set_d(x, at(dt, v->d[up_l], s * up->n_out + win), MPFR_RNDN);
+            mpfr_set_d(x, par_get_real(dt, v->d[up_l], s * up->n_out + win), MPFR_RNDN);
         return;
     }
     const size_t n = mpc_input_grad_terms(up, i, ia, ib);
@@ -168,12 +163,12 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
         if (ly->kind == PAR_LAYER_MAXPOOL) {
             const size_t arg = mpc_pool_arg(
                 ly, j, (const char *)v->a[l] + s * n_in * par_dtype_size(dt), dt);
-            mpfr_set_d(x, at(dt, v->a[l], s * n_in + arg), MPFR_RNDN);
+            mpfr_set_d(x, par_get_real(dt, v->a[l], s * n_in + arg), MPFR_RNDN);
             break;
         }
         size_t o;
         const size_t n = mpc_forward_terms(ly, j, ia, ib, &o);
-        mpfr_set_d(x, at(dt, view(v, v->w, ly->b_view), o), MPFR_RNDN);
+        mpfr_set_d(x, par_get_real(dt, view(v, v->w, ly->b_view), o), MPFR_RNDN);
         add_terms(x, t, dt, v->a[l], s * n_in, ia, view(v, v->w, ly->w_view), 0, ib, n);
         activation(x, t, ly->act);
         break;
@@ -189,7 +184,7 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
         }
         // (input gradient through layer l + 1) act'(y[s][i]), y = layer l's output
         input_grad(x, t, v, l + 1, s, i, ia, ib);
-        activation_deriv(x, t, at(dt, v->a[l + 1], s * n_out + i), ly->act);
+        activation_deriv(x, t, par_get_real(dt, v->a[l + 1], s * n_out + i), ly->act);
         break;
     }
     case BIS_WGRAD_CHUNK:
@@ -216,9 +211,9 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
     case BIS_BNEW: { // w - lr g
         const int vi = kind == BIS_WNEW ? ly->w_view : ly->b_view;
         const size_t p = m->views[vi].offset + index;
-        mpfr_set_d(t, at(dt, v->g, p), MPFR_RNDN);
+        mpfr_set_d(t, par_get_real(dt, v->g, p), MPFR_RNDN);
         mpfr_mul_d(t, t, v->lr, MPFR_RNDN);
-        mpfr_set_d(x, at(dt, v->w, p), MPFR_RNDN);
+        mpfr_set_d(x, par_get_real(dt, v->w, p), MPFR_RNDN);
         mpfr_sub(x, x, t, MPFR_RNDN);
         break;
     }

@@ -23,11 +23,6 @@
 
 #define NO_INDEX ((size_t)-1)
 
-static double at(par_dtype dt, const void *p, size_t i)
-{
-    return dt == PAR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-
 static const void *off(par_dtype dt, const void *p, size_t i)
 {
     return (const char *)p + i * par_dtype_size(dt);
@@ -90,7 +85,7 @@ static double floor_of(par_dtype dt, const void *pa, const void *pb, size_t n, d
     if (tol == 0) return 0;
     double m = 0;
     for (size_t i = 0; i < n; i++) {
-        const double a = fabs(at(dt, pa, i)), b = fabs(at(dt, pb, i));
+        const double a = fabs(par_get_real(dt, pa, i)), b = fabs(par_get_real(dt, pb, i));
         if (isfinite(a) && a > m) m = a;
         if (isfinite(b) && b > m) m = b;
     }
@@ -326,7 +321,7 @@ static void compare(cmp_ctx *c, vf_bisect_tensor *t, const void *pa, const void 
     vf_bisect_result *r = c->r;
     const double atol = floor_of(c->dt, pa, pb, n, c->tol, c->atol);
     for (size_t i = 0; i < n; i++) {
-        const double a = at(c->dt, pa, i), b = at(c->dt, pb, i);
+        const double a = par_get_real(c->dt, pa, i), b = par_get_real(c->dt, pb, i);
         if (!differ(a, b, c->tol, atol)) continue;
         const double u = vf_bisect_ulps(a, b, c->dt);
         if (t->n_diff == 0) {
@@ -438,8 +433,8 @@ static int fold_in_order(const cmp_ctx *c, const side_view *v, int l, int weight
         return -1;
     }
     const int vi = weight ? ly->w_view : ly->b_view;
-    const double want = at(c->dt, weight ? (const void *)gw : (const void *)gb, idx);
-    const double got = at(c->dt, v->g, m->views[vi].offset + idx);
+    const double want = par_get_real(c->dt, weight ? (const void *)gw : (const void *)gb, idx);
+    const double got = par_get_real(c->dt, v->g, m->views[vi].offset + idx);
     free(buf);
     return memcmp(&want, &got, sizeof want) == 0;
 }
@@ -517,7 +512,7 @@ static par_status compare_step(cmp_ctx *c, const side_view *v, const vf_bisect_o
         .dt = dt,
         .B = B,
         .C = v[0].C,
-        .lr = dt == PAR_F32 ? (double)(float)o->side[0].cfg.lr : o->side[0].cfg.lr,
+        .lr = par_round_real(dt, o->side[0].cfg.lr),
         .labels = labels,
         .w = w_prev,
         .loss_s = v[0].loss_s,
@@ -571,13 +566,13 @@ static size_t first_param_diff(const par_model *m, par_dtype dt, const void *pa,
                                    tol, atol);
         covered += w->count;
         for (size_t i = w->offset; i < w->offset + w->count && i < first; i++)
-            if (differ(at(dt, pa, i), at(dt, pb, i), tol, fl)) first = i;
+            if (differ(par_get_real(dt, pa, i), par_get_real(dt, pb, i), tol, fl)) first = i;
     }
     if (covered != m->n_params) {   // not one view per tensor: one floor for the whole buffer
         const double fl = floor_of(dt, pa, pb, m->n_params, tol, atol);
         first = NO_INDEX;
         for (size_t i = 0; i < m->n_params && first == NO_INDEX; i++)
-            if (differ(at(dt, pa, i), at(dt, pb, i), tol, fl)) first = i;
+            if (differ(par_get_real(dt, pa, i), par_get_real(dt, pb, i), tol, fl)) first = i;
     }
     return first;
 }

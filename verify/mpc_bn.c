@@ -29,11 +29,6 @@ size_t mpc_bn_rounds(const par_layer *ly, size_t B, size_t C)
     return C * ly->h_out * ly->w_out + (B + C - 1) / C - 1;
 }
 
-static double at(par_dtype dt, const void *p, size_t i)
-{
-    return dt == PAR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-
 // A batchnorm layer's shapes and the run's constants (dtype values).
 typedef struct bn_k {
     size_t nc, P, N, n_red;
@@ -81,7 +76,7 @@ static size_t ix(const bn_k *k, size_t s, size_t ch, size_t q)
 // The run's statistic k (MPC_BN_*) of channel ch.
 static double stat(const ctx *c, int l, int k, size_t ch)
 {
-    return at(c->dt, c->st->bn[l], (size_t)k * c->m->layers[l].c_out + ch);
+    return par_get_real(c->dt, c->st->bn[l], (size_t)k * c->m->layers[l].c_out + ch);
 }
 
 // w->va = the N values of channel ch of the run's (B, nc, P) tensor t.
@@ -150,7 +145,7 @@ static void stats_local(const ctx *c, ws *w, int l, const bn_k *k, size_t ch, mp
     const double mean = stat(c, l, MPC_BN_MEAN, ch);
     mpfr_set_zero(w->acc, 1);
     for (size_t i = 0; i < k->N; i++) {
-        mpfr_set_d(w->q, at(dt, w->va, i), MPFR_RNDN);
+        mpfr_set_d(w->q, par_get_real(dt, w->va, i), MPFR_RNDN);
         mpfr_sub_d(w->q, w->q, mean, MPFR_RNDN);
         mpfr_sqr(w->q, w->q, MPFR_RNDN);
         mpfr_add(w->acc, w->acc, w->q, MPFR_RNDN);
@@ -216,11 +211,12 @@ static void out_local(const ctx *c, ws *w, int l, const bn_k *k, size_t ch, mpc_
     const par_act act = c->m->layers[l].act;
     const double u = c->f.u, tiny = c->f.tiny, L = act == PAR_ACT_SIGMOID ? 0.25 : 1.0;
     const double mean = stat(c, l, MPC_BN_MEAN, ch), inv = stat(c, l, MPC_BN_INV, ch);
-    const double gam = at(c->dt, st->w, k->w_off + ch), bet = at(c->dt, st->w, k->b_off + ch);
+    const double gam = par_get_real(c->dt, st->w, k->w_off + ch),
+                 bet = par_get_real(c->dt, st->w, k->b_off + ch);
     for (size_t s = 0; s < c->B; s++)
         for (size_t q = 0; q < k->P; q++) {
             const size_t i = ix(k, s, ch, q);
-            mpfr_set_d(w->q, at(c->dt, st->a[l], i), MPFR_RNDN);
+            mpfr_set_d(w->q, par_get_real(c->dt, st->a[l], i), MPFR_RNDN);
             mpfr_sub_d(w->q, w->q, mean, MPFR_RNDN);
             mpfr_mul_d(w->q, w->q, inv, MPFR_RNDN);
             const double X = fabs(mpfr_get_d(w->q, MPFR_RNDU));
@@ -236,7 +232,7 @@ static void out_local(const ctx *c, ws *w, int l, const bn_k *k, size_t ch, mpc_
                 b = L * Ez + 2 * u * (y + L * Ez) + 2 * tiny + ldexp(y, 8 - c->prec);
             }
             b += ldexp(X * fabs(gam) + fabs(bet) + Y, 8 - c->prec);
-            mpc_record(p, w, i, w->y, at(c->dt, st->a[l + 1], i), &c->f, b);
+            mpc_record(p, w, i, w->y, par_get_real(c->dt, st->a[l + 1], i), &c->f, b);
         }
 }
 
@@ -246,7 +242,8 @@ static void out_e2e(ctx *c, ws *w, int l, const bn_k *k, size_t ch, mpc_tensor *
 {
     const mpc_step *st = c->st;
     mpfr_ptr mean = c->ebn[l][MPC_BN_MEAN * k->nc + ch], inv = c->ebn[l][MPC_BN_INV * k->nc + ch];
-    const double gam = at(c->dt, st->w, k->w_off + ch), bet = at(c->dt, st->w, k->b_off + ch);
+    const double gam = par_get_real(c->dt, st->w, k->w_off + ch),
+                 bet = par_get_real(c->dt, st->w, k->b_off + ch);
     for (size_t s = 0; s < c->B; s++)
         for (size_t q = 0; q < k->P; q++) {
             const size_t i = ix(k, s, ch, q);
@@ -255,7 +252,7 @@ static void out_e2e(ctx *c, ws *w, int l, const bn_k *k, size_t ch, mpc_tensor *
             mpfr_mul_d(w->acc, w->q, gam, MPFR_RNDN);
             mpfr_add_d(w->acc, w->acc, bet, MPFR_RNDN);
             mpc_act_mp(w, c->ea[l + 1][i], w->acc, c->m->layers[l].act);
-            mpc_record(p, w, i, c->ea[l + 1][i], at(c->dt, st->a[l + 1], i), &c->f, NAN);
+            mpc_record(p, w, i, c->ea[l + 1][i], par_get_real(c->dt, st->a[l + 1], i), &c->f, NAN);
         }
 }
 
@@ -304,9 +301,9 @@ static void grads_local(const ctx *c, ws *w, int l, const bn_k *k, size_t ch, mp
     for (size_t s = 0; s < c->B; s++)
         for (size_t q = 0; q < k->P; q++) {
             const size_t i = ix(k, s, ch, q);
-            const double dz = at(dt, st->d[l], i);
+            const double dz = par_get_real(dt, st->d[l], i);
             if (dz == 0) continue;
-            mpfr_set_d(w->q, at(dt, st->a[l], i), MPFR_RNDN);
+            mpfr_set_d(w->q, par_get_real(dt, st->a[l], i), MPFR_RNDN);
             mpfr_sub_d(w->q, w->q, mean, MPFR_RNDN);
             mpfr_mul_d(w->q, w->q, inv, MPFR_RNDN);
             mpfr_mul_d(w->q, w->q, dz, MPFR_RNDN);
@@ -321,10 +318,10 @@ static void grads_local(const ctx *c, ws *w, int l, const bn_k *k, size_t ch, mp
     const double bG = Dz == 0 ? 0
                               : g * (A * (1 + t) + Dz * tiny) + t * A + Dz * tiny + mx * tiny +
                                     (double)(k->N + 6) * ldexp(A, 1 - c->prec);
-    mpc_record(&p[0], w, ch, w->acc, at(dt, st->g, k->w_off + ch), &c->f, bG);
+    mpc_record(&p[0], w, ch, w->acc, par_get_real(dt, st->g, k->w_off + ch), &c->f, bG);
     gather_channel(c, w, k, st->d[l], ch);
     const double aD = mpc_dot_run(w, dt, w->va, 1, NULL, 0, k->N, 0);
-    mpc_record(&p[1], w, ch, w->acc, at(dt, st->g, k->b_off + ch), &c->f,
+    mpc_record(&p[1], w, ch, w->acc, par_get_real(dt, st->g, k->b_off + ch), &c->f,
                mpc_bound_dot(&c->f, dt, k->n_red, k->N, aD, c->prec));
 }
 
@@ -348,8 +345,9 @@ static void dx_local(const ctx *c, ws *w, int l, const bn_k *k, size_t ch, mpc_t
     const par_dtype dt = c->dt;
     const double u = c->f.u, tiny = c->f.tiny, t = 2 * u + u * u;
     const double mean = stat(c, l, MPC_BN_MEAN, ch), inv = stat(c, l, MPC_BN_INV, ch);
-    const double gam = at(dt, st->w, k->w_off + ch);
-    const double G = at(dt, st->g, k->w_off + ch), D = at(dt, st->g, k->b_off + ch);
+    const double gam = par_get_real(dt, st->w, k->w_off + ch);
+    const double G = par_get_real(dt, st->g, k->w_off + ch),
+                 D = par_get_real(dt, st->g, k->b_off + ch);
     mpfr_set_d(a0, gam, MPFR_RNDN);
     mpfr_mul_d(a0, a0, inv, MPFR_RNDN);
     mpfr_div_d(a0, a0, k->Nf, MPFR_RNDN);
@@ -357,8 +355,8 @@ static void dx_local(const ctx *c, ws *w, int l, const bn_k *k, size_t ch, mpc_t
     for (size_t s = 0; s < c->B; s++)
         for (size_t q = 0; q < k->P; q++) {
             const size_t i = ix(k, s, ch, q);
-            const double dz = at(dt, st->d[l], i), ndz = fabs(k->Nf * dz);
-            mpfr_set_d(w->q, at(dt, st->a[l], i), MPFR_RNDN);
+            const double dz = par_get_real(dt, st->d[l], i), ndz = fabs(k->Nf * dz);
+            mpfr_set_d(w->q, par_get_real(dt, st->a[l], i), MPFR_RNDN);
             mpfr_sub_d(w->q, w->q, mean, MPFR_RNDN);
             mpfr_mul_d(w->q, w->q, inv, MPFR_RNDN); // X
             const double X = fabs(mpfr_get_d(w->q, MPFR_RNDU));
@@ -375,7 +373,7 @@ static void dx_local(const ctx *c, ws *w, int l, const bn_k *k, size_t ch, mpc_t
             const double Et = e2 + ev + u * (T + e2 + ev);
             const double b = aA * Et + Ea * (T + Et) + u * (aA + Ea) * (T + Et) + tiny +
                              ldexp(aA * (ndz + fabs(D) + X * fabs(G)), 8 - c->prec);
-            mpc_record(p, w, i, w->y, at(dt, st->d[l - 1], i), &c->f, b);
+            mpc_record(p, w, i, w->y, par_get_real(dt, st->d[l - 1], i), &c->f, b);
         }
 }
 
@@ -397,9 +395,9 @@ static void back_e2e(ctx *c, ws *w, int l, const bn_k *k, size_t ch, mpc_tensor 
             mpfr_fma(G, c->ed[l][i], w->q, G, MPFR_RNDN);
             mpfr_add(D, D, c->ed[l][i], MPFR_RNDN);
         }
-    mpc_record(&p[0], w, ch, G, at(c->dt, st->g, k->w_off + ch), &c->f, NAN);
-    mpc_record(&p[1], w, ch, D, at(c->dt, st->g, k->b_off + ch), &c->f, NAN);
-    mpfr_mul_d(a0, inv, at(c->dt, st->w, k->w_off + ch), MPFR_RNDN);
+    mpc_record(&p[0], w, ch, G, par_get_real(c->dt, st->g, k->w_off + ch), &c->f, NAN);
+    mpc_record(&p[1], w, ch, D, par_get_real(c->dt, st->g, k->b_off + ch), &c->f, NAN);
+    mpfr_mul_d(a0, inv, par_get_real(c->dt, st->w, k->w_off + ch), MPFR_RNDN);
     mpfr_div_ui(a0, a0, (unsigned long)k->N, MPFR_RNDN);
     for (size_t s = 0; s < c->B; s++)
         for (size_t q = 0; q < k->P; q++) {
@@ -411,7 +409,8 @@ static void back_e2e(ctx *c, ws *w, int l, const bn_k *k, size_t ch, mpc_tensor 
             mpfr_sub(w->acc, w->acc, D, MPFR_RNDN);
             mpfr_sub(w->acc, w->acc, w->q, MPFR_RNDN);
             mpfr_mul(c->ed[l - 1][i], w->acc, a0, MPFR_RNDN);
-            mpc_record(&p[2], w, i, c->ed[l - 1][i], at(c->dt, st->d[l - 1], i), &c->f, NAN);
+            mpc_record(&p[2], w, i, c->ed[l - 1][i], par_get_real(c->dt, st->d[l - 1], i), &c->f,
+                       NAN);
         }
 }
 
@@ -456,7 +455,8 @@ static void stats_update(const ctx *c, ws *w, int l, const bn_k *k, size_t ch, m
     const mpc_step *st = c->st;
     const par_dtype dt = c->dt;
     const double u = c->f.u, tiny = c->f.tiny, mp = ldexp(1.0, 8 - c->prec);
-    const double rm = at(dt, st->w, k->rm_off + ch), rv = at(dt, st->w, k->rv_off + ch);
+    const double rm = par_get_real(dt, st->w, k->rm_off + ch),
+                 rv = par_get_real(dt, st->w, k->rv_off + ch);
     mpfr_set_d(w->y, rm, MPFR_RNDN);
     mpfr_mul_d(w->y, w->y, k->keep, MPFR_RNDN);
     mpfr_set_d(w->q, stat(c, l, MPC_BN_MEAN, ch), MPFR_RNDN);
@@ -466,7 +466,7 @@ static void stats_update(const ctx *c, ws *w, int l, const bn_k *k, size_t ch, m
     const double RM = fabs(mpfr_get_d(w->y, MPFR_RNDU));
     const double bm =
         u * (pk + pm) + 2 * tiny + u * (RM + u * (pk + pm) + 2 * tiny) + mp * (pk + pm + RM);
-    mpc_record(&p[0], w, ch, w->y, at(dt, st->w_new, k->rm_off + ch), &c->f, bm);
+    mpc_record(&p[0], w, ch, w->y, par_get_real(dt, st->w_new, k->rm_off + ch), &c->f, bm);
 
     const int many = k->N > 1;
     mpfr_set_d(w->q, stat(c, l, many ? MPC_BN_Q : MPC_BN_VAR, ch), MPFR_RNDN);
@@ -480,11 +480,12 @@ static void stats_update(const ctx *c, ws *w, int l, const bn_k *k, size_t ch, m
     const double eq = many ? k->mom * (u * VU + tiny) : 0;
     const double eq2 = eq + u * (k->mom * VU + eq) + tiny, ep = u * fabs(k->keep * rv) + tiny;
     const double bv = ep + eq2 + u * (RV + ep + eq2) + mp * (fabs(k->keep * rv) + VU + RV);
-    mpc_record(&p[1], w, ch, w->y, at(dt, st->w_new, k->rv_off + ch), &c->f, bv);
+    mpc_record(&p[1], w, ch, w->y, par_get_real(dt, st->w_new, k->rv_off + ch), &c->f, bv);
     if (ch != 0) return;
-    mpfr_set_d(w->y, at(dt, st->w, k->cnt_off), MPFR_RNDN);
+    mpfr_set_d(w->y, par_get_real(dt, st->w, k->cnt_off), MPFR_RNDN);
     mpfr_add_ui(w->y, w->y, 1, MPFR_RNDN);
-    mpc_record(&p[2], w, 0, w->y, at(dt, st->w_new, k->cnt_off), &c->f, bound_cr(c, w->y));
+    mpc_record(&p[2], w, 0, w->y, par_get_real(dt, st->w_new, k->cnt_off), &c->f,
+               bound_cr(c, w->y));
 }
 
 // END-TO-END running statistics: from the exact mean and Q (true N - 1).
@@ -494,23 +495,23 @@ static void stats_update_e2e(ctx *c, ws *w, int l, const bn_k *k, size_t ch, mpc
     const par_dtype dt = c->dt;
     const size_t nc = k->nc;
     mpfr_mul_d(w->y, c->ebn[l][MPC_BN_MEAN * nc + ch], k->mom, MPFR_RNDN);
-    mpfr_set_d(w->q, at(dt, st->w, k->rm_off + ch), MPFR_RNDN);
+    mpfr_set_d(w->q, par_get_real(dt, st->w, k->rm_off + ch), MPFR_RNDN);
     mpfr_mul_d(w->q, w->q, k->keep, MPFR_RNDN);
     mpfr_add(w->y, w->y, w->q, MPFR_RNDN);
-    mpc_record(&p[0], w, ch, w->y, at(dt, st->w_new, k->rm_off + ch), &c->f, NAN);
+    mpc_record(&p[0], w, ch, w->y, par_get_real(dt, st->w_new, k->rm_off + ch), &c->f, NAN);
     if (k->N > 1)
         mpfr_div_ui(w->y, c->ebn[l][MPC_BN_Q * nc + ch], (unsigned long)(k->N - 1), MPFR_RNDN);
     else
         mpfr_set(w->y, c->ebn[l][MPC_BN_VAR * nc + ch], MPFR_RNDN);
     mpfr_mul_d(w->y, w->y, k->mom, MPFR_RNDN);
-    mpfr_set_d(w->q, at(dt, st->w, k->rv_off + ch), MPFR_RNDN);
+    mpfr_set_d(w->q, par_get_real(dt, st->w, k->rv_off + ch), MPFR_RNDN);
     mpfr_mul_d(w->q, w->q, k->keep, MPFR_RNDN);
     mpfr_add(w->y, w->y, w->q, MPFR_RNDN);
-    mpc_record(&p[1], w, ch, w->y, at(dt, st->w_new, k->rv_off + ch), &c->f, NAN);
+    mpc_record(&p[1], w, ch, w->y, par_get_real(dt, st->w_new, k->rv_off + ch), &c->f, NAN);
     if (ch != 0) return;
-    mpfr_set_d(w->y, at(dt, st->w, k->cnt_off), MPFR_RNDN);
+    mpfr_set_d(w->y, par_get_real(dt, st->w, k->cnt_off), MPFR_RNDN);
     mpfr_add_ui(w->y, w->y, 1, MPFR_RNDN);
-    mpc_record(&p[2], w, 0, w->y, at(dt, st->w_new, k->cnt_off), &c->f, NAN);
+    mpc_record(&p[2], w, 0, w->y, par_get_real(dt, st->w_new, k->cnt_off), &c->f, NAN);
 }
 
 // gamma and beta after the optimizer step (LOCAL: from the run's own

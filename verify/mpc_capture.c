@@ -199,7 +199,7 @@ par_status mpc_capture_state(mpc_step *s, const par_trainer_ops *tr, const par_r
     s->mode = cfg->mode;
     s->B = B;
     s->C = cfg->chunk;
-    s->lr = cfg->dtype == PAR_F32 ? (double)(float)cfg->lr : cfg->lr;
+    s->lr = par_round_real(cfg->dtype, cfg->lr);
     s->trainer = tr->name;
     s->optim = optim;
     s->opt_t = (start ? start->t : 0) + 1;

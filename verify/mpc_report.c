@@ -162,11 +162,6 @@ void mpc_report_free(mpc_report *r)
 
 // ---- CONTRACT: exact mode is the reference, bit for bit ------------------------
 
-static double at(par_dtype dt, const void *p, size_t i)
-{
-    return dt == PAR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-
 static int same_bits(par_dtype dt, const void *a, const void *b, size_t i)
 {
     const size_t sz = par_dtype_size(dt);
@@ -180,7 +175,7 @@ static par_status contract_row(mpc_report *r, const char *name, int ndim, size_t
     mpc_tensor *t = mpc_report_add(r, MPC_CONTRACT, name, ndim, d0, d1, 0, 0);
     PAR_FAIL_IF(!t, PAR_ERR_ALLOC, "out of memory for the report");
     for (size_t i = 0; i < n; i++) {
-        const double x = at(dt, a, off + i), y = at(dt, b, off + i);
+        const double x = par_get_real(dt, a, off + i), y = par_get_real(dt, b, off + i);
         const double err = isfinite(x) && isfinite(y) ? fabs(x - y) : INFINITY;
         mpc_tensor_record(t, i, x, y, err, err / mpc_ulp_of(y, dt), NAN);
         t->n_over += !same_bits(dt, a, b, off + i);

@@ -126,11 +126,6 @@ static void ws_clear(ws *w)
     mpfr_clears(w->acc, w->y, w->q, w->e, w->t53, w->tp, w->us[0], w->us[1], w->ua, (mpfr_ptr)0);
 }
 
-static double at(par_dtype dt, const void *p, size_t i)
-{
-    return dt == PAR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-
 static const void *off(par_dtype dt, const void *p, size_t i)
 {
     return (const char *)p + i * par_dtype_size(dt);
@@ -205,7 +200,7 @@ static void dot_md(ws *w, mpfr_t *a, size_t sa, par_dtype dt, const void *b, siz
             mpfr_add(w->acc, w->acc, a[k * sa], MPFR_RNDN);
             continue;
         }
-        const double y = at(dt, b, k * sb);
+        const double y = par_get_real(dt, b, k * sb);
         if (y == 0) continue;
         mpfr_set_d(w->t53, y, MPFR_RNDN);
         mpfr_fma(w->acc, a[k * sa], w->t53, w->acc, MPFR_RNDN);
@@ -353,10 +348,10 @@ static void stage_forward(ctx *c, ws *w, int l)
 #pragma omp for schedule(dynamic, 16)
     for (size_t k = 0; k < N; k++) {
         const size_t s = k / n_out, j = k % n_out;
-        const double run = at(dt, st->a[l + 1], k);
+        const double run = par_get_real(dt, st->a[l + 1], k);
         if (pool) {
             const size_t arg = mpc_pool_arg(ly, j, off(dt, st->a[l], s * n_in), dt);
-            mpfr_set_d(w->y, at(dt, st->a[l], s * n_in + arg), MPFR_RNDN);
+            mpfr_set_d(w->y, par_get_real(dt, st->a[l], s * n_in + arg), MPFR_RNDN);
             mpc_record(&p0, w, k, w->y, run, &c->f, 0);
             if (c->e2e) {   // the first exact maximum of the window (l == 0: the input's)
                 mpfr_t *x = l > 0 ? c->ea[l] + s * n_in : NULL;
@@ -369,7 +364,7 @@ static void stage_forward(ctx *c, ws *w, int l)
         const size_t n = mpc_forward_terms(ly, j, w->ia, w->ib, &o);
         gather(dt, w->va, st->a[l], s * n_in, w->ia, n);
         gather(dt, w->vb, W, 0, w->ib, n);
-        const double S = mpc_dot_run(w, dt, w->va, 1, w->vb, 1, n, at(dt, bias, o));
+        const double S = mpc_dot_run(w, dt, w->va, 1, w->vb, 1, n, par_get_real(dt, bias, o));
         const double Ez = mpc_bound_dot(&c->f, dt, mpc_forward_rounds(ly), n, S, c->prec);
         mpc_act_mp(w, w->y, w->acc, ly->act);
         double bound = Ez;
@@ -381,7 +376,7 @@ static void stage_forward(ctx *c, ws *w, int l)
         if (c->e2e) {
             if (l > 0) {
                 gather_mp(w->ma, c->ea[l], s * n_in, w->ia, n);
-                dot_md(w, w->ma, 1, dt, w->vb, 1, n, at(dt, bias, o));
+                dot_md(w, w->ma, 1, dt, w->vb, 1, n, par_get_real(dt, bias, o));
             }
             // l == 0: the run's a[0] is the step's input, so w->acc is already exact z
             mpc_act_mp(w, c->ea[l + 1][k], w->acc, ly->act);
@@ -448,9 +443,9 @@ static void stage_softmax(ctx *c, ws *w)
 #pragma omp for schedule(dynamic, 1)
     for (size_t s = 0; s < B; s++) {
         const size_t lab = (size_t)st->labels[s];
-        double zmax = at(dt, st->a[Ll + 1], s * K);
+        double zmax = par_get_real(dt, st->a[Ll + 1], s * K);
         for (size_t j = 0; j < K; j++) {
-            const double z = at(dt, st->a[Ll + 1], s * K + j);
+            const double z = par_get_real(dt, st->a[Ll + 1], s * K + j);
             mpfr_set_d(w->Z[j], z, MPFR_RNDN);
             if (z > zmax) zmax = z;
         }
@@ -459,16 +454,16 @@ static void stage_softmax(ctx *c, ws *w)
         const double SE = mpfr_get_d(w->acc, MPFR_RNDN), Lx = mpfr_get_d(w->y, MPFR_RNDN);
         double A = 0;
         for (size_t j = 0; j < K; j++) {
-            const double tau = u * fabs(at(dt, st->a[Ll + 1], s * K + j) - zmax);
+            const double tau = u * fabs(par_get_real(dt, st->a[Ll + 1], s * K + j) - zmax);
             w->rho[j] = expm1(tau) * (1 + 2 * u) + 2 * u;
             A += mpfr_get_d(w->E[j], MPFR_RNDU) * w->rho[j] + 2 * tiny;
         }
         const double es = (A + gK * (SE + A)) / SE;
         const double lam = es < 0.5 ? -log1p(-es) : INFINITY;
         const double Pl = lam + 2 * u * (log(SE) + lam) + 2 * tiny;
-        const double El = Pl + u * fabs(at(dt, st->a[Ll + 1], s * K + lab) - zmax);
+        const double El = Pl + u * fabs(par_get_real(dt, st->a[Ll + 1], s * K + lab) - zmax);
         const double bl = El + u * (fabs(Lx) + El) + tiny + mp * (fabs(Lx) + log(SE) + 1);
-        mpc_record(&pl0, w, s, w->y, at(dt, st->loss_s, s), &c->f, bl);
+        mpc_record(&pl0, w, s, w->y, par_get_real(dt, st->loss_s, s), &c->f, bl);
         for (size_t j = 0; j < K; j++) {
             const double P = mpfr_get_d(w->E[j], MPFR_RNDN) / SE;
             const double r = w->rho[j];
@@ -478,14 +473,15 @@ static void stage_softmax(ctx *c, ws *w)
             const double Er = j == lab ? Ep2 + u * (R + Ep2) : Ep2;
             const double bd =
                 Er / (double)B + u * (R + Er) / (double)B + tiny + mp * (R + 1) / (double)B;
-            mpc_record(&pd0, w, s * K + j, w->D[j], at(dt, st->d[Ll], s * K + j), &c->f, bd);
+            mpc_record(&pd0, w, s * K + j, w->D[j], par_get_real(dt, st->d[Ll], s * K + j), &c->f,
+                       bd);
         }
         if (c->e2e) {
             softmax_mp(w, c->ea[Ll + 1] + s * K, K, lab, B, c->eloss[s], c->ed[Ll] + s * K);
-            mpc_record(&pl1, w, s, c->eloss[s], at(dt, st->loss_s, s), &c->f, NAN);
+            mpc_record(&pl1, w, s, c->eloss[s], par_get_real(dt, st->loss_s, s), &c->f, NAN);
             for (size_t j = 0; j < K; j++)
-                mpc_record(&pd1, w, s * K + j, c->ed[Ll][s * K + j], at(dt, st->d[Ll], s * K + j),
-                       &c->f, NAN);
+                mpc_record(&pd1, w, s * K + j, c->ed[Ll][s * K + j],
+                           par_get_real(dt, st->d[Ll], s * K + j), &c->f, NAN);
         }
     }
     mpc_merge2(c->ls[0], &pl0, c->e2e ? c->ls[1] : NULL, &pl1);
@@ -537,14 +533,14 @@ static void stage_backward(ctx *c, ws *w, int l)
 #pragma omp for schedule(dynamic, 16)
     for (size_t k = 0; k < N; k++) {
         const size_t s = k / n_in, i = k % n_in;
-        const double run = at(dt, st->d[l - 1], k);
+        const double run = par_get_real(dt, st->d[l - 1], k);
         double E = 0;
         size_t n = 0, win = SIZE_MAX;   // pool: the output window that holds i, if any
         if (pool) {
             win = mpc_pool_window(ly, i);
             mpfr_set_zero(w->acc, 1);
             if (win != SIZE_MAX && mpc_pool_arg(ly, win, off(dt, st->a[l], s * n_in), dt) == i)
-                mpfr_set_d(w->acc, at(dt, st->d[l], s * n_out + win), MPFR_RNDN);
+                mpfr_set_d(w->acc, par_get_real(dt, st->d[l], s * n_out + win), MPFR_RNDN);
         } else {
             n = mpc_input_grad_terms(ly, i, w->ia, w->ib);
             gather(dt, w->va, st->d[l], s * n_out, w->ia, n);
@@ -552,7 +548,7 @@ static void stage_backward(ctx *c, ws *w, int l)
             const double S = mpc_dot_run(w, dt, w->va, 1, w->vb, 1, n, 0);
             E = mpc_bound_dot(&c->f, dt, mpc_input_grad_rounds(ly), n, S, c->prec);
         }
-        const double y = at(dt, st->a[l], k);
+        const double y = par_get_real(dt, st->a[l], k);
         mpfr_set_d(w->e, y, MPFR_RNDN);
         act_deriv_mp(w->q, w->e, act);
         const double q = fabs(mpfr_get_d(w->q, MPFR_RNDN));
@@ -682,8 +678,8 @@ void mpc_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge
     const mpc_step *st = c->st;
     const par_dtype dt = c->dt;
     const fmt *f = &c->f;
-    const double lr = st->lr, g = at(dt, st->g, p), wv = at(dt, st->w, p);
-    const double wn = at(dt, st->w_new, p);
+    const double lr = st->lr, g = par_get_real(dt, st->g, p), wv = par_get_real(dt, st->w, p);
+    const double wn = par_get_real(dt, st->w_new, p);
     const int local = ge == NULL;
     if (c->opt == PAR_OPTIM_SGD) {
         double b = NAN;
@@ -696,9 +692,9 @@ void mpc_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge
         mpc_record(tw, w, flat, w->y, wn, f, b);
         return;
     }
-    const double m = at(dt, st->s[0], p), mn = at(dt, st->s_new[0], p);
-    const double v = c->n_state > 1 ? at(dt, st->s[1], p) : 0;
-    const double vn = c->n_state > 1 ? at(dt, st->s_new[1], p) : 0;
+    const double m = par_get_real(dt, st->s[0], p), mn = par_get_real(dt, st->s_new[0], p);
+    const double v = c->n_state > 1 ? par_get_real(dt, st->s[1], p) : 0;
+    const double vn = c->n_state > 1 ? par_get_real(dt, st->s_new[1], p) : 0;
     const double mp = ldexp(1, 8 - c->prec);
     if (local) {   // the exact gradient is the run's own
         mpfr_set_d(w->q, g, MPFR_RNDN);
@@ -811,7 +807,7 @@ static void stage_grads(ctx *c, ws *w, int l)
         const int is_b = t == rl;
         const size_t p = is_b ? ob + o : oW + o * rl + t, flat = is_b ? o : o * rl + t;
         mpc_tensor *tg = is_b ? &b0 : &g0, *tn = is_b ? &m0 : &n0;
-        const double g = at(dt, st->g, p);
+        const double g = par_get_real(dt, st->g, p);
         // The terms of every sample, dz then x, as global indices into d[l], a[l].
         size_t n = 0;
         for (size_t s = 0; s < B; s++) {
@@ -859,8 +855,6 @@ static void stage_grads(ctx *c, ws *w, int l)
     }
 }
 
-static double round_dt(par_dtype dt, double x) { return dt == PAR_F32 ? (double)(float)x : x; }
-
 // The optimizer's coefficients (derivation at mpc_update_check): the
 // dtype-rounded hyperparameters, the exact c1, c2, bc1, bc2 and the bounds
 // on the run's roundings of them.
@@ -868,10 +862,10 @@ static void opt_consts(ctx *c)
 {
     const mpc_step *st = c->st;
     const double u = c->f.u, r = u + 0x1p-53 + u * 0x1p-53;   // fl64 then fl_dt
-    c->mu = round_dt(c->dt, st->optim.momentum);
-    c->b1 = round_dt(c->dt, st->optim.beta1);
-    c->b2 = round_dt(c->dt, st->optim.beta2);
-    c->eps = round_dt(c->dt, st->optim.eps);
+    c->mu = par_round_real(c->dt, st->optim.momentum);
+    c->b1 = par_round_real(c->dt, st->optim.beta1);
+    c->b2 = par_round_real(c->dt, st->optim.beta2);
+    c->eps = par_round_real(c->dt, st->optim.eps);
     mpfr_inits2(c->prec, c->mc1, c->mc2, c->mbc1, c->mbc2, (mpfr_ptr)0);
     const long t = st->opt_t > 0 ? st->opt_t : 1;
     const double g53 = (double)(t - 1) * 0x1p-53 / (1 - (double)(t - 1) * 0x1p-53);

@@ -117,11 +117,6 @@ size_t mpc_grad_terms(const par_layer *ly, size_t o, size_t t, size_t *zi, size_
     return n;
 }
 
-static double val(const void *x, par_dtype dt, size_t i)
-{
-    return dt == PAR_F32 ? (double)((const float *)x)[i] : ((const double *)x)[i];
-}
-
 size_t mpc_pool_base(const par_layer *ly, size_t j)
 {
     const size_t n_pos = ly->h_out * ly->w_out, c = j / n_pos, p = j % n_pos, K = ly->K;
@@ -142,7 +137,7 @@ size_t mpc_pool_arg(const par_layer *ly, size_t j, const void *x, par_dtype dt)
     size_t arg = base;
     for (size_t kh = 0; kh < ly->K; kh++)
         for (size_t kw = 0; kw < ly->K; kw++)
-            if (val(x, dt, base + kh * ly->w_in + kw) > val(x, dt, arg))
+            if (par_get_real(dt, x, base + kh * ly->w_in + kw) > par_get_real(dt, x, arg))
                 arg = base + kh * ly->w_in + kw;
     return arg;
 }

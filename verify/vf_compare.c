@@ -100,11 +100,6 @@ long vf_weights_first_diff(const vf_log *a, const vf_log *b)
     return a->n == b->n ? 0 : n + 1;
 }
 
-static double at(const par_array *x, size_t i)
-{
-    return x->dtype == PAR_F32 ? (double)((const float *)x->data)[i] : ((const double *)x->data)[i];
-}
-
 static void index_name(char *buf, size_t size, const par_array *x, size_t i)
 {
     if (x->ndim == 2) snprintf(buf, size, "%s[%zu,%zu]", x->name, i / x->shape[1], i % x->shape[1]);
@@ -142,7 +137,8 @@ par_status vf_weights_compare(vf_weight_diff *d, const char *a_path, const char 
         for (size_t i = 0; i < x->count; i++) {
             if (memcmp((const char *)x->data + i * sz, (const char *)y->data + i * sz, sz) == 0)
                 continue;
-            const double p = at(x, i), q = at(y, i);
+            const double p = par_get_real(x->dtype, x->data, i),
+                         q = par_get_real(y->dtype, y->data, i);
             if (d->equal) {
                 index_name(d->first, sizeof d->first, x, i);
                 d->first_a = p;

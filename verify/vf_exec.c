@@ -14,16 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "par_time.h"
+
 static volatile sig_atomic_t running_pid;
 
 pid_t vf_exec_running(void) { return (pid_t)running_pid; }
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void nap(double s)
 {
@@ -40,7 +35,7 @@ par_status vf_exec(const char *const *argv, const char *const *env, const char *
                    const char *err_path, double timeout_s, int *code, double *wall_s)
 {
     *code = -1;
-    const double t0 = now();
+    const double t0 = par_now();
     int fd_in = open("/dev/null", O_RDONLY), fd_out = open_out(out_path), fd_err = open_out(err_path);
     if (fd_in < 0 || fd_out < 0 || fd_err < 0) {
         const int e = errno;
@@ -83,10 +78,10 @@ par_status vf_exec(const char *const *argv, const char *const *env, const char *
         if (w == pid) break;
         if (w < 0 && errno != EINTR) {
             running_pid = 0;
-            *wall_s = now() - t0;
+            *wall_s = par_now() - t0;
             return par_set_error(PAR_ERR_IO, __FILE__, __LINE__, "waitpid: %s", strerror(errno));
         }
-        const double t = now() - t0;
+        const double t = par_now() - t0;
         if (!timed_out && t > timeout_s) {
             timed_out = 1;
             term_at = t;
@@ -98,7 +93,7 @@ par_status vf_exec(const char *const *argv, const char *const *env, const char *
     }
     running_pid = 0;
     if (timed_out) kill(-pid, SIGKILL);   // stragglers of the group
-    *wall_s = now() - t0;
+    *wall_s = par_now() - t0;
     if (timed_out) *code = 124;
     else if (WIFEXITED(status)) *code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) *code = 128 + WTERMSIG(status);

@@ -48,11 +48,6 @@ static int is_running_stat(const par_model *m, size_t i)
     return 0;
 }
 
-static double at(par_dtype dt, const void *p, size_t i)
-{
-    return dt == PAR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-
 // ---- momentum, nesterov, adam (derivation in vf_lockstep.h) ----
 //
 // One element: the reference's w, state m, v before the step, its gradient g
@@ -67,7 +62,7 @@ typedef struct opt_ctx {
     par_optim_coef k;   // the dtype coefficients both sides use
 } opt_ctx;
 
-static double rd(const opt_ctx *c, double x) { return c->dt == PAR_F32 ? (double)(float)x : x; }
+static double rd(const opt_ctx *c, double x) { return par_round_real(c->dt, x); }
 
 // D of a rounded op's result x (the reference's), its exact results differing
 // by at most delta: |fl(r_f) - fl(r_e)| <= delta + (u |r_f| + eta) + (u |r_e|
@@ -216,9 +211,9 @@ static par_status one_step(vf_lockstep_result *r, lockstep_buf *b, const par_tra
         } while (0)
     if (!ns) {
         for (size_t i = 0; i < N; i++) {
-            const double a = at(dt, wf, i), e = at(dt, wr, i);
+            const double a = par_get_real(dt, wf, i), e = par_get_real(dt, wr, i);
             const size_t n_terms = batch->B * vf_terms_per_sample(m, i);
-            const double tol = vf_lockstep_tol(lr, S[i], at(dt, b->w0, i), n_terms, u);
+            const double tol = vf_lockstep_tol(lr, S[i], par_get_real(dt, b->w0, i), n_terms, u);
             LOCKSTEP_CHECK(0, a, e, tol);
         }
     } else {
@@ -226,8 +221,8 @@ static par_status one_step(vf_lockstep_result *r, lockstep_buf *b, const par_tra
         long tr;
         ref_optim_state(b->ref, sr, &tr);
         opt_ctx c = {dt, u, dt == PAR_F32 ? 0x1p-150 : 0x1p-1074, {0}};
-        const double b1 = c.dt == PAR_F32 ? (double)(float)b->optim.beta1 : b->optim.beta1;
-        const double b2 = c.dt == PAR_F32 ? (double)(float)b->optim.beta2 : b->optim.beta2;
+        const double b1 = rd(&c, b->optim.beta1);
+        const double b2 = rd(&c, b->optim.beta2);
         par_optim_coefs(&c.k, &b->optim, dt, lr, par_optim_power(b1, b->t0 + 1),
                         par_optim_power(b2, b->t0 + 1));
         // The kernels use each coefficient as (REAL)k->x; so does this check (GCC
@@ -240,26 +235,30 @@ static par_status one_step(vf_lockstep_result *r, lockstep_buf *b, const par_tra
         for (size_t i = 0; i < N; i++) {
             const size_t n_terms = batch->B * vf_terms_per_sample(m, i);
             if (is_running_stat(m, i)) {   // as under SGD (S = 0); no state: equal (zeros)
-                const double tol = vf_lockstep_tol(lr, S[i], at(dt, b->w0, i), n_terms, u);
-                LOCKSTEP_CHECK(0, at(dt, wf, i), at(dt, wr, i), tol);
+                const double tol =
+                    vf_lockstep_tol(lr, S[i], par_get_real(dt, b->w0, i), n_terms, u);
+                LOCKSTEP_CHECK(0, par_get_real(dt, wf, i), par_get_real(dt, wr, i), tol);
                 for (int j = 0; j < ns; j++)
-                    LOCKSTEP_CHECK(1 + j, at(dt, sf.arr[j], i), at(dt, sr[j], i), 0.0);
+                    LOCKSTEP_CHECK(1 + j, par_get_real(dt, sf.arr[j], i),
+                                   par_get_real(dt, sr[j], i), 0.0);
                 continue;
             }
             const double Eg = 2 * gamma_n((double)n_terms, u) * S[i];
             double ref[3], tol[3];
-            optim_tol(&c, at(dt, g, i), Eg, at(dt, b->w0, i), at(dt, s0, i),
-                      ns > 1 ? at(dt, s0 + N * sz, i) : 0, ref, tol);
-            const double e[3] = {at(dt, wr, i), at(dt, sr[0], i), ns > 1 ? at(dt, sr[1], i) : 0};
+            optim_tol(&c, par_get_real(dt, g, i), Eg, par_get_real(dt, b->w0, i),
+                      par_get_real(dt, s0, i), ns > 1 ? par_get_real(dt, s0 + N * sz, i) : 0, ref,
+                      tol);
+            const double e[3] = {par_get_real(dt, wr, i), par_get_real(dt, sr[0], i),
+                                 ns > 1 ? par_get_real(dt, sr[1], i) : 0};
             for (int j = 0; j <= ns; j++)
                 PAR_FAIL_IF(!(ref[j] == e[j]) && !(isnan(ref[j]) && isnan(e[j])), PAR_ERR_NUMERIC,
                             "lockstep: the reference's %s element %zu at step %ld is %.17g, "
                             "its formula (par_kernels.h) gives %.17g",
                             j ? par_optim_state_name(b->optim.kind, j - 1) : "weight", i, k, e[j],
                             ref[j]);
-            LOCKSTEP_CHECK(0, at(dt, wf, i), e[0], tol[0]);
+            LOCKSTEP_CHECK(0, par_get_real(dt, wf, i), e[0], tol[0]);
             for (int j = 0; j < ns; j++)
-                LOCKSTEP_CHECK(1 + j, at(dt, sf.arr[j], i), e[1 + j], tol[1 + j]);
+                LOCKSTEP_CHECK(1 + j, par_get_real(dt, sf.arr[j], i), e[1 + j], tol[1 + j]);
         }
     }
     #undef LOCKSTEP_CHECK
@@ -292,7 +291,7 @@ par_status vf_lockstep(vf_lockstep_result *r, const par_trainer_ops *ops,
                 PAR_ERR_CONFIG, "--model %s does not fit dataset %s", m->spec, ds->name);
     PAR_FAIL_IF(n_train == 0 || Bmax == 0 || epochs < 1, PAR_ERR_CONFIG,
                 "lockstep needs training records, a batch >= 1 and epochs >= 1");
-    const double lr = dt == PAR_F32 ? (double)(float)lr_ref : lr_ref;
+    const double lr = par_round_real(dt, lr_ref);
     lockstep_buf b = {0};
     b.n_state = n_state;
     b.optim = optim;

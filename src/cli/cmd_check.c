@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 
@@ -16,6 +15,7 @@
 #include "mpc_check.h"
 #include "par_engine.h"
 #include "par_io.h"
+#include "par_time.h"
 
 typedef struct check_opts {
     const char *dataset, *weights, *samples, *model, *act, *trainer, *mode, *dtype, *fault;
@@ -24,13 +24,6 @@ typedef struct check_opts {
     double lr, momentum, beta1, beta2, eps;   // NAN: not given (the defaults apply)
     uint64_t seed;
 } check_opts;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static const char *const HINT_DATA = "run data/fetch.sh (or ci/setup.sh) to install the datasets";
 
@@ -428,7 +421,7 @@ int cmd_check(int argc, char **argv)
         return EXIT_USAGE;
     }
 
-    const double t0 = now();
+    const double t0 = par_now();
     par_dataset ds;
     par_status st = par_dataset_open(&ds, o.dataset, 10);
     if (st != PAR_OK) return cli_fail("check", st, HINT_DATA);
@@ -502,9 +495,9 @@ int cmd_check(int argc, char **argv)
                                  .init_params = w0,
                                  .optim = &optim};
         const par_batch batch = {x, labels, B};
-        const double t1 = now();
+        const double t1 = par_now();
         st = mpc_capture_state(&run, tr, &cfg, &batch, &start);
-        c.t_run = now() - t1;
+        c.t_run = par_now() - t1;
         const mpc_opts mo = {o.prec, o.mpfr_threads, !o.no_e2e};
         if (st == PAR_OK) st = mpc_check_step(&rep, &run, &mo);
         c.contract = mode == PAR_MODE_EXACT && strcmp(tr->name, "reference") != 0;
@@ -514,7 +507,7 @@ int cmd_check(int argc, char **argv)
             if (st == PAR_OK) st = mpc_check_contract(&rep, &run, &ref);
         }
     }
-    c.t_total = now() - t0;
+    c.t_total = par_now() - t0;
     if (st == PAR_OK && rc == EXIT_OK) {
         if (o.json)
             report_json(&c, &rep);

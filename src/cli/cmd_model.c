@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -21,18 +20,12 @@
 #include "par_kernels.h"
 #include "par_mpi_launch.h"
 #include "par_run.h"
+#include "par_time.h"
 #include "sm_model.h"
 
 #ifdef PARITY_HAVE_MPI
 #include <mpi.h>
 #endif
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -163,11 +156,11 @@ static par_status time_steps(const par_model *m, par_dtype dt, const par_dataset
         for (size_t s = 0; s < b; s++) idx[s] = ((size_t)(r + 3) * b + s) % ds->n_train;
         par_data_gather(&ds->train, idx, b, dt, x, labels);
         const par_batch batch = {x, labels, b};
-        const double t0 = now();
+        const double t0 = par_now();
         par_engine_forward_backward(&e, &batch, 0, b, 1);
         par_engine_weight_grads(&e, b, 0, par_n_chunks(b, C), 0);
         par_engine_update(&e);
-        if (r >= 0) t[r] = now() - t0;
+        if (r >= 0) t[r] = par_now() - t0;
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     *sec = t[reps / 2];

@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
 
 #include "cli.h"
+#include "par_time.h"
 
 #ifdef PARITY_HAVE_MPI
 #include <mpi.h>
@@ -70,13 +70,6 @@ int par_mpi_relaunch(int argc, char **argv, int ranks)
 }
 
 // ---- --ranks: mpirun as a child, watched ----
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static volatile sig_atomic_t parent_sig, parent_sig_count;
 
@@ -238,8 +231,8 @@ int par_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
             if (forwarded == 0) {
                 kill(pid, parent_sig == SIGINT ? SIGUSR1 : SIGUSR2);
                 forwarded = 1;
-                t_first = now();
-            } else if (forwarded == 1 && now() - t_first >= 2.0) {
+                t_first = par_now();
+            } else if (forwarded == 1 && par_now() - t_first >= 2.0) {
                 kill(pid, SIGTERM);
                 forwarded = 2;
             }
@@ -256,7 +249,7 @@ int par_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
     }
     close(pfd[0]);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        if (parent_sig_count > seen && now() - t_first >= 2.0) kill(pid, SIGTERM);
+        if (parent_sig_count > seen && par_now() - t_first >= 2.0) kill(pid, SIGTERM);
         seen = parent_sig_count;
     }
     if (w && w->len) watch_line(w, w->line, w->len);

@@ -57,16 +57,6 @@ void par_ckpt_config_sha256(char out[65], const par_ckpt_config *c)
     par_sha256_hex(out, text, strlen(text));
 }
 
-void par_sha256_parts(char out[65], const void *const *parts, const size_t *sizes, int n)
-{
-    crypto_hash_sha256_state st;
-    crypto_hash_sha256_init(&st);
-    for (int i = 0; i < n; i++) crypto_hash_sha256_update(&st, parts[i], sizes[i]);
-    unsigned char h[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256_final(&st, h);
-    sodium_bin2hex(out, 65, h, sizeof h);
-}
-
 int par_ckpt_config_diff(char *why, size_t cap, const par_ckpt_config *a,
                          const par_ckpt_config *b)
 {

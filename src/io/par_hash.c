@@ -23,6 +23,16 @@ void par_sha256_hex(char out[65], const void *data, size_t n)
     sodium_bin2hex(out, 65, h, sizeof h);
 }
 
+void par_sha256_parts(char out[65], const void *const *parts, const size_t *sizes, int n)
+{
+    crypto_hash_sha256_state st;
+    crypto_hash_sha256_init(&st);
+    for (int i = 0; i < n; i++) crypto_hash_sha256_update(&st, parts[i], sizes[i]);
+    unsigned char h[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final(&st, h);
+    sodium_bin2hex(out, 65, h, sizeof h);
+}
+
 par_status par_sha256_file(char out[65], const char *path)
 {
     out[0] = '\0';

@@ -56,6 +56,8 @@ par_status par_out_check(const char *path);
 
 // SHA-256 of n bytes as 64 lowercase hex chars + NUL (libsodium).
 void par_sha256_hex(char out[65], const void *data, size_t n);
+// SHA-256 over n buffers in order, as one stream.
+void par_sha256_parts(char out[65], const void *const *parts, const size_t *sizes, int n);
 // SHA-256 of a file's bytes.
 par_status par_sha256_file(char out[65], const char *path);
 
@@ -172,9 +174,6 @@ void par_ckpt_config_sha256(char out[65], const par_ckpt_config *c);
 // X, this run Y" for the first field that differs in why.
 int par_ckpt_config_diff(char *why, size_t cap, const par_ckpt_config *ckpt,
                          const par_ckpt_config *run);
-
-// SHA-256 over n buffers in order, as one stream.
-void par_sha256_parts(char out[65], const void *const *parts, const size_t *sizes, int n);
 
 // An open checkpoint folder, locked against other writers.
 typedef struct par_ckpt_dir par_ckpt_dir;

@@ -289,8 +289,7 @@ void par_model_init(const par_model *m, par_dtype dt, uint64_t seed, void *param
                 const size_t rv = m->views[L->stat_view + 1].offset;
                 const size_t j = w->offset + i;
                 const double v = j < b->offset || (j >= rv && j < rv + st->count) ? 1.0 : 0.0;
-                if (dt == PAR_F32) ((float *)params)[j] = (float)v;
-                else ((double *)params)[j] = v;
+                par_put_real(dt, params, j, v);
             }
             continue;
         }
@@ -300,8 +299,7 @@ void par_model_init(const par_model *m, par_dtype dt, uint64_t seed, void *param
         for (size_t i = 0; i < w->count; i++) {
             double u = par_rng_uniform(seed, PAR_RNG_INIT, (uint32_t)l, i);
             double v = (2.0 * u - 1.0) * a;
-            if (dt == PAR_F32) ((float *)params)[w->offset + i] = (float)v;
-            else ((double *)params)[w->offset + i] = v;
+            par_put_real(dt, params, w->offset + i, v);
         }
         size_t sz = par_dtype_size(dt);
         memset((char *)params + b->offset * sz, 0, b->count * sz);

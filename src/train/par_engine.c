@@ -92,12 +92,11 @@ void par_engine_begin_step(par_engine *e) { e->steps++; }
 void par_engine_round_to_half(const par_engine *e, void *y, size_t lo, size_t hi)
 {
     for (size_t i = lo; i < hi; i++) {
-        double v = e->dt == PAR_F32 ? ((float *)y)[i] : ((double *)y)[i];
+        double v = par_get_real(e->dt, y, i);
         int ex;
         double m = frexp(v, &ex);
         v = ldexp(nearbyint(ldexp(m, 11)), ex - 11);
-        if (e->dt == PAR_F32) ((float *)y)[i] = (float)v;
-        else ((double *)y)[i] = v;
+        par_put_real(e->dt, y, i, v);
     }
 }
 
@@ -352,8 +351,6 @@ double par_optim_power(double b, long t)
     return p;
 }
 
-static double round_to(par_dtype dt, double x) { return dt == PAR_F32 ? (double)(float)x : x; }
-
 void par_optim_coefs(par_optim_coef *k, const par_optim *o, par_dtype dt, double lr, double p1,
                      double p2)
 {
@@ -361,15 +358,15 @@ void par_optim_coefs(par_optim_coef *k, const par_optim *o, par_dtype dt, double
     k->kind = o->kind == PAR_OPTIM_MOMENTUM   ? PAR_UPDATE_MOMENTUM
               : o->kind == PAR_OPTIM_NESTEROV ? PAR_UPDATE_NESTEROV
                                               : PAR_UPDATE_ADAM;
-    k->lr = round_to(dt, lr);
-    k->mu = round_to(dt, o->momentum);
-    k->b1 = round_to(dt, o->beta1);
-    k->b2 = round_to(dt, o->beta2);
-    k->c1 = round_to(dt, 1.0 - k->b1);   // the dtype's subtraction (double rounding is exact)
-    k->c2 = round_to(dt, 1.0 - k->b2);
-    k->bc1 = round_to(dt, 1.0 - p1);
-    k->bc2 = round_to(dt, 1.0 - p2);
-    k->eps = round_to(dt, o->eps);
+    k->lr = par_round_real(dt, lr);
+    k->mu = par_round_real(dt, o->momentum);
+    k->b1 = par_round_real(dt, o->beta1);
+    k->b2 = par_round_real(dt, o->beta2);
+    k->c1 = par_round_real(dt, 1.0 - k->b1);   // the dtype's subtraction (double rounding is exact)
+    k->c2 = par_round_real(dt, 1.0 - k->b2);
+    k->bc1 = par_round_real(dt, 1.0 - p1);
+    k->bc2 = par_round_real(dt, 1.0 - p2);
+    k->eps = par_round_real(dt, o->eps);
 }
 
 par_status par_engine_get_optim_op(void *state, par_optim_state *out)
@@ -399,11 +396,6 @@ par_status par_engine_set_optim_op(void *state, const par_optim_state *in)
 // PAR_FAULT_OPT_SWAP (tests only): copies of w and the state before the
 // update; then w = w0 - lr * step(state before), in double, the state kept
 // as the update left it. Allocation failure: no fault.
-static double get_dt(par_dtype dt, const void *p, size_t i)
-{
-    return dt == PAR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-
 static void fault_swap_save(par_engine *e, void **w0, void *s0[2])
 {
     const size_t bytes = e->m->n_params * par_dtype_size(e->dt);
@@ -424,14 +416,13 @@ static void fault_swap_save(par_engine *e, void **w0, void *s0[2])
 static void fault_swap_apply(par_engine *e, const par_optim_coef *k, void *w0, void *s0[2])
 {
     for (size_t i = 0; i < e->m->n_params; i++) {
-        const double m = get_dt(e->dt, s0[0], i), g = get_dt(e->dt, e->g, i);
+        const double m = par_get_real(e->dt, s0[0], i), g = par_get_real(e->dt, e->g, i);
         double st = m;
         if (k->kind == PAR_UPDATE_NESTEROV) st = g + k->mu * m;
         if (k->kind == PAR_UPDATE_ADAM)
-            st = (m / k->bc1) / (sqrt(get_dt(e->dt, s0[1], i) / k->bc2) + k->eps);
-        const double w = get_dt(e->dt, w0, i) - k->lr * st;
-        if (e->dt == PAR_F32) ((float *)e->w)[i] = (float)w;
-        else ((double *)e->w)[i] = w;
+            st = (m / k->bc1) / (sqrt(par_get_real(e->dt, s0[1], i) / k->bc2) + k->eps);
+        const double w = par_get_real(e->dt, w0, i) - k->lr * st;
+        par_put_real(e->dt, e->w, i, w);
     }
     free(w0);
     free(s0[0]);
@@ -445,7 +436,8 @@ static void optim_update(par_engine *e)
     const long t = ++e->opt_t;
     par_optim_coef k;
     if (e->optim.kind == PAR_OPTIM_ADAM) {
-        const double b1 = round_to(e->dt, e->optim.beta1), b2 = round_to(e->dt, e->optim.beta2);
+        const double b1 = par_round_real(e->dt, e->optim.beta1),
+                     b2 = par_round_real(e->dt, e->optim.beta2);
         if (e->pow_t >= 0 && e->pow_t == t - 1) {   // one more factor: the same products
             e->p1 = e->p1 * b1;
             e->p2 = e->p2 * b2;

@@ -68,8 +68,7 @@ int par_find_nonfinite(char *where, size_t cap, const par_model *m, par_dtype dt
         const par_view *w = &m->views[v];
         for (size_t i = 0; i < w->count; i++) {
             const size_t k = w->offset + i;
-            const double x = dt == PAR_F32 ? (double)((const float *)params)[k]
-                                           : ((const double *)params)[k];
+            const double x = par_get_real(dt, params, k);
             if (isfinite(x)) continue;
             if (w->ndim == 2)
                 snprintf(where, cap, "%s[%zu][%zu] = %g", w->name, i / w->shape[1],
@@ -289,7 +288,7 @@ par_status par_evaluate(const par_model *m, par_dtype dt, const void *params,
         par_engine_forward_backward(&e, &batch, 0, B, 0);
         hits += e.hits;
         for (size_t s = 0; s < B; s++)
-            sum += dt == PAR_F32 ? (double)((float *)e.loss)[s] : ((double *)e.loss)[s];
+            sum += par_get_real(dt, e.loss, s);
     }
     *loss = sum / (double)count;
     *accuracy = (double)hits / (double)count;

@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "par_io.h"
+#include "par_time.h"
 
 #ifdef PARITY_HAVE_MPI
 #include <mpi.h>
@@ -76,13 +76,6 @@ static par_status agree_status(par_session *s, par_status local)
     return par_session_agree(s->cfg.ranks, local, &s->res.peer_failed);
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static size_t weight_bytes(const par_session *s)
 {
     return s->cfg.model->n_params * par_dtype_size(s->cfg.dtype);
@@ -113,7 +106,7 @@ static par_status on_step(void *ctx, int epoch, long step, size_t B, double loss
         s->pending = par_log_step(s->log, epoch, step, loss, s->cfg.no_digest ? NULL : sha);
         if (s->pending != PAR_OK) return s->mpi ? PAR_OK : s->pending;
     }
-    progress(s, 0, epoch, step, now());
+    progress(s, 0, epoch, step, par_now());
     return PAR_OK;
 }
 
@@ -176,7 +169,7 @@ static par_status on_epoch(void *ctx, int epoch, long step, const void *params)
     par_session_result *r = &s->res;
     par_status st = PAR_OK;
     if (s->cfg.rank == 0) {
-        double t0 = now();
+        double t0 = par_now();
         const par_dataset *ds = s->cfg.ds;
         const par_model *m = s->cfg.model;
         int T = s->cfg.threads;
@@ -185,7 +178,7 @@ static par_status on_epoch(void *ctx, int epoch, long step, const void *params)
         if (st == PAR_OK)
             st = par_evaluate(m, s->cfg.dtype, params, &ds->test, 0, ds->test.n, T,
                               &r->test_loss, &r->test_acc);
-        s->t_eval += now() - t0;
+        s->t_eval += par_now() - t0;
         if (st == PAR_OK && s->log)
             st = par_log_epoch(s->log, epoch, step, r->val_loss, r->val_acc, r->test_loss,
                                r->test_acc);
@@ -198,7 +191,7 @@ static par_status on_epoch(void *ctx, int epoch, long step, const void *params)
             s->best_test_loss = r->test_loss;
             s->best_test_acc = r->test_acc;
         }
-        if (st == PAR_OK) progress(s, 1, epoch, step, now());
+        if (st == PAR_OK) progress(s, 1, epoch, step, par_now());
     }
     return agree_status(s, st);
 }
@@ -523,9 +516,9 @@ par_status par_session_run(par_session *s, const volatile sig_atomic_t *stop)
                             c->check_every > 0 ? c->check_every : -1, after_step,
                             c->resume ? &start_os : NULL, &s->optim_now};
     const par_run_hooks hooks = {s, on_step, on_epoch};
-    s->t_start = now();
+    s->t_start = par_now();
     par_status st = par_run_ex(&ro, &rx, &hooks, s->final, &r->steps, &r->stats);
-    r->seconds = now() - s->t_start - s->t_eval;
+    r->seconds = par_now() - s->t_start - s->t_eval;
     if (st == PAR_OK && s->best_w && r->best_epoch >= 0) {
         // --select best-val: that epoch's weights and evaluation stand for the run.
         memcpy(s->final, s->best_w, weight_bytes(s));

@@ -194,18 +194,6 @@ static par_status root_create(const par_run_cfg *cfg, void **state)
     return create(cfg, state, cfg->threads, 1);
 }
 
-// A one-element buffer of the dtype holding v.
-static void put_real(const mpi_state *s, void *buf, double v)
-{
-    if (s->e.dt == PAR_F32) *(float *)buf = (float)v;
-    else *(double *)buf = v;
-}
-
-static double get_real(const mpi_state *s, const void *buf)
-{
-    return s->e.dt == PAR_F32 ? (double)*(const float *)buf : *(const double *)buf;
-}
-
 // exact mpi/hybrid: the ordered chain fold, then the result round the ring.
 static double ring_fold(mpi_state *s, size_t B, size_t c0, size_t c1)
 {
@@ -248,10 +236,10 @@ static double ring_fold(mpi_state *s, size_t B, size_t c0, size_t c1)
     double t0 = MPI_Wtime();
     if (r > 0) {
         recv(s, lossbuf[0], 1, prev, 2 * s->n_seg);
-        acc = get_real(s, lossbuf[0]);
+        acc = par_get_real(s->e.dt, lossbuf[0], 0);
     }
     if (has) acc = par_engine_loss_fold(&s->e, B, c0, c1, acc, r > 0);
-    put_real(s, lossbuf[1], acc);
+    par_put_real(s->e.dt, lossbuf[1], 0, acc);
     if (next >= 0) isend(s, lossbuf[1], 1, next, 2 * s->n_seg);
 
     // Phase 2: the final gradient from the last rank to everyone (the last
@@ -271,7 +259,7 @@ static double ring_fold(mpi_state *s, size_t B, size_t c0, size_t c1)
     }
     if (bprev >= 0) {   // phase 2 has its own buffer: phase 1's send may be in flight
         recv(s, lossbuf[2], 1, bprev, base + 2 * s->n_seg);
-        acc = get_real(s, lossbuf[2]);
+        acc = par_get_real(s->e.dt, lossbuf[2], 0);
     }
     if (bnext >= 0) isend(s, lossbuf[r == last ? 1 : 2], 1, bnext, base + 2 * s->n_seg);
     MPI_Waitall(s->n_reqs, s->reqs, MPI_STATUSES_IGNORE);
@@ -314,7 +302,7 @@ static double root_fold(mpi_state *s, size_t B, size_t c0, size_t c1, size_t n_c
             // This chunk alone, its gradient in e.g, copied out with its loss.
             par_engine_weight_grads(&s->e, B, c, c + 1, 0);
             memcpy(s->chunk_g, s->e.g, N * par_dtype_size(s->e.dt));
-            put_real(s, at(s, s->chunk_g, N), par_engine_loss_fold(&s->e, B, c, c + 1, 0, 0));
+            par_put_real(s->e.dt, s->chunk_g, N, par_engine_loss_fold(&s->e, B, c, c + 1, 0, 0));
             double t0 = MPI_Wtime();
             MPI_Send(s->chunk_g, (int)(N + 1), s->real_t, 0, (int)c, s->comm);
             s->comm_s += MPI_Wtime() - t0;
