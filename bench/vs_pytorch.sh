@@ -4,10 +4,15 @@
 # ratios, for
 #   mlp (default): MLP 784-256-128-10, SGD lr 0.01, Fashion-MNIST;
 #   cnn: the MNIST CNN (conv 1->32 3x3 padding 1, ReLU, fc 128, ReLU, fc 10),
-#        Adam lr 0.001, MNIST.
+#        Adam lr 0.001, MNIST;
+#   cifar: the CIFAR-10 CNN with batchnorm (three blocks conv 3x3 -> bn ->
+#        ReLU -> max-pool 2, 3->32->64->128, fc 256, fc 10), SGD lr 0.01, on
+#        CIFAR-format data of CIFAR-10's size that `parity data make-cifar`
+#        generates (speed does not depend on the pixels); the first
+#        CIFAR_STEPS (100) steps of the epoch, timed and scaled to the epoch.
 # PyTorch's best 2-core setups: torch 1 thread + OPENBLAS_NUM_THREADS=2, and
 # torch 2 threads with OMP_WAIT_POLICY=passive; its default 2-thread setup is
-# listed too. Prints figures; not a test. Usage: bench/vs_pytorch.sh [REPEATS] [mlp|cnn]
+# listed too. Prints figures; not a test. Usage: bench/vs_pytorch.sh [REPEATS] [mlp|cnn|cifar]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=${1:-3}
@@ -15,7 +20,8 @@ WHAT=${2:-mlp}
 case $WHAT in
 mlp) P_ARGS=(--dataset fashion-mnist) ;;
 cnn) P_ARGS=(--dataset mnist --model cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10 --optim adam --lr 0.001) ;;
-*) echo "usage: bench/vs_pytorch.sh [REPEATS] [mlp|cnn]" >&2; exit 2 ;;
+cifar) ;;   # below, once parity is built
+*) echo "usage: bench/vs_pytorch.sh [REPEATS] [mlp|cnn|cifar]" >&2; exit 2 ;;
 esac
 # python3-torch depends on "libblas.so.3", which apt satisfies with the
 # reference BLAS (10x slower here); OpenBLAS (pthread build) must be asked for.
@@ -27,9 +33,25 @@ fi
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
 echo "BLAS behind PyTorch: ${blas:-unknown}"
 [ -x build/parity ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
+T_ARGS=("$WHAT")
+if [ "$WHAT" = cifar ]; then
+    steps=${CIFAR_STEPS:-100}
+    data=$(mktemp -d)
+    trap 'rm -rf "$data"' EXIT
+    ./build/parity data make-cifar "$data" --records 10000 >/dev/null
+    P_ARGS=(--dataset "$data" --steps "$steps" --lr 0.01
+            --model cnn:3x32x32-c32k3p1-bn-r-m2-c64k3p1-bn-r-m2-c128k3p1-bn-r-m2-f-fc256-r-fc10)
+    T_ARGS=(cifar "$data" "$steps")
+    PER_EPOCH=704   # ceil(45,000 / 64)
+    echo "CIFAR-format data: 50,000 generated training records (45,000 after the validation split); $steps steps timed, scaled to 704 a epoch"
+fi
 
 median() { python3 -c "import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
-parity_run() { ./build/parity train --epochs 1 --quiet --json "${P_ARGS[@]}" "$@" | python3 -c "import json,sys; print(json.load(sys.stdin)['seconds'])"; }
+# seconds per epoch: a run's seconds, scaled by PER_EPOCH / steps when set
+parity_run() { ./build/parity train --epochs 1 --quiet --json "${P_ARGS[@]}" "$@" | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+print(d['seconds'] * ${PER_EPOCH:-0} / d['steps'] if ${PER_EPOCH:-0} else d['seconds'])"; }
 torch_run() { env "$@" | python3 -c "import json,sys; print(json.load(sys.stdin)['seconds'])"; }
 
 declare -A t
@@ -37,10 +59,10 @@ for i in $(seq "$R"); do
     t[p_serial_exact]+=" $(parity_run --trainer serial)"
     t[p_serial_fast]+=" $(parity_run --trainer serial --mode fast)"
     t[p_omp2_exact]+=" $(parity_run --trainer omp --threads 2)"
-    t[torch1]+=" $(torch_run OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/vs_pytorch.py 1 f32 "$WHAT")"
-    t[torch1_blas2]+=" $(torch_run OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/vs_pytorch.py 1 f32 "$WHAT")"
-    t[torch2_passive]+=" $(torch_run OMP_WAIT_POLICY=passive /usr/bin/python3 bench/vs_pytorch.py 2 f32 "$WHAT")"
-    t[torch2_default]+=" $(torch_run /usr/bin/python3 bench/vs_pytorch.py 2 f32 "$WHAT")"
+    t[torch1]+=" $(torch_run OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/vs_pytorch.py 1 f32 "${T_ARGS[@]}")"
+    t[torch1_blas2]+=" $(torch_run OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/vs_pytorch.py 1 f32 "${T_ARGS[@]}")"
+    t[torch2_passive]+=" $(torch_run OMP_WAIT_POLICY=passive /usr/bin/python3 bench/vs_pytorch.py 2 f32 "${T_ARGS[@]}")"
+    t[torch2_default]+=" $(torch_run /usr/bin/python3 bench/vs_pytorch.py 2 f32 "${T_ARGS[@]}")"
 done
 declare -A m
 for k in "${!t[@]}"; do m[$k]=$(median ${t[$k]}); done
