@@ -8,7 +8,10 @@
 #          row marked FAIL with the first differing step and element, no signature
 #   quick  verify/suites/quick passes, is signed, `table verify` accepts it and
 #          rejects it after one flipped byte (a few minutes)
-# Usage: test_verify.sh sign|suite|fault|quick PATH/TO/parity  (needs fashion-mnist)
+#   studies verify/suites/studies-quick passes and every case's exact configs
+#          are bitwise equal to the reference, per step and in the final weights
+#          (results.json); MPFR checks it cannot run are "not covered" (minutes)
+# Usage: test_verify.sh sign|suite|fault|quick|studies PATH/TO/parity  (needs fashion-mnist, mnist)
 set -u
 . "$(dirname "$0")/test_lib.sh"
 MODE=$1
@@ -237,6 +240,29 @@ trainers = serial'
     expect_suite fault "$T/fault:4: key 'fault': 'bogus': expected ulp:STEP:INDEX"
     printf '%s\nepochs = 1\n' "$ok" >"$T/both"
     expect_suite both "$T/both:4: key 'epochs': give steps or epochs, not both"
+    # The keys of the studies (optim and its hyperparameters, upscale, batch = full, check_steps = none).
+    printf '%s\noptim = rmsprop\n' "$ok" >"$T/optim"
+    expect_suite optim "$T/optim:4: key 'optim': 'rmsprop': expected sgd, momentum, nesterov or adam"
+    printf '%s\noptim = momentum\nmomentum = 1.5\n' "$ok" >"$T/mom"
+    expect_suite mom "$T/mom:5: key 'momentum': '1.5': expected a number from 0 to below 1"
+    printf '%s\nmomentum = 0.5\n' "$ok" >"$T/momsgd"
+    expect_suite momsgd "$T/momsgd:4: key 'momentum': goes with optim = momentum or nesterov (optim is sgd)"
+    printf '%s\noptim = adam\nbeta1 = x\n' "$ok" >"$T/beta1"
+    expect_suite beta1 "$T/beta1:5: key 'beta1': 'x': expected a number from 0 to below 1"
+    printf '%s\noptim = adam\nbeta2 = -0.1\n' "$ok" >"$T/beta2"
+    expect_suite beta2 "$T/beta2:5: key 'beta2': '-0.1': expected a number from 0 to below 1"
+    printf '%s\noptim = adam\neps = 0\n' "$ok" >"$T/eps"
+    expect_suite eps "$T/eps:5: key 'eps': '0': expected a finite number > 0"
+    printf '%s\noptim = nesterov\neps = 1e-6\n' "$ok" >"$T/epsnes"
+    expect_suite epsnes "$T/epsnes:5: key 'eps': goes with optim = adam (optim is nesterov)"
+    printf '%s\nupscale = 2000\n' "$ok" >"$T/up"
+    expect_suite up "$T/up:4: key 'upscale': '2000': expected an image side from 1 to 1024"
+    printf '%s\nbatch = half\n' "$ok" >"$T/bfull"
+    expect_suite bfull "$T/bfull:4: key 'batch': 'half': expected an integer from 1 to 1000000 or full"
+    printf '%s\ncheck_steps = none, last\n' "$ok" >"$T/csnone"
+    expect_suite csnone "$T/csnone:4: key 'check_steps': 'none': expected a step number >= 1, first or last (or none alone)"
+    printf '%s\nbatch = full\npredict = 4\n' "$ok" >"$T/predfull"
+    expect_suite predfull "$T/predfull:5: key 'predict': the scaling model (parity model) predicts SGD steps of a numbered batch on the dataset's own images, this case has batch = full"
     printf '[case a]\nsteps = 5\ntrainers = serial\nthreads = 2\n' >"$T/noconfig"
     expect_suite noconfig "$T/noconfig:3: key 'trainers': no trainer of [case a] runs"
     printf '[suite x]\n' >"$T/section"
@@ -252,7 +278,7 @@ trainers = serial'
     "$P" verify quick --key "$T/none.key" --out "$T/o" >/dev/null 2>"$T/err"
     check "a missing signing key exits 2 before any work, with the keygen hint" \
         test $? = 2 -a "$(grep -c 'parity table keygen' "$T/err")" = 1 -a ! -e "$T/o"
-    for s in quick default full; do
+    for s in quick default full studies studies-quick studies-cifar10; do
         "$P" verify "$(dirname "$0")/../verify/suites/$s" --key "$T/none.key" --out "$T/o" >/dev/null 2>"$T/err"
         check "shipped suite $s parses (fails only for the missing key)" grep -q "no signing key" "$T/err"
     done
@@ -265,6 +291,13 @@ trainers = serial'
         "$(grep -c '^parity verify: case 1/1 tiny: task 1/[0-9]* reference (2 steps) (0:0' "$T/err")" = 1
     "$P" verify "$T/tiny" --out "$T/p2" --key "$T/p.key" --quiet >/dev/null 2>"$T/err" </dev/null
     check "verify --quiet: nothing on stderr" test $? = 0 -a ! -s "$T/err"
+    # Found when the run starts (parity lockstep's flags): fast mode with an optimizer it lacks.
+    printf '%s\noptim = adam\nmodes = exact, fast\n' "$ok" >"$T/fastadam"
+    "$P" verify "$T/fastadam" --out "$T/p3" --key "$T/p.key" --quiet >/dev/null 2>"$T/err" </dev/null
+    rc=$?
+    check "fast mode with optim = adam: exit 2, one line naming the case and lockstep ($(head -n 1 "$T/err"))" \
+        test $rc = 2 -a "$(grep -vc '^hint:' "$T/err")" = 1 -a \
+        "$(head -n 1 "$T/err")" = "parity verify: $T/fastadam:1: key 'modes': [case a] fast mode is checked by parity lockstep, which takes no --optim (its bound is derived for SGD): use modes = exact"
     ;;
 fault)
     "$P" table keygen --key "$T/k.key" >/dev/null
@@ -368,8 +401,82 @@ PY
         test $? = 1 -a "$(wc -l <"$T/err")" = 1
     cat "$T/err"
     ;;
+studies)
+    # verify/suites/studies-quick, run from a folder of its own holding the
+    # generated CIFAR-format data its CIFAR-10 case reads (results/cifar10-made).
+    "$P" table keygen --key "$T/k.key" >/dev/null
+    suite=$(cd "$(dirname "$0")/../verify/suites" && pwd)/studies-quick
+    (cd "$T" && "$P" data make-cifar results/cifar10-made --records 1000 >/dev/null)
+    start=$(date +%s)
+    (cd "$T" && "$P" verify "$suite" --out "$T/s" --key "$T/k.key" >"$T/out" 2>"$T/err")
+    rc=$?
+    echo "studies-quick suite: exit $rc in $(($(date +%s) - start)) s"
+    cat "$T/out" "$T/err"
+    check "the studies-quick suite passes (exit 0)" test $rc = 0
+    check "... and is signed" test -s "$T/s/results.json.minisig"
+    "$P" table verify "$T/s" --pub "$T/k.pub" >"$T/out" 2>"$T/err"
+    check "parity table verify accepts it" test $? = 0
+    python3 - "$T/s/results.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+cases = {c['name']: c for c in d['cases']}
+want = {  # case -> its exact configs (trainer, T, R), in the suite's order
+    'study1': [('serial', 1, 1), ('omp', 1, 1), ('omp', 2, 1), ('mpi', 1, 1), ('mpi', 1, 2),
+               ('root', 1, 1), ('root', 2, 1), ('root', 1, 2), ('root', 2, 2)],
+    'study2': [('serial', 1, 1), ('omp', 1, 1), ('omp', 2, 1), ('mpi', 1, 1), ('mpi', 1, 2),
+               ('hybrid', 1, 1), ('hybrid', 2, 1), ('hybrid', 1, 2), ('hybrid', 2, 2),
+               ('root', 1, 1), ('root', 2, 1), ('root', 1, 2), ('root', 2, 2)],
+    'study2-t4': [('omp', 4, 1)],
+    'study2-r4': [('mpi', 1, 4), ('hybrid', 1, 4), ('hybrid', 2, 4)],
+    'study3-784': [('serial', 1, 1), ('omp', 1, 1), ('omp', 2, 1), ('mpi', 1, 1), ('mpi', 1, 2)],
+    'study3-3249': [('serial', 1, 1), ('omp', 1, 1), ('omp', 2, 1), ('mpi', 1, 1), ('mpi', 1, 2)],
+    'study3-12544': [('serial', 1, 1), ('mpi', 1, 1), ('mpi', 1, 2)],
+    'study4-mnist': [('serial', 1, 1), ('omp', 1, 1), ('omp', 2, 1), ('mpi', 1, 1), ('mpi', 1, 2)],
+    'study4-cifar10-made': [('serial', 1, 1), ('omp', 1, 1), ('omp', 2, 1), ('mpi', 1, 1), ('mpi', 1, 2),
+                            ('hybrid', 1, 1), ('hybrid', 2, 1), ('hybrid', 1, 2), ('hybrid', 2, 2)],
+}
+assert sorted(cases) == sorted(want), sorted(cases)
+for name, cfgs in want.items():
+    c = cases[name]
+    got = [(e['trainer'], e['threads'], e['ranks']) for e in c['configs']]
+    assert got == cfgs, (name, got)
+    ref = c['reference']
+    for e in c['configs']:
+        assert e['mode'] == 'exact' and e['verdict'] == 'pass', (name, e)
+        k = e['correctness']
+        assert k['method'] == 'bitwise' and k['verdict'] == 'pass', (name, k)
+        assert k['first_loss_diff_step'] == 0 and k['first_weights_diff_step'] == 0, (name, k)
+        assert k['weights_equal'] is True and k['weight_digests_compared'] is True, (name, k)
+        assert k['steps_compared'] == c['settings']['total_steps'] == len(ref['losses']), (name, k)
+        assert e['losses'] == ref['losses'], name
+s = {n: c['settings'] for n, c in cases.items()}
+assert s['study1']['batch_full'] is True and s['study1']['batch'] == cases['study1']['dataset']['n_train'] == 54000
+assert s['study1']['act'] == 'sigmoid' and s['study1']['steps_per_epoch'] == 1
+assert [s['study3-' + k]['upscale'] for k in ('784', '3249', '12544')] == [28, 57, 112]
+assert s['study4-mnist']['optim'] == 'adam' and s['study4-mnist']['lr'] == 0.001
+# MPFR: run where parity check takes the settings; "not covered" with the reason where not.
+def checks(n): return [(k['verdict'], k['detail']) for k in cases[n]['checks']]
+assert all(v == 'pass' for v, _ in checks('study2') + checks('study3-784')), checks('study3-784')
+for n in ('study1', 'study4-cifar10-made'):
+    assert checks(n) == [('not covered', 'not covered: check_steps = none in the suite (no MPFR '
+                          'check of this case; its configs are compared with the reference only)')], checks(n)
+for n, want_detail in (('study4-mnist', 'not covered: parity check takes no --optim (its MPFR bounds are derived for SGD; this case uses adam)'),
+                       ('study3-3249', 'not covered: parity check takes no --upscale (this case resamples the images to 57x57)')):
+    v = checks(n)
+    assert v and all(x == 'not covered' for x, _ in v), v
+    assert all(d == want_detail for _, d in v) or all(x == 'pass' for x, _ in v), v
+    assert all(e['mpfr']['verdict'] == 'not covered' for e in cases[n]['configs']), n
+assert d['summary']['checks_not_covered'] > 0 and d['verdict'] == 'pass'
+assert 'not covered' in d['verdict_reason']
+pr = cases['study2']['predicted']
+assert [(r['mode'], r['ranks']) for r in pr['rows']] == [(m, R) for m in ('exact', 'fast') for R in (4, 8)], pr
+assert all(r['trainer'] == 'mpi' and r['seconds'] > 0 for r in pr['rows']), pr
+PY
+    check "every studies-quick case's exact configs are bitwise equal to the reference (results.json)" test $? = 0
+    check "table.md marks not-covered MPFR checks" test "$(grep -c 'NOT COVERED' "$T/s/table.md")" -ge 4
+    ;;
 *)
-    echo "usage: test_verify.sh sign|suite|fault|quick PATH/TO/parity" >&2
+    echo "usage: test_verify.sh sign|suite|fault|quick|studies PATH/TO/parity" >&2
     exit 2
     ;;
 esac

@@ -92,14 +92,21 @@ par_status vf_plot_case(const json_t *cres, const char *dir, char *file, size_t 
         title(t, sizeof t, cf);
         fprintf(p, ", $d%zu with lines lw 1 title '%s'", 2 * i + 1, t);
     }
-    fprintf(p, "\nset title \"fast mode: |loss - reference| / reference per step (exact mode: 0)\"\n");
-    fprintf(p, "set ylabel 'relative difference'\nset format y '%%.0e'\nplot NaN notitle");
+    int n_fast = 0;
+    json_array_foreach(configs, i, cf)
+        n_fast += strcmp(json_string_value(json_object_get(cf, "mode")), "fast") == 0;
+    // Exact mode only: no second panel (gnuplot fails on a log-scale plot
+    // of nothing but NaN).
+    if (n_fast == 0) fprintf(p, "\nunset multiplot\nset output\n");
+    else fprintf(p, "\nset title \"fast mode: |loss - reference| / reference per step (exact mode: 0)\"\n"
+                    "set ylabel 'relative difference'\nset format y '%%.0e'\nplot NaN notitle");
     json_array_foreach(configs, i, cf) {
+        if (n_fast == 0) break;
         if (strcmp(json_string_value(json_object_get(cf, "mode")), "fast") != 0) continue;
         title(t, sizeof t, cf);
         fprintf(p, ", $d%zu with lines lw 1 title '%s'", 2 * i + 2, t);
     }
-    fprintf(p, "\nunset multiplot\nset output\n");
+    if (n_fast > 0) fprintf(p, "\nunset multiplot\nset output\n");
     const int status = pclose(p);
     sigaction(SIGPIPE, &old, NULL);
     PAR_FAIL_IF(status == -1 || !WIFEXITED(status), PAR_ERR_IO, "plot skipped: gnuplot failed");

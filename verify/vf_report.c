@@ -180,10 +180,18 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
         snprintf(timing, sizeof timing, "timing: %ld warm-up + %ld timed runs", integer(st, "warmup"),
                  integer(st, "repeats"));
     else snprintf(timing, sizeof timing, "correctness only (repeats = 0)");
-    fprintf(f, "%s (%ld training records), `%s` %s, %s, batch %ld, chunk %ld, %ld steps "
+    char extra[160] = "";
+    if (integer(st, "upscale") > 0)
+        snprintf(extra, sizeof extra, ", images upscaled to %ldx%ld", integer(st, "upscale"), integer(st, "upscale"));
+    if (json_is_string(json_object_get(st, "optim")) && strcmp(str(st, "optim"), "sgd") != 0) {
+        const size_t u = strlen(extra);
+        snprintf(extra + u, sizeof extra - u, ", optimizer %s", str(st, "optim"));
+    }
+    fprintf(f, "%s (%ld training records%s), `%s` %s, %s, batch %ld%s, chunk %ld, %ld steps "
                "(%ld per epoch), lr %g, seed %ld; %s.%s%s%s\n\n",
-            str(ds, "name"), integer(ds, "n_train"), str(st, "model"), str(st, "act"), str(st, "dtype"),
-            integer(st, "batch"), integer(st, "chunk"), integer(st, "total_steps"),
+            str(ds, "name"), integer(ds, "n_train"), extra, str(st, "model"), str(st, "act"), str(st, "dtype"),
+            integer(st, "batch"), json_is_true(json_object_get(st, "batch_full")) ? " (full)" : "",
+            integer(st, "chunk"), integer(st, "total_steps"),
             integer(st, "steps_per_epoch"), num(st, "lr"), integer(st, "seed"), timing, json_is_string(json_object_get(st, "fault")) ? " **Test-only fault injected into the configs: `" : "",
             json_is_string(json_object_get(st, "fault")) ? str(st, "fault") : "",
             json_is_string(json_object_get(st, "fault")) ? "`.**" : "");
@@ -243,11 +251,13 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
     json_t *ck;
     json_array_foreach(json_object_get(cs, "checks"), i, ck) {
         char w[64];
-        if (integer(ck, "step") <= 1 || !json_object_get(ck, "weights_step")) snprintf(w, sizeof w, "initial");
+        if (integer(ck, "step") == 0) snprintf(w, sizeof w, "-");
+        else if (integer(ck, "step") <= 1 || !json_object_get(ck, "weights_step")) snprintf(w, sizeof w, "initial");
         else snprintf(w, sizeof w, "reference after step %ld", integer(ck, "weights_step"));
         fprintf(f, "| %s | %s | %ld | %ld | %s | %s | ", str(ck, "trainer"), str(ck, "mode"),
                 integer(ck, "threads"), integer(ck, "step"), w,
-                strcmp(str(ck, "verdict"), "pass") == 0 ? "PASS" : strcmp(str(ck, "verdict"), "not run") == 0 ? "**NOT RUN**" : "**FAIL**");
+                strcmp(str(ck, "verdict"), "pass") == 0 ? "PASS" : strcmp(str(ck, "verdict"), "not run") == 0 ? "**NOT RUN**"
+                : strcmp(str(ck, "verdict"), "not covered") == 0 ? "**NOT COVERED**" : "**FAIL**");
         md_text(f, str(ck, "detail"));
         fprintf(f, " |\n");
     }
@@ -421,8 +431,10 @@ static par_status bad(const char *fmt, ...)
 }
 
 // The first member named "verdict" under x (document order) that is not
-// "pass" or "info" (an MPFR tensor without a bound; any case), its path
-// appended to path; NULL when every one passes.
+// "pass", "info" (an MPFR tensor without a bound; any case) or "not
+// covered" (an MPFR check `parity check` cannot run for the case's
+// settings, shown as such in the table), its path appended to path; NULL
+// when every one passes.
 static const json_t *failing_verdict(const json_t *x, char *path, size_t n)
 {
     const size_t len = strlen(path);
@@ -433,7 +445,9 @@ static const json_t *failing_verdict(const json_t *x, char *path, size_t n)
             snprintf(path + len, n - len, "%s%s", len ? "." : "", k);
             if (strcmp(k, "verdict") == 0) {
                 const char *sv = json_string_value(v);
-                if (!sv || (strcasecmp(sv, "pass") != 0 && strcasecmp(sv, "info") != 0)) return v;
+                if (!sv || (strcasecmp(sv, "pass") != 0 && strcasecmp(sv, "info") != 0 &&
+                            strcasecmp(sv, "not covered") != 0))
+                    return v;
             }
             const json_t *f = failing_verdict(v, path, n);
             if (f) return f;

@@ -13,6 +13,9 @@ typedef struct runner {
     const vf_run_opts *o;
     json_t *cache;              // reference runs, saved weights and checks shared by cases
     int check_available;
+    // Flags `parity check` / `parity lockstep` list in their --help (probed
+    // once): a case needing one they lack is not covered / refused.
+    int check_optim, check_upscale, lockstep_optim, lockstep_upscale, lockstep_full;
     // progress: done/total tasks and seconds per unit of work, per kind
     const char *case_name;
     int i_case;
@@ -26,7 +29,8 @@ typedef struct case_run {
     char dir[1024];             // OUT/runs/<case>
     char ref_key[600];          // settings that determine the reference's run
     long per_epoch, N;          // steps per epoch, total steps
-    size_t n_train;             // training records of the dataset
+    size_t n_train;             // training records of the dataset (the batch of `batch = full`)
+    int upscale_identity;       // upscale S leaves the images as they are (S = their side)
     int epochs;                 // --epochs passed to train
     long check_steps[VF_MAX_CHECKS];
     json_t *res;                // the case's result object
@@ -66,10 +70,13 @@ par_status vf_run_parity(runner *r, args *b, const char *out_path, const char *e
 // --ranks for MPI trainers when with_ranks) of a config.
 void vf_case_flags(args *b, const case_run *cr, long steps);
 void vf_config_flags(args *b, const vf_config *cf, int with_ranks);
-// The model and data flags alone (dataset, model, act, dtype, batch, chunk),
-// for commands that take no training length (`parity model`); the case's
+// The model and data flags alone (dataset, upscale, model, act, dtype,
+// batch (a number or full), chunk), for commands that take no training
+// length (`parity model`; the suite refuses `predict` with upscale or batch
+// full); --optim and its hyperparameters (nothing for sgd); the case's
 // test-only fault (`--fault SPEC`, configs only), if it has one.
 void vf_setting_flags(args *b, const vf_case *c);
+void vf_optim_flags(args *b, const vf_case *c);
 void vf_fault_flag(args *b, const case_run *cr);
 json_t *vf_jnum(double x);                                  // null for NaN/Inf
 json_t *vf_losses_json(const double *l, long n);

@@ -155,6 +155,10 @@ void vf_setting_flags(args *b, const vf_case *c)
 {
     vf_arg(b, "--dataset");
     vf_arg(b, "%s", c->dataset);
+    if (c->upscale > 0) {
+        vf_arg(b, "--upscale");
+        vf_arg(b, "%d", c->upscale);
+    }
     vf_arg(b, "--model");
     vf_arg(b, "%s", c->model);
     vf_arg(b, "--act");
@@ -162,9 +166,24 @@ void vf_setting_flags(args *b, const vf_case *c)
     vf_arg(b, "--dtype");
     vf_arg(b, "%s", c->dtype);
     vf_arg(b, "--batch");
-    vf_arg(b, "%d", c->batch);
+    if (c->batch > 0) vf_arg(b, "%d", c->batch);
+    else vf_arg(b, "full");
     vf_arg(b, "--chunk");
     vf_arg(b, "%d", c->chunk);
+}
+
+void vf_optim_flags(args *b, const vf_case *c)
+{
+    if (strcmp(c->optim, "sgd") == 0) return;   // the default: SGD runs keep their flags as before
+    vf_arg(b, "--optim");
+    vf_arg(b, "%s", c->optim);
+    const char *const flags[4] = {"--momentum", "--beta1", "--beta2", "--eps"};
+    const double v[4] = {c->momentum, c->beta1, c->beta2, c->eps};
+    for (int i = 0; i < 4; i++)
+        if (!isnan(v[i])) {
+            vf_arg(b, "%s", flags[i]);
+            vf_arg(b, "%.17g", v[i]);
+        }
 }
 
 void vf_case_flags(args *b, const case_run *cr, long steps)
@@ -173,6 +192,7 @@ void vf_case_flags(args *b, const case_run *cr, long steps)
     vf_setting_flags(b, c);
     vf_arg(b, "--lr");
     vf_arg(b, "%.17g", c->lr);
+    vf_optim_flags(b, c);
     vf_arg(b, "--seed");
     vf_arg(b, "%llu", (unsigned long long)c->seed);
     vf_arg(b, "--epochs");

@@ -21,13 +21,13 @@
 typedef enum key_id {
     K_DATASET, K_MODEL, K_ACT, K_DTYPE, K_BATCH, K_CHUNK, K_STEPS, K_EPOCHS, K_LR, K_SEED,
     K_TRAINERS, K_MODES, K_THREADS, K_RANKS, K_REPEATS, K_WARMUP, K_CHECK_STEPS, K_FAULT,
-    K_PREDICT, K_N
+    K_PREDICT, K_OPTIM, K_MOMENTUM, K_BETA1, K_BETA2, K_EPS, K_UPSCALE, K_N
 } key_id;
 
 static const char *const KEY_NAMES[K_N] = {
     "dataset", "model", "act", "dtype", "batch", "chunk", "steps", "epochs", "lr", "seed",
     "trainers", "modes", "threads", "ranks", "repeats", "warmup", "check_steps", "fault",
-    "predict",
+    "predict", "optim", "momentum", "beta1", "beta2", "eps", "upscale",
 };
 
 __attribute__((format(printf, 4, 5)))
@@ -102,6 +102,8 @@ static void case_defaults(vf_case *c, const char *name, int line)
     strcpy(c->dtype, "f32");
     c->batch = 64;
     c->chunk = 8;
+    strcpy(c->optim, "sgd");
+    c->momentum = c->beta1 = c->beta2 = c->eps = NAN;
     c->lr = 0.01;
     c->seed = 42;
     c->n_modes = 1;
@@ -162,12 +164,43 @@ static par_status set_key(vf_suite *s, vf_case *c, key_id k, int line, char *v)
         strcpy(c->dtype, v);
         return PAR_OK;
     case K_BATCH:
+        if (strcmp(v, "full") == 0) {
+            c->batch = 0;
+            return PAR_OK;
+        }
+        if (!parse_long(v, 1, 1000000, &x))
+            return fail(s, line, key, "'%s': expected an integer from 1 to 1000000 or full", v);
+        c->batch = (int)x;
+        return PAR_OK;
+    case K_UPSCALE:
+        if (!parse_long(v, 1, 1024, &x))
+            return fail(s, line, key, "'%s': expected an image side from 1 to 1024 (28 -> 784 inputs, 57 -> 3249, 112 -> 12544)", v);
+        c->upscale = (int)x;
+        return PAR_OK;
+    case K_OPTIM: {
+        par_optim_kind o;
+        if (strlen(v) >= sizeof c->optim || par_optim_parse(&o, v) != PAR_OK)
+            return fail(s, line, key, "'%s': expected sgd, momentum, nesterov or adam", v);
+        strcpy(c->optim, v);
+        return PAR_OK;
+    }
+    case K_MOMENTUM:
+    case K_BETA1:
+    case K_BETA2:
+    case K_EPS: {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        const int ok = end != v && !*end && !errno && isfinite(d) && (k == K_EPS ? d > 0 : d >= 0 && d < 1);
+        if (!ok) return fail(s, line, key, "'%s': expected %s", v, k == K_EPS ? "a finite number > 0" : "a number from 0 to below 1");
+        *(k == K_MOMENTUM ? &c->momentum : k == K_BETA1 ? &c->beta1 : k == K_BETA2 ? &c->beta2 : &c->eps) = d;
+        return PAR_OK;
+    }
     case K_CHUNK:
     case K_EPOCHS:
         if (!parse_long(v, 1, 1000000, &x))
             return fail(s, line, key, "'%s': expected an integer from 1 to 1000000", v);
-        if (k == K_BATCH) c->batch = (int)x;
-        else if (k == K_CHUNK) c->chunk = (int)x;
+        if (k == K_CHUNK) c->chunk = (int)x;
         else c->epochs = (int)x;
         return PAR_OK;
     case K_STEPS:
@@ -237,13 +270,17 @@ static par_status set_key(vf_suite *s, vf_case *c, key_id k, int line, char *v)
     case K_PREDICT:
         return int_list(s, line, key, v, c->predict, &c->n_predict);
     case K_CHECK_STEPS:
+        if (strcmp(v, "none") == 0) {   // no MPFR check: the table says "not covered"
+            c->n_check_steps = 0;
+            return PAR_OK;
+        }
         n = split(v, items, VF_MAX_CHECKS);
-        if (n < 0) return fail(s, line, key, "expected a list of 1 to %d steps (numbers >= 1, first, last), comma-separated", VF_MAX_CHECKS);
+        if (n < 0) return fail(s, line, key, "expected none or a list of 1 to %d steps (numbers >= 1, first, last), comma-separated", VF_MAX_CHECKS);
         for (int i = 0; i < n; i++) {
             if (strcmp(items[i], "first") == 0) c->check_steps[i] = VF_STEP_FIRST;
             else if (strcmp(items[i], "last") == 0) c->check_steps[i] = VF_STEP_LAST;
             else if (parse_long(items[i], 1, 100000000, &x)) c->check_steps[i] = x;
-            else return fail(s, line, key, "'%s': expected a step number >= 1, first or last", items[i]);
+            else return fail(s, line, key, "'%s': expected a step number >= 1, first or last (or none alone)", items[i]);
         }
         c->n_check_steps = n;
         return PAR_OK;
@@ -269,7 +306,18 @@ static par_status finish_case(vf_suite *s, vf_case *c, const int *seen)
         return fail(s, c->line, "steps", "missing in [case %s]: give steps or epochs", c->name);
     if (seen[K_STEPS] && seen[K_EPOCHS])
         return fail(s, seen[K_EPOCHS], "epochs", "give steps or epochs, not both (steps is on line %d)", seen[K_STEPS]);
-    if (c->chunk > c->batch)
+    const int mom = strcmp(c->optim, "momentum") == 0 || strcmp(c->optim, "nesterov") == 0;
+    const int adam = strcmp(c->optim, "adam") == 0;
+    if (seen[K_MOMENTUM] && !mom)
+        return fail(s, seen[K_MOMENTUM], "momentum", "goes with optim = momentum or nesterov (optim is %s)", c->optim);
+    for (int k = K_BETA1; k <= K_EPS; k++)
+        if (seen[k] && !adam)
+            return fail(s, seen[k], KEY_NAMES[k], "goes with optim = adam (optim is %s)", c->optim);
+    if (seen[K_PREDICT] && (c->upscale > 0 || c->batch == 0 || strcmp(c->optim, "sgd") != 0))
+        return fail(s, seen[K_PREDICT], "predict", "the scaling model (parity model) predicts SGD steps of a "
+                    "numbered batch on the dataset's own images, this case has %s",
+                    c->upscale > 0 ? "upscale" : c->batch == 0 ? "batch = full" : "optim other than sgd");
+    if (c->batch > 0 && c->chunk > c->batch)
         return fail(s, seen[K_CHUNK] ? seen[K_CHUNK] : c->line, "chunk", "%d: expected at most batch (%d)", c->chunk, c->batch);
     for (int i = 0; i < c->n_check_steps; i++)
         if (c->steps > 0 && c->check_steps[i] > c->steps)

@@ -25,7 +25,11 @@ typedef struct vf_case {
     char name[64];
     int line;                   // line of its [case NAME] header
     char dataset[256], model[128], act[16], dtype[8], fault[64];
-    int batch, chunk;
+    int batch, chunk;           // batch 0: `batch = full` (the whole training split)
+    int upscale;                // `parity train --upscale S` (0: off)
+    char optim[16];             // sgd, momentum, nesterov, adam
+    // Optimizer hyperparameters; NAN when not given (parity train's defaults apply).
+    double momentum, beta1, beta2, eps;
     long steps;                 // 0 when epochs is given
     int epochs;                 // 0 when steps is given
     double lr;
@@ -37,7 +41,7 @@ typedef struct vf_case {
     int repeats, warmup;
     int n_predict;              // rank counts the scaling model predicts (0: none)
     int predict[VF_MAX_LIST];
-    int n_check_steps;
+    int n_check_steps;         // 0: `check_steps = none`
     long check_steps[VF_MAX_CHECKS];   // >= 1, VF_STEP_FIRST or VF_STEP_LAST
     int n_configs;              // expanded, filtered, deduplicated
     vf_config configs[VF_MAX_CONFIGS];
@@ -55,8 +59,9 @@ typedef struct vf_suite {
 } vf_suite;
 
 // Reads and validates a suite file. Keys (defaults in brackets): dataset
-// [fashion-mnist], model [mlp:784-256-128-10], act [relu], dtype [f32],
-// batch [64], chunk [8], steps or epochs (one of them: required), lr
+// [fashion-mnist], upscale [none], model [mlp:784-256-128-10], act [relu],
+// dtype [f32], batch [64; or full], chunk [8], optim [sgd] with momentum
+// (momentum, nesterov), beta1, beta2, eps (adam) [parity train's defaults], steps or epochs (one of them: required), lr
 // [0.01], seed [42], trainers (required; serial, omp, mpi, hybrid, root),
 // modes [exact], threads [1], ranks [1], repeats [3], warmup [1],
 // check_steps [first, last], predict [none: rank counts for the scaling
