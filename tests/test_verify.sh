@@ -460,8 +460,11 @@ assert all(v == 'pass' for v, _ in checks('study2') + checks('study3-784')), che
 for n in ('study1', 'study4-cifar10-made'):
     assert checks(n) == [('not covered', 'not covered: check_steps = none in the suite (no MPFR '
                           'check of this case; its configs are compared with the reference only)')], checks(n)
-for n, want_detail in (('study4-mnist', 'not covered: parity check takes no --optim (its MPFR bounds are derived for SGD; this case uses adam)'),
-                       ('study3-3249', 'not covered: parity check takes no --upscale (this case resamples the images to 57x57)')):
+# adam: step 1 checked in MPFR (its state is zeros), later steps not covered
+v = checks('study4-mnist')
+assert any(x == 'pass' for x, _ in v), v
+assert all(x == 'pass' or (x == 'not covered' and 'needs the optimizer state' in dd) for x, dd in v), v
+for n, want_detail in (('study3-3249', 'not covered: parity check takes no --upscale (this case resamples the images to 57x57)')):
     v = checks(n)
     assert v and all(x == 'not covered' for x, _ in v), v
     assert all(d == want_detail for _, d in v) or all(x == 'pass' for x, _ in v), v

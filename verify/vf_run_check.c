@@ -96,6 +96,10 @@ par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const char *
     if (strcmp(c->optim, "sgd") != 0 && !r->check_optim)
         vf_fmt(nc, sizeof nc, "not covered: parity check takes no --optim (its MPFR bounds are "
                "derived for SGD; this case uses %s)", c->optim);
+    else if (strcmp(c->optim, "sgd") != 0 && S > 1)
+        vf_fmt(nc, sizeof nc, "not covered: step %ld of %s needs the optimizer state before it, "
+               "which the reference's saved weights do not hold (step 1 is checked: its state is "
+               "zeros)", S, c->optim);
     else if (c->upscale > 0 && !cr->upscale_identity && !r->check_upscale)
         vf_fmt(nc, sizeof nc, "not covered: parity check takes no --upscale (this case resamples "
                "the images to %dx%d)", c->upscale, c->upscale);
