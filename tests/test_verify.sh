@@ -406,6 +406,7 @@ studies)
     # generated CIFAR-format data its CIFAR-10 case reads (results/cifar10-made).
     "$P" table keygen --key "$T/k.key" >/dev/null
     suite=$(cd "$(dirname "$0")/../verify/suites" && pwd)/studies-quick
+    mkdir -p "$T/results"
     (cd "$T" && "$P" data make-cifar results/cifar10-made --records 1000 >/dev/null)
     start=$(date +%s)
     (cd "$T" && "$P" verify "$suite" --out "$T/s" --key "$T/k.key" >"$T/out" 2>"$T/err")
