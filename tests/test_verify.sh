@@ -465,7 +465,7 @@ for n in ('study1', 'study4-cifar10-made'):
 v = checks('study4-mnist')
 assert any(x == 'pass' for x, _ in v), v
 assert all(x == 'pass' or (x == 'not covered' and 'needs the optimizer state' in dd) for x, dd in v), v
-for n, want_detail in (('study3-3249', 'not covered: parity check takes no --upscale (this case resamples the images to 57x57)')):
+for n, want_detail in (('study3-3249', 'not covered: parity check takes no --upscale (this case resamples the images to 57x57)'),):
     v = checks(n)
     assert v and all(x == 'not covered' for x, _ in v), v
     assert all(d == want_detail for _, d in v) or all(x == 'pass' for x, _ in v), v
