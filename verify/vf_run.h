@@ -48,7 +48,6 @@ void vf_arg(args *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 void vf_args_free(args *b);
 // snprintf for paths and keys (folder names are checked to be short first).
 void vf_fmt(char *buf, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
-double vf_now(void);
 const char *vf_mode_name(int mode);
 // "serial exact T=1 R=1"
 void vf_config_label(char *buf, size_t n, const vf_config *cf);

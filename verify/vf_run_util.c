@@ -4,6 +4,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "vf_run.h"
 
+#include "par_time.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -12,7 +14,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "par_data.h"
 #include "par_io.h"
@@ -45,13 +46,6 @@ void vf_args_free(args *b)
     b->n = 0;
 }
 
-double vf_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 const char *vf_mode_name(int m) { return m == PAR_MODE_FAST ? "fast" : "exact"; }
 
 void vf_config_label(char *buf, size_t n, const vf_config *cf)
@@ -80,7 +74,7 @@ void vf_note(runner *r, const char *fmt, ...)
     for (int k = 0; k < T_KINDS && known; k++)
         left += r->units_left[k] * (r->units_done[k] > 0 ? r->unit_s[k] : all_s / all_u);
     const vf_progress p = {r->case_name, r->i_case, r->s->n_cases, what, r->done, r->total,
-                           vf_now() - r->t0, known ? left : -1};
+                           par_now() - r->t0, known ? left : -1};
     r->o->progress(r->o->ctx, &p);
 }
 

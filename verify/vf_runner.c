@@ -5,6 +5,7 @@
 // Everything runs as child processes of the same `parity` binary.
 #define _POSIX_C_SOURCE 200809L
 #include "vf_run.h"
+#include "par_time.h"
 
 #include <errno.h>
 #include <math.h>
@@ -275,7 +276,7 @@ static void iso_time(char *buf, size_t n)
 
 par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *o)
 {
-    runner r = {.s = s, .o = o, .cache = json_object(), .t0 = vf_now()};
+    runner r = {.s = s, .o = o, .cache = json_object(), .t0 = par_now()};
     char started[32], finished[32];
     iso_time(started, sizeof started);
     json_t *res = json_object();
@@ -322,7 +323,7 @@ par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *
     json_decref(r.cache);
     iso_time(finished, sizeof finished);
     json_object_set_new(res, "finished", json_string(finished));
-    json_object_set_new(res, "seconds", json_real(vf_now() - r.t0));
+    json_object_set_new(res, "seconds", json_real(par_now() - r.t0));
     if (st != PAR_OK) {
         json_object_set_new(res, "verdict", json_string("error"));
         json_object_set_new(res, "error", json_string(par_last_error()));
