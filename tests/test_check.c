@@ -1101,9 +1101,9 @@ static void cli_tests(void)
               "CLI: a record past the file: exit 2");
     snprintf(args, sizeof args, "--dataset %s %s --prec 32", dir, net);
     par_check(cli(args, out) == 2, "CLI: --prec 32: exit 2");
-    snprintf(args, sizeof args, "--dataset %s %s --trainer mpi", dir, net);
-    par_check(cli(args, out) == 2 && file_has(out, "hint:"),
-              "CLI: --trainer mpi: exit 2 with a hint");
+    snprintf(args, sizeof args, "--dataset %s %s --trainer omp --ranks 2", dir, net);
+    par_check(cli(args, out) == 2 && file_has(out, "--ranks 2: trainer omp is not an MPI trainer"),
+              "CLI: --trainer omp --ranks 2: exit 2 naming --ranks");
     snprintf(args, sizeof args, "--dataset %s %s --trainer reference --mode fast", dir, net);
     par_check(cli(args, out) == 2, "CLI: --trainer reference --mode fast: exit 2");
     snprintf(args, sizeof args, "--dataset %s/nothing-here %s", dir, net);

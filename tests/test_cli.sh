@@ -24,7 +24,7 @@ expect 2 "--mode 'slow'" train --mode slow
 # The same resolver serves every training command.
 expect 2 "--dtype 'f16': expected f32 or f64" model --dtype f16
 expect 2 "--trainer 'nope'" check --trainer nope
-expect 2 "--trainer 'mpi': expected (one of )?reference,? serial" check --trainer mpi   # (without MPI: not a trainer at all)
+expect 2 "^parity check: --ranks 2: trainer serial is not an MPI trainer$" check --trainer serial --ranks 2
 expect 2 "--trainer reference: the reference is what it is compared with" lockstep --trainer reference
 expect 2 "--threads 2: trainer serial runs one thread" lockstep --trainer serial --threads 2
 expect 2 "--threads 2: trainer serial runs one thread" train --threads 2

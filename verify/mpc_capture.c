@@ -181,10 +181,6 @@ par_status mpc_capture_state(mpc_step *s, const par_trainer_ops *tr, const par_r
 {
     memset(s, 0, sizeof *s);
     const par_model *m = cfg->model;
-    PAR_FAIL_IF(tr->caps & PAR_CAP_RANKS, PAR_ERR_CONFIG,
-                "--trainer %s runs one process per MPI rank: parity check supports reference, "
-                "serial and omp for now",
-                tr->name);
     const par_optim optim = cfg->optim ? *cfg->optim : par_optim_default(PAR_OPTIM_SGD);
     const int ns = par_optim_n_state(optim.kind);
     PAR_FAIL_IF(start && (start->n != ns || start->t < 0), PAR_ERR_CONFIG,

@@ -48,11 +48,12 @@ enum { MPC_BN_S = 0, MPC_BN_MEAN, MPC_BN_Q, MPC_BN_VAR, MPC_BN_INV, MPC_BN_N };
 
 // Runs one step of `trainer` from cfg->init_params on `batch` (cfg->batch >=
 // batch->B) and captures it. --trainer reference: its own internals (ref_act,
-// ref_delta, ref_losses). Other single-process trainers (serial, omp): the
-// gradient, loss and new weights through the trainer table, the activations,
-// deltas and per-sample losses from a par_engine of the same step (an engine
-// computes them bit for bit like every exact trainer; fast mode reorders
-// only the batch reductions). MPI trainers: PAR_ERR_CONFIG (not yet).
+// ref_delta, ref_losses). Other trainers: the gradient, loss and new weights
+// through the trainer table, the activations, deltas and per-sample losses
+// from a par_engine of the same step (an engine computes them bit for bit
+// like every exact trainer; fast mode reorders only the batch reductions).
+// MPI trainers (mpi, hybrid, root): collective, every rank calls it with the
+// same arguments; each captures its own view (rank 0's is the one checked).
 par_status mpc_capture(mpc_step *out, const par_trainer_ops *trainer, const par_run_cfg *cfg,
                        const par_batch *batch);
 // The same with the optimizer (cfg->optim) starting from `start` (NULL: a

@@ -58,6 +58,21 @@ typedef struct cli_numerics {
 // exit code.
 int cli_numerics_resolve(const char *cmd, const cli_numerics_flags *f, cli_numerics *out);
 
+// --optim NAME and its hyperparameters as given (NAN: not given, the
+// default applies), shared by train, check and lockstep.
+typedef struct cli_optim_flags {
+    const char *name;
+    double momentum, beta1, beta2, eps;
+} cli_optim_flags;
+
+// Resolves f into *out: 0, or one line naming the flag and the value (a
+// hyperparameter of another optimizer, or out of range), a hint, EXIT_USAGE.
+int cli_optim_resolve(const char *cmd, const cli_optim_flags *f, par_optim *out);
+
+// --batch B|full: *batch = B (0 is left for the caller's count check) and
+// *full = 0, or *full = 1; 0, or one line and EXIT_USAGE.
+int cli_batch_parse(const char *cmd, const char *s, int *batch, int *full);
+
 int cmd_train(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_model(int argc, char **argv);

@@ -1,5 +1,6 @@
 // Flag parsing for all subcommands: "--name value" or "--name=value".
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,4 +139,65 @@ int cli_fail(const char *cmd, par_status st, const char *hint)
     fprintf(stderr, "parity %s: %s\n", cmd, msg[0] ? msg : par_status_str(st));
     if (hint) fprintf(stderr, "hint: %s\n", hint);
     return st == PAR_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;
+}
+
+int cli_optim_resolve(const char *cmd, const cli_optim_flags *f, par_optim *out)
+{
+    par_optim_kind kind;
+    if (par_optim_parse(&kind, f->name) != PAR_OK) {
+        fprintf(stderr, "parity %s: --optim '%s': expected sgd, momentum, nesterov or adam\n", cmd,
+                f->name);
+        return EXIT_USAGE;
+    }
+    *out = par_optim_default(kind);
+    const int mom = kind == PAR_OPTIM_MOMENTUM || kind == PAR_OPTIM_NESTEROV;
+    const int adam = kind == PAR_OPTIM_ADAM;
+    const struct {
+        const char *flag;
+        double v;
+        int applies;
+        double *dst;
+        int ok;
+    } hp[] = {
+        {"--momentum", f->momentum, mom, &out->momentum, f->momentum >= 0 && f->momentum < 1},
+        {"--beta1", f->beta1, adam, &out->beta1, f->beta1 >= 0 && f->beta1 < 1},
+        {"--beta2", f->beta2, adam, &out->beta2, f->beta2 >= 0 && f->beta2 < 1},
+        {"--eps", f->eps, adam, &out->eps, f->eps > 0 && isfinite(f->eps)},
+    };
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) {
+        if (isnan(hp[i].v)) continue;   // not given: the default
+        if (!hp[i].applies) {
+            fprintf(stderr, "parity %s: %s does not apply to --optim %s\n", cmd, hp[i].flag,
+                    f->name);
+            fprintf(stderr, "hint: --momentum goes with momentum or nesterov; --beta1, --beta2 "
+                            "and --eps with adam\n");
+            return EXIT_USAGE;
+        }
+        if (!hp[i].ok) {
+            fprintf(stderr, "parity %s: %s %g: expected %s\n", cmd, hp[i].flag, hp[i].v,
+                    i == 3 ? "a finite number > 0" : "a number in [0, 1)");
+            return EXIT_USAGE;
+        }
+        *hp[i].dst = hp[i].v;
+    }
+    return 0;
+}
+
+int cli_batch_parse(const char *cmd, const char *s, int *batch, int *full)
+{
+    *full = strcmp(s, "full") == 0;
+    if (*full) {
+        *batch = 1;   // the training split's size, once the dataset is open
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    const long b = strtol(s, &end, 10);
+    if (s[0] == '-' || end == s || *end || errno || b > 1000000000) {
+        fprintf(stderr, "parity %s: --batch '%s': expected a non-negative integer or 'full'\n",
+                cmd, s);
+        return EXIT_USAGE;
+    }
+    *batch = (int)b;
+    return 0;
 }

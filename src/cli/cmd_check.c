@@ -15,12 +15,15 @@
 #include "mpc_check.h"
 #include "par_engine.h"
 #include "par_io.h"
+#include "par_mpi_launch.h"
 #include "par_time.h"
 
 typedef struct check_opts {
     const char *dataset, *weights, *samples, *model, *act, *trainer, *mode, *dtype, *fault;
     const char *optim;
     int step, batch, chunk, threads, prec, mpfr_threads, points, json, math, no_e2e, help;
+    int ranks;     // --ranks R: launch R MPI ranks (mpi, hybrid, root)
+    int upscale;   // --upscale S: images resampled to S x S, as parity train does (0: off)
     double lr, momentum, beta1, beta2, eps;   // NAN: not given (the defaults apply)
     uint64_t seed;
 } check_opts;
@@ -198,6 +201,7 @@ typedef struct check_run {
     const size_t *idx;
     int epoch, by_step, contract;
     double t_run, t_total;
+    int ranks;   // MPI trainers: the world size (rank 0's view is checked)
 } check_run;
 
 static void report_json(const check_run *c, const mpc_report *r)
@@ -210,7 +214,7 @@ static void report_json(const check_run *c, const mpc_report *r)
         json_array_append_new(records, json_integer((json_int_t)c->idx[s]));
     json_t *j =
         json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:f, s:I, s:o, s:o, s:o, s:s,"
-                  " s:i, s:i, s:b, s:b, s:{s:f, s:f, s:f}, s:s, s:i, s:o, s:s, s:I}",
+                  " s:i, s:i, s:b, s:b, s:{s:f, s:f, s:f}, s:s, s:i, s:o, s:s, s:I, s:i}",
                   "dataset", c->ds->name, "model", c->m->spec, "act", o->act, "dtype",
                   par_dtype_name(c->s->dt), "trainer", c->s->trainer, "mode",
                   par_mode_name(c->s->mode), "threads", o->threads, "batch", (json_int_t)c->s->B,
@@ -221,7 +225,8 @@ static void report_json(const check_run *c, const mpc_report *r)
                   "end_to_end", !o->no_e2e, "contract", c->contract, "seconds", "run", c->t_run,
                   "mpfr", r->seconds, "total", c->t_total, "verdict", r->n_fail ? "FAIL" : "PASS",
                   "n_fail", r->n_fail, "tensors", tensors, "optim",
-                  par_optim_name(c->s->optim.kind), "optim_update", (json_int_t)c->s->opt_t);
+                  par_optim_name(c->s->optim.kind), "optim_update", (json_int_t)c->s->opt_t,
+                  "ranks", c->ranks);
     print_json(j);
 }
 
@@ -242,8 +247,11 @@ static void report_text(const check_run *c, const mpc_report *r)
     else if (s->optim.kind != PAR_OPTIM_SGD)
         printf(" momentum %g, update %ld", s->optim.momentum, s->opt_t);
     printf("\n");
-    printf("run: trainer %s, mode %s, %d thread%s; activations and deltas from %s\n\n", s->trainer,
-           par_mode_name(s->mode), o->threads, o->threads == 1 ? "" : "s", s->internals);
+    char ranks[48] = "";
+    if (c->ranks > 1) snprintf(ranks, sizeof ranks, " per rank, %d ranks (rank 0's view)", c->ranks);
+    printf("run: trainer %s, mode %s, %d thread%s%s; activations and deltas from %s\n\n",
+           s->trainer, par_mode_name(s->mode), o->threads, o->threads == 1 ? "" : "s", ranks,
+           s->internals);
     print_table(r);
     printf("\n");
     const mpc_tensor *worst[2] = {NULL, NULL}; // reductions, elementwise ops
@@ -303,6 +311,7 @@ int cmd_check(int argc, char **argv)
     };
     const cli_opt opts[] = {
         {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  dataset of the run (fashion-mnist)"},
+        {"--upscale", CLI_INT, &o.upscale, "S         resample the images to S x S, as the run did"},
         {"--weights", CLI_STR, &o.weights,
          "FILE.npz  weights before the step (default: the initial weights of --seed)"},
         {"--step", CLI_INT, &o.step,
@@ -325,6 +334,7 @@ int cmd_check(int argc, char **argv)
         {"--trainer", CLI_STR, &o.trainer, "NAME      reference, serial or omp (reference)"},
         {"--mode", CLI_STR, &o.mode, "exact|fast  (exact)"},
         {"--threads", CLI_INT, &o.threads, "T         OpenMP threads of the trainer (1)"},
+        {"--ranks", CLI_INT, &o.ranks, "R         MPI trainers: launch R ranks through mpirun; rank 0's step is checked"},
         {"--prec", CLI_INT, &o.prec, "P         MPFR precision in bits, >= 64 (256)"},
         {"--mpfr-threads", CLI_INT, &o.mpfr_threads,
          "N         OpenMP threads of the checker (0: all cores)"},
@@ -362,11 +372,9 @@ int cmd_check(int argc, char **argv)
     const par_mode mode = nu.mode;
     const par_dtype dt = nu.dt;
     const par_trainer_ops *tr = nu.tr;
-    if (tr->caps & PAR_CAP_RANKS) {
-        fprintf(stderr, "parity check: --trainer '%s': expected reference, serial or omp\n",
-                o.trainer);
-        fprintf(stderr, "hint: MPI trainers (mpi, hybrid, root) are not checked yet; check the "
-                        "same step with --trainer omp\n");
+    if (!(tr->caps & PAR_CAP_RANKS) && o.ranks > 1) {
+        fprintf(stderr, "parity check: --ranks %d: trainer %s is not an MPI trainer\n", o.ranks,
+                tr->name);
         return EXIT_USAGE;
     }
     if (o.batch < 1 || o.chunk < 1 || o.threads < 1 || !(o.lr > 0) || o.prec < 64 ||
@@ -375,40 +383,14 @@ int cmd_check(int argc, char **argv)
                         "--prec 64 to 1048576\n");
         return EXIT_USAGE;
     }
-    par_optim_kind okind;
-    if (par_optim_parse(&okind, o.optim) != PAR_OK) {
-        fprintf(stderr, "parity check: --optim '%s': expected sgd, momentum, nesterov or adam\n",
-                o.optim);
+    par_optim optim;
+    const cli_optim_flags of = {o.optim, o.momentum, o.beta1, o.beta2, o.eps};
+    rc = cli_optim_resolve("check", &of, &optim);
+    if (rc) return rc;
+    const par_optim_kind okind = optim.kind;
+    if (o.upscale < 0 || o.upscale > 1024) {
+        fprintf(stderr, "parity check: --upscale %d: expected 1 to 1024 (0: off)\n", o.upscale);
         return EXIT_USAGE;
-    }
-    par_optim optim = par_optim_default(okind);
-    {
-        const int mom = okind == PAR_OPTIM_MOMENTUM || okind == PAR_OPTIM_NESTEROV;
-        const int adam = okind == PAR_OPTIM_ADAM;
-        const struct {
-            const char *flag;
-            double v;
-            int applies;
-            double *dst;
-            int ok;
-        } hp[] = {
-            {"--momentum", o.momentum, mom, &optim.momentum, o.momentum >= 0 && o.momentum < 1},
-            {"--beta1", o.beta1, adam, &optim.beta1, o.beta1 >= 0 && o.beta1 < 1},
-            {"--beta2", o.beta2, adam, &optim.beta2, o.beta2 >= 0 && o.beta2 < 1},
-            {"--eps", o.eps, adam, &optim.eps, o.eps > 0 && isfinite(o.eps)},
-        };
-        for (int i = 0; i < 4; i++) {
-            if (isnan(hp[i].v)) continue;
-            if (!hp[i].applies || !hp[i].ok) {
-                fprintf(stderr, "parity check: %s %g: %s\n", hp[i].flag, hp[i].v,
-                        hp[i].applies ? "out of range (momentum, betas in [0, 1), eps > 0)"
-                                      : "does not apply to this --optim");
-                fprintf(stderr, "hint: --momentum goes with momentum or nesterov; --beta1, "
-                                "--beta2 and --eps with adam, as for parity train\n");
-                return EXIT_USAGE;
-            }
-            *hp[i].dst = hp[i].v;
-        }
     }
     if (o.step == 0) {
         fprintf(stderr, "parity check: --step 0: expected an integer >= 1 (steps count from 1)\n");
@@ -421,10 +403,25 @@ int cmd_check(int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    // MPI trainers: every rank runs the step (it is collective); rank 0
+    // checks its own view of it (gradient, new weights, optimizer state).
+    int rank = 0, size = 1;
+    if (tr->caps & PAR_CAP_RANKS) {
+        if (o.ranks > 0 && !par_mpi_under_launcher())
+            return par_mpi_launch_watched(argc, argv, o.ranks, "check", NULL);
+        if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("check", PAR_ERR_MPI, NULL);
+    }
     const double t0 = par_now();
     par_dataset ds;
     par_status st = par_dataset_open(&ds, o.dataset, 10);
-    if (st != PAR_OK) return cli_fail("check", st, HINT_DATA);
+    if (st != PAR_OK) return par_mpi_finish(cli_fail("check", st, HINT_DATA));
+    // The resampled images are the step's inputs, as in parity train; the
+    // resampling itself is data preparation, outside the checked step.
+    if (o.upscale > 0) st = par_dataset_upscale(&ds, (size_t)o.upscale, dt);
+    if (st != PAR_OK) {
+        par_dataset_free(&ds);
+        return par_mpi_finish(cli_fail("check", st, NULL));
+    }
     rc = EXIT_OK;
     if (ds.train.n_features != m.n_inputs || ds.n_classes != m.n_classes) {
         fprintf(stderr,
@@ -432,7 +429,7 @@ int cmd_check(int argc, char **argv)
                 "has %zu and %zu\n",
                 m.spec, m.n_inputs, m.n_classes, ds.name, ds.train.n_features, ds.n_classes);
         par_dataset_free(&ds);
-        return EXIT_USAGE;
+        return par_mpi_finish(EXIT_USAGE);
     }
     const size_t sz = par_dtype_size(dt);
     size_t *idx = NULL, B = 0;
@@ -483,7 +480,7 @@ int cmd_check(int argc, char **argv)
     }
     mpc_step run = {0}, ref = {0};
     mpc_report rep = {0};
-    check_run c = {&o, &ds, &m, &run, idx, epoch, !o.samples, 0, 0, 0};
+    check_run c = {&o, &ds, &m, &run, idx, epoch, !o.samples, 0, 0, 0, size};
     if (st == PAR_OK && rc == EXIT_OK) {
         const par_run_cfg cfg = {.model = &m,
                                  .dtype = dt,
@@ -499,8 +496,8 @@ int cmd_check(int argc, char **argv)
         st = mpc_capture_state(&run, tr, &cfg, &batch, &start);
         c.t_run = par_now() - t1;
         const mpc_opts mo = {o.prec, o.mpfr_threads, !o.no_e2e};
-        if (st == PAR_OK) st = mpc_check_step(&rep, &run, &mo);
-        c.contract = mode == PAR_MODE_EXACT && strcmp(tr->name, "reference") != 0;
+        if (st == PAR_OK && rank == 0) st = mpc_check_step(&rep, &run, &mo);
+        c.contract = rank == 0 && mode == PAR_MODE_EXACT && strcmp(tr->name, "reference") != 0;
         if (st == PAR_OK && c.contract) {
             const par_trainer_ops *rt = par_trainer_find("reference");
             st = mpc_capture_state(&ref, rt, &cfg, &batch, &start);
@@ -508,7 +505,9 @@ int cmd_check(int argc, char **argv)
         }
     }
     c.t_total = par_now() - t0;
-    if (st == PAR_OK && rc == EXIT_OK) {
+    if (st == PAR_OK && rc == EXIT_OK && rank != 0) {
+        rc = EXIT_OK;   // rank 0 reports; par_mpi_finish combines the codes
+    } else if (st == PAR_OK && rc == EXIT_OK) {
         if (o.json)
             report_json(&c, &rep);
         else
@@ -527,5 +526,5 @@ int cmd_check(int argc, char **argv)
     free(sarr[0]);
     free(sarr[1]);
     par_dataset_free(&ds);
-    return rc;
+    return par_mpi_finish(rc);
 }

@@ -24,8 +24,9 @@
 
 typedef struct lockstep_opts {
     const char *dataset, *model, *act, *trainer, *mode, *dtype, *init_load, *fault;
-    int epochs, steps, batch, chunk, threads, ranks, json, help;
-    double lr;
+    const char *batch_s, *optim;                // --batch B|full, --optim
+    int epochs, steps, batch, batch_full, chunk, threads, ranks, upscale, json, help;
+    double lr, momentum, beta1, beta2, eps;     // NAN: not given (the defaults apply)
     uint64_t seed;
 } lockstep_opts;
 
@@ -73,8 +74,9 @@ int cmd_lockstep(int argc, char **argv)
 {
     lockstep_opts o = {
         .dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
-        .trainer = "serial", .mode = "fast", .dtype = "f32", .epochs = 1, .batch = 64,
-        .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42,
+        .trainer = "serial", .mode = "fast", .dtype = "f32", .epochs = 1, .batch_s = "64",
+        .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42, .optim = "sgd", .momentum = NAN,
+        .beta1 = NAN, .beta2 = NAN, .eps = NAN,
     };
     const cli_opt opts[] = {
         {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  mnist, fashion-mnist or a folder of IDX files (fashion-mnist)"},
@@ -85,9 +87,15 @@ int cmd_lockstep(int argc, char **argv)
         {"--dtype", CLI_STR, &o.dtype, "f32|f64   floating-point type (f32)"},
         {"--epochs", CLI_INT, &o.epochs, "N         epochs (1)"},
         {"--steps", CLI_INT, &o.steps, "K         check the first K steps (0: every step of --epochs)"},
-        {"--batch", CLI_INT, &o.batch, "B         samples per step (64)"},
+        {"--upscale", CLI_INT, &o.upscale, "S         resample the images to S x S, as parity train does"},
+        {"--batch", CLI_STR, &o.batch_s, "B|full    samples per step, or the whole training split (64)"},
         {"--chunk", CLI_INT, &o.chunk, "C         samples per chunk (8)"},
-        {"--lr", CLI_DOUBLE, &o.lr, "LR        learning rate of SGD (0.01)"},
+        {"--lr", CLI_DOUBLE, &o.lr, "LR        learning rate (0.01)"},
+        {"--optim", CLI_STR, &o.optim, "NAME      sgd, momentum, nesterov or adam (sgd)"},
+        {"--momentum", CLI_DOUBLE, &o.momentum, "MU        momentum and nesterov (0.9)"},
+        {"--beta1", CLI_DOUBLE, &o.beta1, "B1        adam (0.9)"},
+        {"--beta2", CLI_DOUBLE, &o.beta2, "B2        adam (0.999)"},
+        {"--eps", CLI_DOUBLE, &o.eps, "EPS       adam (1e-8)"},
         {"--seed", CLI_U64, &o.seed, "S         seed of initialisation and shuffling (42)"},
         {"--threads", CLI_INT, &o.threads, "T         OpenMP threads per process (1)"},
         {"--ranks", CLI_INT, &o.ranks, "R         launch R MPI ranks through mpirun (mpi/hybrid/root)"},
@@ -105,6 +113,11 @@ int cmd_lockstep(int argc, char **argv)
         cli_usage("parity lockstep --trainer T [--mode fast] [train flags] [--steps K] [--json]", opts);
         return EXIT_OK;
     }
+    par_optim optim;
+    const cli_optim_flags of = {o.optim, o.momentum, o.beta1, o.beta2, o.eps};
+    rc = cli_batch_parse("lockstep", o.batch_s, &o.batch, &o.batch_full);
+    if (!rc) rc = cli_optim_resolve("lockstep", &of, &optim);
+    if (rc) return rc;
     cli_numerics nu;
     const cli_numerics_flags nf = {o.act, o.model, o.mode, o.dtype, o.fault, o.trainer, o.threads};
     rc = cli_numerics_resolve("lockstep", &nf, &nu);
@@ -119,14 +132,23 @@ int cmd_lockstep(int argc, char **argv)
                         "compared with; expected serial, omp, mpi, hybrid or root\n");
         return EXIT_USAGE;
     }
-    if (o.epochs < 1 || o.batch < 1 || o.chunk < 1 || o.threads < 1 || !(o.lr > 0)) {
-        fprintf(stderr, "parity lockstep: --epochs, --batch, --chunk and --threads must be >= 1 "
-                        "and --lr > 0\n");
+    const struct { const char *flag; int v; } counts[] = {
+        {"--epochs", o.epochs}, {"--batch", o.batch}, {"--chunk", o.chunk}, {"--threads", o.threads}};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        if (counts[i].v < 1) {
+            fprintf(stderr, "parity lockstep: %s %d: expected an integer >= 1\n", counts[i].flag,
+                    counts[i].v);
+            return EXIT_USAGE;
+        }
+    if (!(o.lr > 0) || o.upscale < 0 || o.upscale > 1024) {
+        fprintf(stderr, "parity lockstep: %s: expected %s\n", !(o.lr > 0) ? "--lr" : "--upscale",
+                !(o.lr > 0) ? "a number > 0" : "a side of 1 to 1024 (0: off)");
         return EXIT_USAGE;
     }
     int rank = 0, size = 1;
     if (tr->caps & PAR_CAP_RANKS) {
-        if (o.ranks > 0 && !par_mpi_under_launcher()) return par_mpi_relaunch(argc, argv, o.ranks);
+        if (o.ranks > 0 && !par_mpi_under_launcher())
+            return par_mpi_launch_watched(argc, argv, o.ranks, "lockstep", NULL);
         if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("lockstep", PAR_ERR_MPI, NULL);
     } else if (o.ranks > 1) {
         fprintf(stderr, "parity lockstep: --ranks %d: trainer %s is not an MPI trainer\n", o.ranks, tr->name);
@@ -137,10 +159,25 @@ int cmd_lockstep(int argc, char **argv)
     par_status st = par_dataset_open(&ds, o.dataset, 10);
     if (st != PAR_OK)
         return par_mpi_finish(cli_fail("lockstep", st, "run data/fetch.sh (or ci/setup.sh) to install the datasets"));
-    void *init = malloc(m.n_params * par_dtype_size(dt));
-    if (!init) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
-    else if (o.init_load) st = par_weights_load(o.init_load, &m, dt, init);
-    else par_model_init(&m, dt, o.seed, init);
+    if (o.upscale > 0) st = par_dataset_upscale(&ds, (size_t)o.upscale, dt);
+    if (st == PAR_OK && ds.train.n_features != m.n_inputs)
+        st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--model %s takes %zu inputs but "
+                           "dataset %s has %zu features per sample%s", m.spec, m.n_inputs, ds.name,
+                           ds.train.n_features, o.upscale > 0 ? " after --upscale" : "");
+    if (st == PAR_OK && o.batch_full) o.batch = (int)ds.n_train;
+    if (st == PAR_OK && (size_t)o.batch > ds.n_train)
+        st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--batch %d: expected at most %zu, "
+                           "the training split of %s", o.batch, ds.n_train, ds.name);
+    const long per_epoch = st == PAR_OK ? (long)((ds.n_train + (size_t)o.batch - 1) / (size_t)o.batch) : 1;
+    if (st == PAR_OK && o.steps > per_epoch * o.epochs)   // not a silent stop before --steps
+        st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--steps %d: expected at most %ld, "
+                           "the steps of --epochs %d (%zu training records, batch %d); give "
+                           "--epochs %ld", o.steps, per_epoch * o.epochs, o.epochs, ds.n_train,
+                           o.batch, (o.steps + per_epoch - 1) / per_epoch);
+    void *init = st == PAR_OK ? malloc(m.n_params * par_dtype_size(dt)) : NULL;
+    if (st == PAR_OK && !init) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    if (st == PAR_OK && o.init_load) st = par_weights_load(o.init_load, &m, dt, init);
+    else if (st == PAR_OK) par_model_init(&m, dt, o.seed, init);
     vf_lockstep_result r = {0};
     if (st == PAR_OK) {
         const par_run_cfg cfg = {.model = &m,
@@ -150,7 +187,8 @@ int cmd_lockstep(int argc, char **argv)
                                  .chunk = (size_t)o.chunk,
                                  .lr = o.lr,
                                  .threads = o.threads,
-                                 .init_params = init};
+                                 .init_params = init,
+                                 .optim = &optim};
         // MPI trainers: rank 0 alone runs the reference and checks.
         vf_lockstep_comm comm = {rank, NULL, NULL};
 #ifdef PARITY_HAVE_MPI

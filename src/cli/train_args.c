@@ -80,51 +80,10 @@ int cli_train_parse(train_opts *o, int argc, char **argv)
 // one line naming the flag and EXIT_USAGE.
 int cli_train_extras(train_opts *o)
 {
-    char *end = NULL;
-    if (strcmp(o->batch_s, "full") == 0) {
-        o->batch_full = 1;
-        o->batch = 1;   // the training split's size, once the dataset is open
-    } else {
-        errno = 0;
-        const long b = strtol(o->batch_s, &end, 10);
-        if (o->batch_s[0] == '-' || end == o->batch_s || *end || errno || b > 1000000000) {
-            fprintf(stderr, "parity train: --batch '%s': expected a non-negative integer or "
-                            "'full'\n", o->batch_s);
-            return EXIT_USAGE;
-        }
-        o->batch = (int)b;   // 0 is refused below with the other counts
-    }
-    par_optim_kind kind;
-    if (par_optim_parse(&kind, o->optim_s) != PAR_OK) {
-        fprintf(stderr, "parity train: --optim '%s': expected sgd, momentum, nesterov or adam\n",
-                o->optim_s);
-        return EXIT_USAGE;
-    }
-    o->optim = par_optim_default(kind);
-    const int mom = kind == PAR_OPTIM_MOMENTUM || kind == PAR_OPTIM_NESTEROV;
-    const int adam = kind == PAR_OPTIM_ADAM;
-    const struct { const char *flag; double v; int applies; double *dst; int ok; } hp[] = {
-        {"--momentum", o->momentum, mom, &o->optim.momentum, o->momentum >= 0 && o->momentum < 1},
-        {"--beta1", o->beta1, adam, &o->optim.beta1, o->beta1 >= 0 && o->beta1 < 1},
-        {"--beta2", o->beta2, adam, &o->optim.beta2, o->beta2 >= 0 && o->beta2 < 1},
-        {"--eps", o->eps, adam, &o->optim.eps, o->eps > 0 && isfinite(o->eps)},
-    };
-    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) {
-        if (isnan(hp[i].v)) continue;   // not given: the default
-        if (!hp[i].applies) {
-            fprintf(stderr, "parity train: %s does not apply to --optim %s\n", hp[i].flag,
-                    o->optim_s);
-            fprintf(stderr, "hint: --momentum goes with momentum or nesterov; --beta1, --beta2 "
-                            "and --eps with adam\n");
-            return EXIT_USAGE;
-        }
-        if (!hp[i].ok) {
-            fprintf(stderr, "parity train: %s %g: expected %s\n", hp[i].flag, hp[i].v,
-                    i == 3 ? "a finite number > 0" : "a number in [0, 1)");
-            return EXIT_USAGE;
-        }
-        *hp[i].dst = hp[i].v;
-    }
+    int rc = cli_batch_parse("train", o->batch_s, &o->batch, &o->batch_full);
+    const cli_optim_flags of = {o->optim_s, o->momentum, o->beta1, o->beta2, o->eps};
+    if (!rc) rc = cli_optim_resolve("train", &of, &o->optim);
+    if (rc) return rc;
     if (strcmp(o->select, "best-val") == 0) {
         o->best_val = 1;
     } else if (strcmp(o->select, "last") != 0) {
