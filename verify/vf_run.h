@@ -13,9 +13,6 @@ typedef struct runner {
     const vf_run_opts *o;
     json_t *cache;              // reference runs, saved weights and checks shared by cases
     int check_available;
-    // Flags `parity check` / `parity lockstep` list in their --help (probed
-    // once): a case needing one they lack is not covered / refused.
-    int check_optim, check_upscale, lockstep_optim, lockstep_upscale, lockstep_full;
     // progress: done/total tasks and seconds per unit of work, per kind
     const char *case_name;
     int i_case;
@@ -95,12 +92,13 @@ par_status vf_run_reference(runner *r, case_run *cr, json_t **ref);
 // One config: its run and its comparison with the reference (vf_run_config.c).
 par_status vf_run_config(runner *r, case_run *cr, const vf_config *cf, const json_t *ref,
                          json_t *cres);
-// MPFR (vf_run_check.c): the (trainer, mode, threads) that `parity check`
-// runs for a case (the reference first); one check, appended to checks; a
-// config's MPFR verdict from the checks.
+// MPFR (vf_run_check.c): the configs that `parity check` runs for a case
+// (the reference first, then each config: MPI trainers under mpirun, rank
+// 0's view); one check, appended to checks; a config's MPFR verdict from
+// the checks.
 int vf_check_keys(const vf_case *c, vf_config *keys);
-par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const char *trainer,
-                        int mode, int threads, long S, json_t *checks);
+par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const vf_config *k, long S,
+                        json_t *checks);
 void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int available);
 // Timing (vf_run_time.c): warm-up and timed runs of a config that passed;
 // speedup and efficiency against the case's serial exact T=1 R=1 median.

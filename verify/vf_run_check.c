@@ -38,8 +38,13 @@ static par_status weights_before(runner *r, case_run *cr, const json_t *ref, lon
         vf_fmt(path, size, "%s", p);
         return PAR_OK;
     }
-    char err[1200];
-    vf_fmt(path, size, "%s/reference-step%ld.npz", cr->dir, S - 1);
+    // SGD: the weights after step S - 1. Momentum, nesterov, adam: the
+    // checkpoint after it, whose .npz also holds the optimizer state.
+    const int sgd = strcmp(cr->c->optim, "sgd") == 0;
+    char err[1200], ckdir[1100];
+    vf_fmt(ckdir, sizeof ckdir, "%s/reference-step%ld.ckpt", cr->dir, S - 1);
+    if (sgd) vf_fmt(path, size, "%s/reference-step%ld.npz", cr->dir, S - 1);
+    else vf_fmt(path, size, "%s/ckpt-%010ld.npz", ckdir, S - 1);
     vf_fmt(err, sizeof err, "%s/reference-step%ld.err", cr->dir, S - 1);
     vf_note(r, "reference to step %ld (weights for the MPFR check of step %ld)", S - 1, S);
     args b = {0};
@@ -48,8 +53,12 @@ static par_status weights_before(runner *r, case_run *cr, const json_t *ref, lon
     vf_case_flags(&b, cr, S - 1);
     vf_arg(&b, "--trainer");
     vf_arg(&b, "reference");
-    vf_arg(&b, "--save");
-    vf_arg(&b, "%s", path);
+    vf_arg(&b, sgd ? "--save" : "--checkpoint-dir");
+    vf_arg(&b, "%s", sgd ? path : ckdir);
+    if (!sgd) {
+        vf_arg(&b, "--checkpoint-every");
+        vf_arg(&b, "%ld", S - 1);
+    }
     vf_arg(&b, "--quiet");
     int code;
     double wall;
@@ -72,16 +81,17 @@ static par_status weights_before(runner *r, case_run *cr, const json_t *ref, lon
     return PAR_OK;
 }
 
-// Whether `parity check` can run this trainer (reference, serial, omp: the
-// single-process trainers); MPI trainers are covered through the reference.
-static int check_runs(const char *trainer) { return !vf_trainer_is_mpi(trainer); }
-
-// One `parity check` (cached across cases by settings, trainer and step).
-par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const char *trainer,
-                            int mode, int threads, long S, json_t *checks)
+// One `parity check` of config k's trainer (cached across cases by
+// settings, config and step); MPI trainers run it under mpirun, rank 0's
+// view of the step is checked.
+par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const vf_config *k, long S,
+                        json_t *checks)
 {
+    const char *trainer = k->trainer;
+    const int mode = k->mode, threads = k->threads, ranks = k->ranks;
     char key[800];
-    vf_fmt(key, sizeof key, "%s|%s|%s|%d|%ld", cr->ref_key, trainer, vf_mode_name(mode), threads, S);
+    vf_fmt(key, sizeof key, "%s|%s|%s|%d|%d|%ld", cr->ref_key, trainer, vf_mode_name(mode), threads,
+           ranks, S);
     json_t *done = json_object_get(r->cache, "checks");
     json_t *prev = json_object_get(done, key);
     if (prev) {
@@ -90,41 +100,14 @@ par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const char *
         return PAR_OK;
     }
     const vf_case *c = cr->c;
-    // What `parity check` of this build cannot recompute is "not covered",
-    // with the reason, never run with flags that would check another step.
-    char nc[300] = "";
-    if (strcmp(c->optim, "sgd") != 0 && !r->check_optim)
-        vf_fmt(nc, sizeof nc, "not covered: parity check takes no --optim (its MPFR bounds are "
-               "derived for SGD; this case uses %s)", c->optim);
-    else if (strcmp(c->optim, "sgd") != 0 && S > 1)
-        vf_fmt(nc, sizeof nc, "not covered: step %ld of %s needs the optimizer state before it, "
-               "which the reference's saved weights do not hold (step 1 is checked: its state is "
-               "zeros)", S, c->optim);
-    else if (c->upscale > 0 && !cr->upscale_identity && !r->check_upscale)
-        vf_fmt(nc, sizeof nc, "not covered: parity check takes no --upscale (this case resamples "
-               "the images to %dx%d)", c->upscale, c->upscale);
-    if (nc[0]) {
-        json_t *e = json_pack("{s:s, s:s, s:i, s:I, s:s, s:I, s:i, s:f}", "trainer", trainer, "mode",
-                              vf_mode_name(mode), "threads", threads, "step", (json_int_t)S,
-                              "weights", S == 1 ? "initial" : "reference after step",
-                              "weights_step", (json_int_t)(S - 1), "exit_code", -1, "seconds", 0.0);
-        vf_set_verdict(e, "not covered", "%s", nc);
-        if (!done) {
-            done = json_object();
-            json_object_set_new(r->cache, "checks", done);
-        }
-        json_object_set(done, key, e);
-        json_array_append_new(checks, e);
-        vf_task_done(r, T_CHECK, 1, 0);
-        return PAR_OK;
-    }
     char w[1200], out[1200], err[1200];
     PAR_TRY(weights_before(r, cr, ref, S, w, sizeof w));
-    vf_fmt(out, sizeof out, "%s/check-%s-%s-T%d-step%ld.json", cr->dir, trainer, vf_mode_name(mode),
-             threads, S);
-    vf_fmt(err, sizeof err, "%s/check-%s-%s-T%d-step%ld.err", cr->dir, trainer, vf_mode_name(mode),
-             threads, S);
-    vf_note(r, "MPFR check: %s %s T=%d, step %ld", trainer, vf_mode_name(mode), threads, S);
+    vf_fmt(out, sizeof out, "%s/check-%s-%s-T%d-R%d-step%ld.json", cr->dir, trainer,
+           vf_mode_name(mode), threads, ranks, S);
+    vf_fmt(err, sizeof err, "%s/check-%s-%s-T%d-R%d-step%ld.err", cr->dir, trainer,
+           vf_mode_name(mode), threads, ranks, S);
+    vf_note(r, "MPFR check: %s %s T=%d R=%d, step %ld", trainer, vf_mode_name(mode), threads, ranks,
+            S);
     args b = {0};
     vf_arg(&b, "parity");
     vf_arg(&b, "check");
@@ -161,12 +144,16 @@ par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const char *
     vf_arg(&b, "%s", vf_mode_name(mode));
     vf_arg(&b, "--threads");
     vf_arg(&b, "%d", threads);
+    if (vf_trainer_is_mpi(trainer)) {
+        vf_arg(&b, "--ranks");
+        vf_arg(&b, "%d", ranks);
+    }
     vf_arg(&b, "--no-e2e");
     vf_arg(&b, "--json");
     int code;
     double wall;
     json_t *cj = NULL;
-    par_status st = vf_run_parity(r, &b, out, err, 0, &code, &wall, &cj);
+    par_status st = vf_run_parity(r, &b, out, err, vf_oversubscribed(r, k), &code, &wall, &cj);
     vf_args_free(&b);
     PAR_TRY(st);
     vf_task_done(r, T_CHECK, 1, wall);
@@ -174,6 +161,7 @@ par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const char *
     json_object_set_new(e, "trainer", json_string(trainer));
     json_object_set_new(e, "mode", json_string(vf_mode_name(mode)));
     json_object_set_new(e, "threads", json_integer(threads));
+    json_object_set_new(e, "ranks", json_integer(ranks));
     json_object_set_new(e, "step", json_integer(S));
     json_object_set_new(e, "weights", json_string(S == 1 ? "initial" : "reference after step"));
     json_object_set_new(e, "weights_step", json_integer(S - 1));
@@ -202,26 +190,23 @@ par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const char *
     return PAR_OK;
 }
 
-// Distinct (trainer, mode, threads) that `parity check` runs for a case:
-// the reference, and every single-process config.
+// Distinct configs that `parity check` runs for a case: the reference,
+// then every config.
 int vf_check_keys(const vf_case *c, vf_config *keys)
 {
     int n = 0;
     keys[n++] = (vf_config){"reference", PAR_MODE_EXACT, 1, 1};
     for (int i = 0; i < c->n_configs; i++) {
-        const vf_config *cf = &c->configs[i];
-        if (!check_runs(cf->trainer)) continue;
-        vf_config k = *cf;
-        k.ranks = 1;
+        const vf_config *k = &c->configs[i];
         int dup = 0;
-        for (int j = 0; j < n && !dup; j++) dup = memcmp(&keys[j], &k, sizeof k) == 0;
-        if (!dup) keys[n++] = k;
+        for (int j = 0; j < n && !dup; j++) dup = memcmp(&keys[j], k, sizeof *k) == 0;
+        if (!dup) keys[n++] = *k;
     }
     return n;
 }
 
-// The MPFR verdict of a config from the checks of its trainer (or of the
-// reference for MPI trainers, which `parity check` does not run).
+// The MPFR verdict of a config from the checks of its own trainer, mode,
+// threads and ranks.
 void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int available)
 {
     json_t *m = json_object();
@@ -230,8 +215,6 @@ void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int
         vf_set_verdict(m, "not run", "not run (parity check missing)");
         return;
     }
-    const int direct = check_runs(cf->trainer);
-    const char *as = direct ? cf->trainer : "reference";
     const json_t *first = json_array_get(checks, 0);
     if (json_array_size(checks) == 1 && strcmp(json_string_value(json_object_get(first, "trainer")), "all") == 0) {
         // check_steps = none: one "not covered" entry for the whole case
@@ -248,8 +231,10 @@ void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int
         const char *t = json_string_value(json_object_get(e, "trainer"));
         const char *md = json_string_value(json_object_get(e, "mode"));
         const int T = (int)json_integer_value(json_object_get(e, "threads"));
-        if (strcmp(t, as) != 0) continue;
-        if (direct && (strcmp(md, vf_mode_name(cf->mode)) != 0 || T != cf->threads)) continue;
+        const int R = (int)json_integer_value(json_object_get(e, "ranks"));
+        if (strcmp(t, cf->trainer) != 0 || strcmp(md, vf_mode_name(cf->mode)) != 0 ||
+            T != cf->threads || R != cf->ranks)
+            continue;
         const char *v = json_string_value(json_object_get(e, "verdict"));
         n++;
         if (strcmp(v, "not covered") == 0) {
@@ -263,16 +248,11 @@ void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int
     if (n == 0) worst = "not run";
     else if (n_nc == n) {
         vf_set_verdict(m, "not covered", "%s", nc_detail ? nc_detail : "not covered");
-        json_object_set_new(m, "checked_as", json_string(as));
+        json_object_set_new(m, "checked_as", json_string(cf->trainer));
         return;
     }
-    if (direct)
-        vf_set_verdict(m, worst, "%d of %d steps pass (%s %s T=%d)", n_pass, n, cf->trainer,
-                    vf_mode_name(cf->mode), cf->threads);
-    else
-        vf_set_verdict(m, worst, "%d of %d steps pass, through the reference (parity check runs "
-                    "single-process trainers; this config is %s to it)", n_pass, n,
-                    cf->mode == PAR_MODE_EXACT ? "bitwise equal" : "bound-checked");
-    json_object_set_new(m, "checked_as", json_string(as));
+    vf_set_verdict(m, worst, "%d of %d steps pass (%s %s T=%d R=%d)", n_pass, n, cf->trainer,
+                   vf_mode_name(cf->mode), cf->threads, cf->ranks);
+    json_object_set_new(m, "checked_as", json_string(cf->trainer));
 }
 

@@ -86,26 +86,15 @@ static par_status mkdirs(const char *path)
 // Runs `parity CMD --help` (its text in OUT/runs/CMD-help.txt) and reports
 // whether it lists --optim, --upscale and `--batch B|full`; returns whether
 // the command exists (exit 0).
-static int probe_help(const vf_run_opts *o, const char *cmd, int *optim, int *upscale, int *full)
+// Whether `parity check` is in this build (it needs MPFR): its --help exits 0.
+static int check_in_build(const vf_run_opts *o)
 {
     char path[1200];
-    vf_fmt(path, sizeof path, "%s/runs/%s-help.txt", o->out_dir, cmd);
-    const char *argv[] = {o->parity, cmd, "--help", NULL};
+    vf_fmt(path, sizeof path, "%s/runs/check-help.txt", o->out_dir);
+    const char *argv[] = {o->parity, "check", "--help", NULL};
     int code = -1;
     double wall;
     if (vf_exec(argv, NULL, path, NULL, 60, &code, &wall) != PAR_OK) code = -1;
-    *optim = *upscale = 0;
-    if (full) *full = 0;
-    FILE *f = fopen(path, "r");
-    char line[600];
-    while (f && fgets(line, sizeof line, f)) {
-        char *p = line;
-        while (*p == ' ') p++;
-        *optim |= strncmp(p, "--optim ", 8) == 0;
-        *upscale |= strncmp(p, "--upscale ", 10) == 0;
-        if (full && strncmp(p, "--batch ", 8) == 0) *full = strstr(p, "|full") != NULL;
-    }
-    if (f) fclose(f);
     return code == 0;
 }
 
@@ -131,17 +120,6 @@ static par_status plan_case(runner *r, case_run *cr, const vf_case *c, json_t **
         PAR_FAIL_IF(S > cr->N, PAR_ERR_CONFIG, "%s: [case %s] check_steps %ld: the case has %ld steps",
                     r->s->path, c->name, S, cr->N);
         cr->check_steps[i] = S;
-    }
-    // Fast mode is checked by `parity lockstep`: refuse what it cannot run.
-    const int need_optim = strcmp(c->optim, "sgd") != 0, need_up = c->upscale > 0 && !cr->upscale_identity;
-    for (int i = 0; i < c->n_modes; i++) {
-        if (c->modes[i] != PAR_MODE_FAST) continue;
-        const char *miss = need_optim && !r->lockstep_optim ? "--optim (its bound is derived for SGD)"
-                           : need_up && !r->lockstep_upscale ? "--upscale"
-                           : c->batch == 0 && !r->lockstep_full ? "--batch full" : NULL;
-        PAR_FAIL_IF(miss, PAR_ERR_CONFIG, "%s:%d: key 'modes': [case %s] fast mode is checked by "
-                    "parity lockstep, which takes no %s: use modes = exact", r->s->path, c->line,
-                    c->name, miss);
     }
     vf_fmt(cr->ref_key, sizeof cr->ref_key, "%s|%d|%s|%s|%s|%d|%d|%.17g|%s|%.17g|%.17g|%.17g|%.17g|%llu|%d|%ld",
              c->dataset, c->upscale, c->model, c->act, c->dtype, c->batch, c->chunk, c->lr, c->optim,
@@ -213,7 +191,7 @@ static par_status run_case(runner *r, case_run *cr, json_t *cres)
         PAR_TRY(vf_run_config(r, cr, cf, ref, e));
     }
 
-    // 2. MPFR checks of the reference and of each single-process trainer
+    // 2. MPFR checks of the reference and of each config
     json_t *checks = json_array();
     json_object_set_new(cres, "checks", checks);
     if (r->check_available && c->n_check_steps == 0) {
@@ -227,8 +205,7 @@ static par_status run_case(runner *r, case_run *cr, json_t *cres)
         const int n = vf_check_keys(c, keys);
         for (int k = 0; k < n; k++)
             for (int i = 0; i < c->n_check_steps; i++)
-                PAR_TRY(vf_run_check(r, cr, ref, keys[k].trainer, keys[k].mode, keys[k].threads,
-                                  cr->check_steps[i], checks));
+                PAR_TRY(vf_run_check(r, cr, ref, &keys[k], cr->check_steps[i], checks));
     } else {
         json_t *e = json_pack("{s:s, s:s, s:i, s:i}", "trainer", "reference", "mode", "exact",
                               "threads", 1, "step", 1);
@@ -288,14 +265,12 @@ par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *
     json_object_set_new(res, "started", json_string(started));
     json_object_set_new(res, "cores_for_timing", json_integer(o->cores));
 
-    // Is `parity check` in this build, and which flags do it and `parity
-    // lockstep` take?
+    // Is `parity check` in this build?
     {
         char runs[1100];
         vf_fmt(runs, sizeof runs, "%s/runs", o->out_dir);
         PAR_TRY(mkdirs(runs));
-        r.check_available = probe_help(o, "check", &r.check_optim, &r.check_upscale, NULL);
-        probe_help(o, "lockstep", &r.lockstep_optim, &r.lockstep_upscale, &r.lockstep_full);
+        r.check_available = check_in_build(o);
         json_object_set_new(res, "mpfr_check", json_string(r.check_available ? "available"
                                                            : "missing: parity check is not in this build"));
     }
