@@ -131,7 +131,7 @@ static inline int trajectory_equal(const trajectory *a, const trajectory *b,
 
 // fast mode against the reference, one step at a time from the same weights
 // (lockstep with re-sync), under the derived bound: the library version
-// vf_lockstep (verify/vf_lockstep.h, where the bound is derived), on the
+// vf_lockstep (verify/harness/vf_lockstep.h, where the bound is derived), on the
 // batches of shuffle seed 7, epoch 0. Returns vf_lockstep's status; r holds
 // the violations over all steps, the first violating step and the largest
 // |diff| / tol seen (< 1 passes), all zero unless the status is PAR_OK. A

@@ -1,4 +1,4 @@
-// Tests of `parity bisect`'s library (verify/bis_bisect.h), single process:
+// Tests of `parity bisect`'s library (verify/bisect/bis_bisect.h), single process:
 // faults injected at a known step (ulp, swap, half, skip) are found there,
 // with the tensor and element an independent run of the trainers names, in
 // an MLP and in a CNN's conv layers; identical configs agree; --tol; the MPFR
@@ -39,12 +39,12 @@ static par_run_cfg cfg_of(par_dtype dt, par_mode mode, int threads, size_t chunk
 
 static par_run_cfg plain(int threads) { return cfg_of(PAR_F32, PAR_MODE_EXACT, threads, 8, 0.01, NULL); }
 
-static par_status bisect(vf_bisect_result *r, const char *ta, par_run_cfg ca, const char *tb,
+static par_status bisect(bis_result *r, const char *ta, par_run_cfg ca, const char *tb,
                          par_run_cfg cb, double tol)
 {
-    const vf_bisect_opts o = {{{par_trainer_find(ta), ca}, {par_trainer_find(tb), cb}}, &DS, SEED,
+    const bis_opts o = {{{par_trainer_find(ta), ca}, {par_trainer_find(tb), cb}}, &DS, SEED,
                               1, STEPS, tol, 256, 0};
-    return vf_bisect_lockstep(r, &o);
+    return bis_lockstep(r, &o);
 }
 
 static par_fault fault(const char *spec)
@@ -88,7 +88,7 @@ static size_t offset_of(const char *view)
 }
 
 // Every tensor before the first differing one agrees.
-static int clean_before_first(const vf_bisect_result *r)
+static int clean_before_first(const bis_result *r)
 {
     for (int i = 0; i < r->n_tensors; i++) {
         if (r->tensors[i].n_diff) return strncmp(r->tensors[i].name, r->tensor,
@@ -97,18 +97,18 @@ static int clean_before_first(const vf_bisect_result *r)
     return 0;
 }
 
-static void show(const vf_bisect_result *r)
+static void show(const bis_result *r)
 {
     printf("  step %ld tensor %s layer %d index %zu [%ld,%ld] param %zu a %.9g b %.9g ulps %.0f "
            "exact %.17g closer %s fold %d (%d %d)\n",
            r->step, r->tensor, r->layer, r->index, r->row, r->col, r->param, r->a, r->b,
-           r->ulps, r->exact, vf_bisect_closer_name(r->closer), r->chunk_fold_differs,
+           r->ulps, r->exact, bis_closer_name(r->closer), r->chunk_fold_differs,
            r->fold_in_order[0], r->fold_in_order[1]);
 }
 
 static void test_agree(void)
 {
-    vf_bisect_result r;
+    bis_result r;
     par_status st = bisect(&r, "serial", plain(1), "serial", plain(1), 0);
     par_check(st == PAR_OK && !r.diverged && r.steps == STEPS, "serial vs serial: no divergence");
     st = bisect(&r, "serial", plain(1), "omp", plain(2), 0);
@@ -131,7 +131,7 @@ static void test_ulp(const char *name, size_t p, int K, double max_ulps)
     char spec[64];
     snprintf(spec, sizeof spec, "ulp:%d:%zu", K, p);
     const par_fault f = fault(spec);
-    vf_bisect_result r;
+    bis_result r;
     const par_status st = bisect(&r, "serial", plain(1), "omp",
                                  cfg_of(PAR_F32, PAR_MODE_EXACT, 2, 8, 0.01, &f), 0);
     int v = 0;
@@ -153,9 +153,9 @@ static void test_ulp(const char *name, size_t p, int K, double max_ulps)
     // MPFR: the exact sum is within a few ulps of both; a verdict is given.
     const double ulp = fabs((double)nextafterf((float)r.a, INFINITY) - r.a);
     snprintf(what, sizeof what, "%s: an exact value (%.3g ulps away, limit %g; 0: none), verdict %s",
-             name, fabs(r.exact - r.a) / ulp, max_ulps, vf_bisect_closer_name(r.closer));
+             name, fabs(r.exact - r.a) / ulp, max_ulps, bis_closer_name(r.closer));
     par_check(r.has_exact && (max_ulps == 0 || fabs(r.exact - r.a) <= max_ulps * ulp) &&
-                  r.closer != VF_CLOSER_NONE,
+                  r.closer != BIS_CLOSER_NONE,
               what);
     snprintf(what, sizeof what, "%s: chunks agree, the fold differs: a in order, b not", name);
     par_check(r.chunks && r.chunk_fold_differs && r.fold_in_order[0] == 1 &&
@@ -181,7 +181,7 @@ static void test_swap(int K, int L)
     while (p < M.n_params && memcmp(&g1[p], &g2[p], sizeof *g1) == 0) p++;
     snprintf(what, sizeof what, "swap: oracle: step %d differs, first at parameter %zu", K, p);
     par_check(p < M.n_params, what);
-    vf_bisect_result r;
+    bis_result r;
     const par_status st = bisect(&r, "serial", plain(1), "omp", faulty, 0);
     char tensor[48];
     snprintf(tensor, sizeof tensor, "layer%d.weight.grad", L);
@@ -191,7 +191,7 @@ static void test_swap(int K, int L)
                        strcmp(r.tensor, tensor) == 0 && r.layer == L && r.param == p &&
                        (float)r.a == g1[p] && (float)r.b == g2[p] && r.chunk_fold_differs &&
                        r.fold_in_order[0] == 1 && r.fold_in_order[1] == 0 &&
-                       clean_before_first(&r) && r.has_exact && r.closer != VF_CLOSER_NONE,
+                       clean_before_first(&r) && r.has_exact && r.closer != BIS_CLOSER_NONE,
                    what))
         show(&r);
     free(g1);
@@ -216,7 +216,7 @@ static void test_half(const char *ref_side, int K, int L)
     run_k("serial", plain(1), K, g, L, out);
     size_t i = 0;
     while (i < n && round11(out[i]) == out[i]) i++;
-    vf_bisect_result r;
+    bis_result r;
     const par_status st =
         bisect(&r, ref_side, plain(1), "omp", cfg_of(PAR_F32, PAR_MODE_EXACT, 2, 8, 0.01, &f), 0);
     char tensor[48];
@@ -227,7 +227,7 @@ static void test_half(const char *ref_side, int K, int L)
                        r.internals && strcmp(r.tensor, tensor) == 0 && r.index == i &&
                        (float)r.a == out[i] && (float)r.b == round11(out[i]) &&
                        r.row == (long)(i / M.layers[L].n_out) && clean_before_first(&r) &&
-                       (r.closer == VF_CLOSER_A || r.ulps <= 2),
+                       (r.closer == BIS_CLOSER_A || r.ulps <= 2),
                    what))
         show(&r);
     free(g);
@@ -236,7 +236,7 @@ static void test_half(const char *ref_side, int K, int L)
 
 static void test_other_causes(void)
 {
-    vf_bisect_result r;
+    bis_result r;
     // skip: the recomputed chunks agree; b's gradient is not the fold of its chunks.
     const par_fault f = fault("skip:2:0:5");
     par_status st = bisect(&r, "serial", plain(1), "omp",
@@ -249,7 +249,7 @@ static void test_other_causes(void)
     st = bisect(&r, "serial", plain(1), "serial", cfg_of(PAR_F32, PAR_MODE_EXACT, 1, 8, 0.02, NULL),
                 0);
     if (!par_check(st == PAR_OK && r.step == 1 && !r.loss_differs && !r.grad_differs &&
-                       strcmp(r.tensor, "layer0.weight.new") == 0 && r.closer == VF_CLOSER_A,
+                       strcmp(r.tensor, "layer0.weight.new") == 0 && r.closer == BIS_CLOSER_A,
                    "--lr 0.01 vs 0.02: step 1, layer0.weight.new, closer a"))
         show(&r);
     // Another chunk size: no per-chunk comparison; a folded gradient differs.
@@ -283,24 +283,24 @@ static void test_other_causes(void)
 // exact sum (from the inputs both share) is a's.
 static void test_cnn_skip(void)
 {
-    vf_bisect_result r;
+    bis_result r;
     const par_fault f = fault("skip:2:0:5");
     const par_status st = bisect(&r, "serial", plain(1), "omp",
                                  cfg_of(PAR_F32, PAR_MODE_EXACT, 2, 8, 0.01, &f), 0);
     if (!par_check(st == PAR_OK && r.step == 2 && strcmp(r.tensor, "layer0.weight.grad") == 0 &&
                        r.layer == 0 && clean_before_first(&r) && r.fold_in_order[0] == 1 &&
-                       r.fold_in_order[1] == 0 && r.has_exact && r.closer == VF_CLOSER_A,
+                       r.fold_in_order[1] == 0 && r.has_exact && r.closer == BIS_CLOSER_A,
                    "CNN: skip:2:0:5 found at step 2 in layer0.weight.grad, closer a"))
         show(&r);
 }
 
 static void test_ulps(void)
 {
-    par_check(vf_bisect_ulps(1.0, (double)nextafterf(1.0f, 2.0f), PAR_F32) == 1 &&
-                  vf_bisect_ulps(1.0, nextafter(1.0, 2.0), PAR_F64) == 1 &&
-                  vf_bisect_ulps(-0.0, 0.0, PAR_F32) == 0 &&
-                  vf_bisect_ulps(-0x1p-149, 0x1p-149, PAR_F32) == 2 &&
-                  vf_bisect_ulps(-1.0, 1.0, PAR_F32) == 2.0 * 0x3f800000,
+    par_check(bis_ulps(1.0, (double)nextafterf(1.0f, 2.0f), PAR_F32) == 1 &&
+                  bis_ulps(1.0, nextafter(1.0, 2.0), PAR_F64) == 1 &&
+                  bis_ulps(-0.0, 0.0, PAR_F32) == 0 &&
+                  bis_ulps(-0x1p-149, 0x1p-149, PAR_F32) == 2 &&
+                  bis_ulps(-1.0, 1.0, PAR_F32) == 2.0 * 0x3f800000,
               "ulps across 0, subnormals, f32 and f64");
 }
 
@@ -333,19 +333,19 @@ static void test_logs(void)
     FILE *f = fopen(e, "w");
     fputs("{\"type\":\"step\",\"step\":1}\n", f);
     fclose(f);
-    vf_bisect_log_result r;
-    par_check(vf_bisect_logs(&r, a, a) == PAR_OK && !r.diverged && r.digests && r.steps_a == 6,
+    bis_log_result r;
+    par_check(bis_logs(&r, a, a) == PAR_OK && !r.diverged && r.digests && r.steps_a == 6,
               "logs: a log against itself agrees");
-    par_check(vf_bisect_logs(&r, a, b) == PAR_OK && r.diverged && r.step == 4 &&
+    par_check(bis_logs(&r, a, b) == PAR_OK && r.diverged && r.step == 4 &&
                   strcmp(r.what, "weights") == 0,
               "logs: weights digest differs from step 4");
-    par_check(vf_bisect_logs(&r, a, c) == PAR_OK && r.diverged && r.step == 5 &&
+    par_check(bis_logs(&r, a, c) == PAR_OK && r.diverged && r.step == 5 &&
                   strcmp(r.what, "length") == 0,
               "logs: the shorter log differs after its end");
-    par_check(vf_bisect_logs(&r, b, d) == PAR_OK && !r.diverged && !r.digests,
+    par_check(bis_logs(&r, b, d) == PAR_OK && !r.diverged && !r.digests,
               "logs: without digests the losses are compared");
-    par_check(vf_bisect_logs(&r, a, e) == PAR_ERR_FORMAT, "logs: a bad line is a format error");
-    par_check(vf_bisect_logs(&r, a, "/nonexistent/x.jsonl") == PAR_ERR_IO,
+    par_check(bis_logs(&r, a, e) == PAR_ERR_FORMAT, "logs: a bad line is a format error");
+    par_check(bis_logs(&r, a, "/nonexistent/x.jsonl") == PAR_ERR_IO,
               "logs: a missing file is an I/O error");
     remove(a), remove(b), remove(c), remove(d), remove(e);
 }

@@ -1,4 +1,4 @@
-// The MPFR checker (verify/mpc_check.h) and `parity check`: the checker on
+// The MPFR checker (verify/check/chk_check.h) and `parity check`: the checker on
 // sums with known exact answers; reference, serial, omp (exact and fast,
 // f32 and f64, relu/tanh/sigmoid) pass on small nets, a conv + max-pool CNN,
 // CNNs with batchnorm, the default MLP and momentum, nesterov, adam steps
@@ -16,43 +16,43 @@
 
 #include <mpfr.h>
 
-#include "mpc_check.h"
+#include "chk_check.h"
 #include "par_engine.h"
 #include "par_fixtures.h"
 #include "par_io.h"
 
-static const mpc_tensor *row(const mpc_report *r, mpc_view v, const char *name)
+static const chk_tensor *row(const chk_report *r, chk_view v, const char *name)
 {
     for (size_t k = 0; k < r->n; k++)
         if (r->t[k].view == v && strcmp(r->t[k].name, name) == 0) return &r->t[k];
     return NULL;
 }
 
-static int verdict_is(const mpc_report *r, mpc_view v, const char *name, mpc_verdict want)
+static int verdict_is(const chk_report *r, chk_view v, const char *name, chk_verdict want)
 {
-    const mpc_tensor *t = row(r, v, name);
+    const chk_tensor *t = row(r, v, name);
     return t && t->verdict == want;
 }
 
 // Names of the failing rows of a view, for messages.
-static void print_fails(const mpc_report *r)
+static void print_fails(const chk_report *r)
 {
     for (size_t k = 0; k < r->n; k++) {
-        const mpc_tensor *t = &r->t[k];
-        if (t->verdict != MPC_FAIL) continue;
+        const chk_tensor *t = &r->t[k];
+        if (t->verdict != CHK_FAIL) continue;
         char ix[48];
-        mpc_format_index(ix, sizeof ix, t, t->worst);
+        chk_format_index(ix, sizeof ix, t, t->worst);
         printf("  FAIL %s %s%s: run %.9g exact %.9g bound %.3g (%zu over)\n",
-               mpc_view_name(t->view), t->name, ix, t->worst_run, t->worst_exact, t->worst_bound,
+               chk_view_name(t->view), t->name, ix, t->worst_run, t->worst_exact, t->worst_bound,
                t->n_over);
     }
 }
 
-static size_t local_fails(const mpc_report *r)
+static size_t local_fails(const chk_report *r)
 {
     size_t n = 0;
     for (size_t k = 0; k < r->n; k++)
-        n += r->t[k].view == MPC_LOCAL && r->t[k].verdict == MPC_FAIL;
+        n += r->t[k].view == CHK_LOCAL && r->t[k].verdict == CHK_FAIL;
     return n;
 }
 
@@ -60,21 +60,21 @@ static size_t local_fails(const mpc_report *r)
 
 static void known_answers(void)
 {
-    mpc_elem e;
+    chk_elem e;
     // 1e20 + 1 - 1e20 in f64: the left fold gives 0 (1e20 + 1 rounds to 1e20),
     // the exact sum is 1, and |0 - 1| = 1 must lie inside gamma_3 * (2e20 + 1).
     const double big[] = {1e20, 1, -1e20};
     double fl = 0;
     for (int k = 0; k < 3; k++)
         fl = fl + big[k];
-    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F64, big, NULL, 3, 0, 3, fl, 256));
+    PAR_REQUIRE(chk_check_reduction(&e, PAR_F64, big, NULL, 3, 0, 3, fl, 256));
     par_check(fl == 0, "1e20 + 1 - 1e20: the f64 left fold is 0");
     par_check(e.exact == 1.0 && e.err == 1.0, "1e20 + 1 - 1e20: MPFR sum is exactly 1, error 1");
     par_check(e.S >= 2e20 && e.S < 2e20 * (1 + 1e-13) && e.err <= e.bound && e.bound < 1e6,
               "1e20 + 1 - 1e20: the gamma_3 bound contains the difference");
     printf("  bound %.6g = gamma_3 * S (S = %.6g)\n", e.bound, e.S);
     const double ones[] = {1, 1, 1};
-    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F64, big, ones, 3, 0, 3, fl, 256));
+    PAR_REQUIRE(chk_check_reduction(&e, PAR_F64, big, ones, 3, 0, 3, fl, 256));
     par_check(e.exact == 1.0 && e.err == 1.0 && e.err <= e.bound,
               "1e20*1 + 1*1 - 1e20*1 as a dot product: the same");
 
@@ -88,7 +88,7 @@ static void known_answers(void)
         exact += (long)a[k] * (long)b[k];
         chain = fmaf((float)a[k], (float)b[k], chain);
     }
-    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F32, a, b, 32, 3, 33, chain, 256));
+    PAR_REQUIRE(chk_check_reduction(&e, PAR_F32, a, b, 32, 3, 33, chain, 256));
     par_check(e.exact == (double)(exact + 3) && e.err == 0 && e.ulp == 0,
               "small-integer dot product (f32 fma chain): exact, 0 ulp");
 
@@ -96,23 +96,23 @@ static void known_answers(void)
     // gamma_2 * 76 (1.2e-7 * 76 = 9.1e-6 > ulp(76) = 7.6e-6), two are not.
     const double p[] = {3, 5}, q[] = {7, 11};
     const float up1 = nextafterf(76.0f, 100.0f), up2 = nextafterf(up1, 100.0f);
-    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F32, p, q, 2, 0, 2, up1, 256));
+    PAR_REQUIRE(chk_check_reduction(&e, PAR_F32, p, q, 2, 0, 2, up1, 256));
     par_check(e.ulp == 1 && e.err <= e.bound, "76 + 1 ulp: inside gamma_2 S");
-    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F32, p, q, 2, 0, 2, up2, 256));
+    PAR_REQUIRE(chk_check_reduction(&e, PAR_F32, p, q, 2, 0, 2, up2, 256));
     par_check(e.ulp == 2 && e.err > e.bound, "76 + 2 ulp: beyond gamma_2 S, caught");
 
     // Every term 0: exactly 0 in any order, so the bound is 0 and one
     // subnormal ulp is a violation (the GRAD_ULP control below relies on it).
     const double z[] = {0, 0, 0}, w[] = {0.5, -2, 3};
-    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F32, z, w, 3, 0, 3, 0x1p-149, 256));
+    PAR_REQUIRE(chk_check_reduction(&e, PAR_F32, z, w, 3, 0, 3, 0x1p-149, 256));
     par_check(e.bound == 0 && e.err > e.bound, "all-zero terms (f32): bound 0, 2^-149 is caught");
-    PAR_REQUIRE(mpc_check_reduction(&e, PAR_F64, z, w, 3, 0, 3, 0x1p-1074, 256));
+    PAR_REQUIRE(chk_check_reduction(&e, PAR_F64, z, w, 3, 0, 3, 0x1p-1074, 256));
     par_check(e.bound == 0 && e.err > e.bound, "all-zero terms (f64): bound 0, 2^-1074 is caught");
 
-    par_check(mpc_ulp_of(1.0, PAR_F32) == 0x1p-23 && mpc_ulp_of(-1.5, PAR_F64) == 0x1p-52 &&
-                  mpc_ulp_of(0, PAR_F32) == 0x1p-149 && mpc_ulp_of(0x1p-130, PAR_F32) == 0x1p-149,
+    par_check(chk_ulp_of(1.0, PAR_F32) == 0x1p-23 && chk_ulp_of(-1.5, PAR_F64) == 0x1p-52 &&
+                  chk_ulp_of(0, PAR_F32) == 0x1p-149 && chk_ulp_of(0x1p-130, PAR_F32) == 0x1p-149,
               "ulp of normal, zero and subnormal values");
-    par_check(fabs(mpc_gamma(64, PAR_F32) - 64 * 0x1p-24 / (1 - 64 * 0x1p-24)) < 1e-20,
+    par_check(fabs(chk_gamma(64, PAR_F32) - 64 * 0x1p-24 / (1 - 64 * 0x1p-24)) < 1e-20,
               "gamma_n = n u / (1 - n u)");
 }
 
@@ -139,7 +139,7 @@ static void gather(batch_buf *bb, const par_dataset *ds, par_dtype dt, size_t B,
 
 // Captures one step and checks it (LOCAL + E2E, and CONTRACT for exact
 // non-reference trainers). Returns the status; *r is filled.
-static par_status check_step(mpc_report *r, const par_model *m, par_dtype dt,
+static par_status check_step(chk_report *r, const par_model *m, par_dtype dt,
                              const par_trainer_ops *tr, par_mode mode, int threads,
                              const batch_buf *bb, size_t C, const void *w0, int prec)
 {
@@ -153,16 +153,16 @@ static par_status check_step(mpc_report *r, const par_model *m, par_dtype dt,
                              .threads = threads,
                              .init_params = w0};
     const par_batch batch = {bb->x, bb->labels, bb->B};
-    mpc_step run, ref;
-    PAR_TRY(mpc_capture(&run, tr, &cfg, &batch));
-    const mpc_opts o = {prec, 0, 1};
-    par_status st = mpc_check_step(r, &run, &o);
+    chk_step run, ref;
+    PAR_TRY(chk_capture(&run, tr, &cfg, &batch));
+    const chk_opts o = {prec, 0, 1};
+    par_status st = chk_check_step(r, &run, &o);
     if (st == PAR_OK && mode == PAR_MODE_EXACT && tr != &par_trainer_reference) {
-        st = mpc_capture(&ref, &par_trainer_reference, &cfg, &batch);
-        if (st == PAR_OK) st = mpc_check_contract(r, &run, &ref);
-        mpc_step_free(&ref);
+        st = chk_capture(&ref, &par_trainer_reference, &cfg, &batch);
+        if (st == PAR_OK) st = chk_check_contract(r, &run, &ref);
+        chk_step_free(&ref);
     }
-    mpc_step_free(&run);
+    chk_step_free(&run);
     return st;
 }
 
@@ -189,7 +189,7 @@ static void pass_matrix(const par_dataset *ds)
                 for (int fast = 0; fast <= (t > 0); fast++) {
                     if (n > 0 && t != 1 + d) continue; // tanh, sigmoid: one trainer per dtype
                     const int T = t == 2 ? 2 : 1;
-                    mpc_report r;
+                    chk_report r;
                     par_status st =
                         check_step(&r, &m, dt, trs[t], fast ? PAR_MODE_FAST : PAR_MODE_EXACT, T,
                                    &bb, 8, w0, 256);
@@ -200,14 +200,14 @@ static void pass_matrix(const par_dataset *ds)
                     if (!par_check(st == PAR_OK && r.n > 0 && r.n_fail == 0, name)) print_fails(&r);
                     if (st == PAR_OK && t == 1 && !fast) {
                         // not vacuous: the bounds of the rounded update are tight
-                        const mpc_tensor *u = row(&r, MPC_LOCAL, "layer0.weight.new");
+                        const chk_tensor *u = row(&r, CHK_LOCAL, "layer0.weight.new");
                         snprintf(name, sizeof name, "  %s %s: update bound tight (ratio %.3f)",
                                  nets[n].spec, par_dtype_name(dt), u ? u->bound_ratio : 0);
                         par_check(u && u->bound_ratio > 0.4 && u->bound_ratio <= 1, name);
-                        par_check(row(&r, MPC_CONTRACT, "loss") != NULL,
+                        par_check(row(&r, CHK_CONTRACT, "loss") != NULL,
                                   "  exact mode also checked bitwise against the reference");
                     }
-                    mpc_report_free(&r);
+                    chk_report_free(&r);
                 }
             }
             free(w0);
@@ -220,30 +220,30 @@ static void pass_matrix(const par_dataset *ds)
 
 // One step of tr from w0 and the optimizer state `start` (NULL: fresh),
 // checked LOCAL + E2E, and for exact non-reference trainers CONTRACT.
-static par_status check_optim_step(mpc_report *r, const par_run_cfg *cfg, const par_trainer_ops *tr,
+static par_status check_optim_step(chk_report *r, const par_run_cfg *cfg, const par_trainer_ops *tr,
                                    const batch_buf *bb, const par_optim_state *start)
 {
     memset(r, 0, sizeof *r);
     const par_batch batch = {bb->x, bb->labels, bb->B};
-    mpc_step run, ref;
-    PAR_TRY(mpc_capture_state(&run, tr, cfg, &batch, start));
-    const mpc_opts o = {256, 0, 1};
-    par_status st = mpc_check_step(r, &run, &o);
+    chk_step run, ref;
+    PAR_TRY(chk_capture_state(&run, tr, cfg, &batch, start));
+    const chk_opts o = {256, 0, 1};
+    par_status st = chk_check_step(r, &run, &o);
     if (st == PAR_OK && tr != &par_trainer_reference) {
-        st = mpc_capture_state(&ref, &par_trainer_reference, cfg, &batch, start);
-        if (st == PAR_OK) st = mpc_check_contract(r, &run, &ref);
-        mpc_step_free(&ref);
+        st = chk_capture_state(&ref, &par_trainer_reference, cfg, &batch, start);
+        if (st == PAR_OK) st = chk_check_contract(r, &run, &ref);
+        chk_step_free(&ref);
     }
-    mpc_step_free(&run);
+    chk_step_free(&run);
     return st;
 }
 
 // The LOCAL rows that fail, as "a b c" (for exact assertions).
-static void local_fail_names(const mpc_report *r, char *buf, size_t cap)
+static void local_fail_names(const chk_report *r, char *buf, size_t cap)
 {
     buf[0] = '\0';
     for (size_t k = 0; k < r->n; k++)
-        if (r->t[k].view == MPC_LOCAL && r->t[k].verdict == MPC_FAIL) {
+        if (r->t[k].view == CHK_LOCAL && r->t[k].verdict == CHK_FAIL) {
             if (buf[0]) strncat(buf, " ", cap - strlen(buf) - 1);
             strncat(buf, r->t[k].name, cap - strlen(buf) - 1);
         }
@@ -252,7 +252,7 @@ static void local_fail_names(const mpc_report *r, char *buf, size_t cap)
 // Every optimizer, f32 and f64: step 1 (zero state; momentum's velocity is
 // then g exactly, error 0) and step 4 from the
 // weights and state that 3 steps of the reference left (non-zero state, t =
-// 3) pass LOCAL (the op-by-op bounds of mpc_update_check) and CONTRACT; the
+// 3) pass LOCAL (the op-by-op bounds of chk_update_check) and CONTRACT; the
 // new state is checked too. Negative controls on step 4: obeta (the trainer
 // uses mu or beta1 + 2^-10, the checker the given value) fails exactly the
 // first state row of every parameter view (velocity or m) and no weight
@@ -317,12 +317,12 @@ static void optim_checks(const par_dataset *ds)
                 cfg.init_params = later ? w3 : w0;
                 for (int t = 0; t < 3; t++) {
                     cfg.threads = t == 2 ? 2 : 1;
-                    mpc_report r;
+                    chk_report r;
                     par_status st = check_optim_step(&r, &cfg, trs[t], &bb, later ? &start : NULL);
-                    const mpc_tensor *wn = row(&r, MPC_LOCAL, "layer0.weight.new");
+                    const chk_tensor *wn = row(&r, CHK_LOCAL, "layer0.weight.new");
                     snprintf(want, sizeof want, "layer0.weight.%s.new",
                              par_optim_state_name(kinds[k], ns - 1));
-                    const mpc_tensor *sn = row(&r, MPC_LOCAL, want);
+                    const chk_tensor *sn = row(&r, CHK_LOCAL, want);
                     snprintf(name, sizeof name,
                              "%s %s %s, step %d: every tensor passes, new state checked "
                              "(weight ratio %.3f, %s ratio %.3f)",
@@ -332,10 +332,10 @@ static void optim_checks(const par_dataset *ds)
                                        wn->bound_ratio > 0.1 &&
                                        (sn->bound_ratio > 0.1 || (!later && ns == 1)) &&
                                        (trs[t] == &par_trainer_reference ||
-                                        row(&r, MPC_CONTRACT, want + 0)),
+                                        row(&r, CHK_CONTRACT, want + 0)),
                                    name))
                         print_fails(&r);
-                    mpc_report_free(&r);
+                    chk_report_free(&r);
                 }
             }
             // Negative controls, serial, step 4 (faults count from the run's step 1).
@@ -344,7 +344,7 @@ static void optim_checks(const par_dataset *ds)
             for (int fk = 0; fk < 2; fk++) {
                 par_fault f = {fk ? PAR_FAULT_OPT_SWAP : PAR_FAULT_OPT_BETA, 1, 0, 0};
                 par_fault_set(&f);
-                mpc_report r;
+                chk_report r;
                 par_status st = check_optim_step(&r, &cfg, &par_trainer_serial, &bb, &start);
                 f.kind = PAR_FAULT_NONE;
                 par_fault_set(&f);
@@ -371,7 +371,7 @@ static void optim_checks(const par_dataset *ds)
                          want);
                 if (!par_check(st == PAR_OK && strcmp(fails, want) == 0, name))
                     printf("  got [%s]\n", fails);
-                mpc_report_free(&r);
+                chk_report_free(&r);
             }
         }
         free(w0), free(w3), free(s3[0]), free(s3[1]);
@@ -393,7 +393,7 @@ static void faults(const par_dataset *ds)
         void *w0 = malloc(m.n_params * par_dtype_size(dt));
         par_model_init(&m, dt, 42, w0);
         gather(&bb, ds, dt, 24, 100);
-        mpc_report r;
+        chk_report r;
 
         // HALF_FWD, layer 1: its outputs keep 11 bits, a relative error up to
         // 2^-12 = 2.4e-4, while the bound of a 25-term forward element is
@@ -405,11 +405,11 @@ static void faults(const par_dataset *ds)
         par_status st =
             check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
         snprintf(name, sizeof name, "HALF_FWD layer 1 (%s): LOCAL layer1.out fails, only it", dn);
-        if (!par_check(st == PAR_OK && verdict_is(&r, MPC_LOCAL, "layer1.out", MPC_FAIL) &&
+        if (!par_check(st == PAR_OK && verdict_is(&r, CHK_LOCAL, "layer1.out", CHK_FAIL) &&
                            local_fails(&r) == 1,
                        name))
             print_fails(&r);
-        mpc_report_free(&r);
+        chk_report_free(&r);
 
         // SKIP_SAMPLE, layer 0, sample 3: each weight gradient element loses
         // the term dz[3][o] x[3][i]; wherever that term is not tiny next to
@@ -420,12 +420,12 @@ static void faults(const par_dataset *ds)
         snprintf(name, sizeof name,
                  "SKIP_SAMPLE layer 0 (%s): LOCAL layer0.weight.grad and bias.grad fail, only they",
                  dn);
-        if (!par_check(st == PAR_OK && verdict_is(&r, MPC_LOCAL, "layer0.weight.grad", MPC_FAIL) &&
-                           verdict_is(&r, MPC_LOCAL, "layer0.bias.grad", MPC_FAIL) &&
+        if (!par_check(st == PAR_OK && verdict_is(&r, CHK_LOCAL, "layer0.weight.grad", CHK_FAIL) &&
+                           verdict_is(&r, CHK_LOCAL, "layer0.bias.grad", CHK_FAIL) &&
                            local_fails(&r) == 2,
                        name))
             print_fails(&r);
-        mpc_report_free(&r);
+        chk_report_free(&r);
 
         // GRAD_ULP: +1 ulp on a gradient element is a legal rounding of most
         // elements (1 ulp <= 2u |g| is far inside gamma_B S >= B u |g|), so the
@@ -439,23 +439,23 @@ static void faults(const par_dataset *ds)
         f = (par_fault){PAR_FAULT_GRAD_ULP, 1, 0, idx};
         par_fault_set(&f);
         st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
-        const mpc_tensor *t = row(&r, MPC_LOCAL, "layer0.weight.grad");
+        const chk_tensor *t = row(&r, CHK_LOCAL, "layer0.weight.grad");
         snprintf(name, sizeof name,
                  "GRAD_ULP on an all-zero-terms element (%s): LOCAL layer0.weight.grad[5,0] fails",
                  dn);
-        if (!par_check(st == PAR_OK && t && t->verdict == MPC_FAIL && t->worst == 5 * 784 &&
+        if (!par_check(st == PAR_OK && t && t->verdict == CHK_FAIL && t->worst == 5 * 784 &&
                            t->worst_bound == 0 &&
                            t->n_over == 1 && local_fails(&r) == 1,
                        name))
             print_fails(&r);
-        mpc_report_free(&r);
+        chk_report_free(&r);
 
         // ... and on the element with the largest |g|, the same 1-ulp fault is
         // inside the bound (LOCAL passes, rightly: some order could give it);
         // exact mode's bitwise CONTRACT view catches it.
         f.kind = PAR_FAULT_NONE;
         par_fault_set(&f);
-        mpc_step run;
+        chk_step run;
         const par_run_cfg cfg = {.model = &m,
                                  .dtype = dt,
                                  .mode = PAR_MODE_EXACT,
@@ -466,12 +466,12 @@ static void faults(const par_dataset *ds)
                                  .init_params = w0};
         const par_batch batch = {bb.x, bb.labels, bb.B};
         size_t big = 0;
-        if (mpc_capture(&run, &par_trainer_reference, &cfg, &batch) == PAR_OK) {
+        if (chk_capture(&run, &par_trainer_reference, &cfg, &batch) == PAR_OK) {
             for (size_t i = 0; i < m.n_params; i++)
                 if (fabs(dt == PAR_F32 ? ((float *)run.g)[i] : ((double *)run.g)[i]) >
                     fabs(dt == PAR_F32 ? ((float *)run.g)[big] : ((double *)run.g)[big]))
                     big = i;
-            mpc_step_free(&run);
+            chk_step_free(&run);
         }
         f = (par_fault){PAR_FAULT_GRAD_ULP, 1, 0, big};
         par_fault_set(&f);
@@ -481,12 +481,12 @@ static void faults(const par_dataset *ds)
                  dn);
         int named = 0;
         for (size_t k = 0; k < r.n; k++) {
-            const mpc_tensor *c = &r.t[k];
-            if (c->view == MPC_CONTRACT && c->verdict == MPC_FAIL && strstr(c->name, ".grad"))
+            const chk_tensor *c = &r.t[k];
+            if (c->view == CHK_CONTRACT && c->verdict == CHK_FAIL && strstr(c->name, ".grad"))
                 named = c->n_over == 1 && c->worst_ulp == 1;
         }
         if (!par_check(st == PAR_OK && local_fails(&r) == 0 && named, name)) print_fails(&r);
-        mpc_report_free(&r);
+        chk_report_free(&r);
 
         // CHUNK_SWAP folds ((g1 + g2) + g0) + ... instead of ((g0 + g1) + g2).
         // The bound holds for every order, so LOCAL must pass (as for fast
@@ -500,14 +500,14 @@ static void faults(const par_dataset *ds)
         if (!par_check(st == PAR_OK && local_fails(&r) == 0, name)) print_fails(&r);
         int swap_named = 0;
         for (size_t k = 0; k < r.n; k++) {
-            const mpc_tensor *c = &r.t[k];
-            if (c->view == MPC_CONTRACT && c->verdict == MPC_FAIL &&
+            const chk_tensor *c = &r.t[k];
+            if (c->view == CHK_CONTRACT && c->verdict == CHK_FAIL &&
                 strstr(c->name, "layer0.weight"))
                 swap_named = 1;
         }
         snprintf(name, sizeof name, "CHUNK_SWAP layer 0 (%s): CONTRACT names layer0.weight", dn);
         if (!par_check(st == PAR_OK && swap_named, name)) print_fails(&r);
-        mpc_report_free(&r);
+        chk_report_free(&r);
 
         f.kind = PAR_FAULT_NONE;
         par_fault_set(&f);
@@ -519,22 +519,22 @@ static void faults(const par_dataset *ds)
 // ---- CNNs: conv2d and max-pool --------------------------------------------------
 
 // The first LOCAL row that fails, in computation order; NULL if none.
-static const mpc_tensor *first_local_fail(const mpc_report *r)
+static const chk_tensor *first_local_fail(const chk_report *r)
 {
     for (size_t k = 0; k < r->n; k++)
-        if (r->t[k].view == MPC_LOCAL && r->t[k].verdict == MPC_FAIL) return &r->t[k];
+        if (r->t[k].view == CHK_LOCAL && r->t[k].verdict == CHK_FAIL) return &r->t[k];
     return NULL;
 }
 
 // Every failing CONTRACT row is one of layer l's: 1 if so and one does fail.
-static int contract_fails_only_in(const mpc_report *r, int l)
+static int contract_fails_only_in(const chk_report *r, int l)
 {
     char prefix[16];
     snprintf(prefix, sizeof prefix, "layer%d.", l);
     int any = 0;
     for (size_t k = 0; k < r->n; k++) {
-        const mpc_tensor *t = &r->t[k];
-        if (t->view != MPC_CONTRACT || t->verdict != MPC_FAIL) continue;
+        const chk_tensor *t = &r->t[k];
+        if (t->view != CHK_CONTRACT || t->verdict != CHK_FAIL) continue;
         if (strncmp(t->name, prefix, strlen(prefix)) != 0) return 0;
         any = 1;
     }
@@ -591,7 +591,7 @@ static void cnn_checks(const par_dataset *ds)
         void *w0 = malloc(m.n_params * par_dtype_size(dt));
         par_model_init(&m, dt, 42, w0);
         gather(&bb, ds, dt, 21, 200); // chunks of 8: 8, 8, 5
-        mpc_report r;
+        chk_report r;
         for (int T = 1; T <= 2; T++) {
             const par_status st =
                 check_step(&r, &m, dt, T == 1 ? &par_trainer_serial : &par_trainer_omp,
@@ -599,13 +599,13 @@ static void cnn_checks(const par_dataset *ds)
             snprintf(name, sizeof name, "%s %s T=%d: every tensor passes (conv, max-pool)", m.spec,
                      dn, T);
             if (!par_check(st == PAR_OK && r.n > 0 && r.n_fail == 0 &&
-                               row(&r, MPC_LOCAL, "layer0.weight.grad") &&
-                               row(&r, MPC_LOCAL, "layer1.out") &&
-                               row(&r, MPC_CONTRACT, "layer2.weight.grad") &&
-                               !row(&r, MPC_LOCAL, "layer1.weight.grad"),
+                               row(&r, CHK_LOCAL, "layer0.weight.grad") &&
+                               row(&r, CHK_LOCAL, "layer1.out") &&
+                               row(&r, CHK_CONTRACT, "layer2.weight.grad") &&
+                               !row(&r, CHK_LOCAL, "layer1.weight.grad"),
                            name))
                 print_fails(&r);
-            mpc_report_free(&r);
+            chk_report_free(&r);
         }
 
         par_fault f = {PAR_FAULT_SKIP_SAMPLE, 1, 0, 3};
@@ -616,26 +616,26 @@ static void cnn_checks(const par_dataset *ds)
                  "CNN, skipped sample in conv layer 0 (%s): LOCAL layer0.weight.grad and "
                  "bias.grad fail, only they",
                  dn);
-        if (!par_check(st == PAR_OK && verdict_is(&r, MPC_LOCAL, "layer0.weight.grad", MPC_FAIL) &&
-                           verdict_is(&r, MPC_LOCAL, "layer0.bias.grad", MPC_FAIL) &&
+        if (!par_check(st == PAR_OK && verdict_is(&r, CHK_LOCAL, "layer0.weight.grad", CHK_FAIL) &&
+                           verdict_is(&r, CHK_LOCAL, "layer0.bias.grad", CHK_FAIL) &&
                            local_fails(&r) == 2,
                        name))
             print_fails(&r);
-        mpc_report_free(&r);
+        chk_report_free(&r);
 
         f = (par_fault){PAR_FAULT_GRAD_ULP, 1, 0, m.views[m.layers[0].w_view].offset + 5};
         par_fault_set(&f);
         st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
-        const mpc_tensor *t = row(&r, MPC_CONTRACT, "layer0.weight.grad");
+        const chk_tensor *t = row(&r, CHK_CONTRACT, "layer0.weight.grad");
         snprintf(name, sizeof name,
                  "CNN, one ulp in conv layer 0 (%s): LOCAL passes, CONTRACT names "
                  "layer0.weight.grad[0,5]",
                  dn);
-        if (!par_check(st == PAR_OK && local_fails(&r) == 0 && t && t->verdict == MPC_FAIL &&
+        if (!par_check(st == PAR_OK && local_fails(&r) == 0 && t && t->verdict == CHK_FAIL &&
                            t->n_over == 1 && t->worst == 5 && t->worst_ulp == 1,
                        name))
             print_fails(&r);
-        mpc_report_free(&r);
+        chk_report_free(&r);
 
         // The same fault where it provably breaks the bound (as for MLPs): with
         // every input pixel 0, each conv layer 0 weight gradient has only zero
@@ -644,16 +644,16 @@ static void cnn_checks(const par_dataset *ds)
         gather(&zero, ds, dt, 21, 200);
         memset(zero.x, 0, zero.B * 784 * par_dtype_size(dt));
         st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &zero, 8, w0, 256);
-        t = row(&r, MPC_LOCAL, "layer0.weight.grad");
+        t = row(&r, CHK_LOCAL, "layer0.weight.grad");
         snprintf(name, sizeof name,
                  "CNN, one ulp on an all-zero-terms conv gradient (%s): LOCAL "
                  "layer0.weight.grad[0,5] fails, bound 0",
                  dn);
-        if (!par_check(st == PAR_OK && t && t->verdict == MPC_FAIL && t->n_over == 1 &&
+        if (!par_check(st == PAR_OK && t && t->verdict == CHK_FAIL && t->n_over == 1 &&
                            t->worst == 5 && t->worst_bound == 0 && local_fails(&r) == 1,
                        name))
             print_fails(&r);
-        mpc_report_free(&r);
+        chk_report_free(&r);
         free(zero.x);
 
         for (int l = 0; l <= 2; l += 2) {
@@ -667,17 +667,17 @@ static void cnn_checks(const par_dataset *ds)
                      "fails in %s and layer %d only",
                      l, dn, tensor, l);
             if (!par_check(st == PAR_OK && local_fails(&r) == 0 &&
-                               verdict_is(&r, MPC_CONTRACT, tensor, MPC_FAIL) &&
+                               verdict_is(&r, CHK_CONTRACT, tensor, CHK_FAIL) &&
                                contract_fails_only_in(&r, l),
                            name))
                 print_fails(&r);
-            mpc_report_free(&r);
+            chk_report_free(&r);
         }
         f = (par_fault){PAR_FAULT_NONE, 0, 0, 0};
         par_fault_set(&f);
 
         // max-pool (layer 1) routing, on a clean step's captured dz of layer 0
-        mpc_step run;
+        chk_step run;
         const par_run_cfg cfg = {.model = &m,
                                  .dtype = dt,
                                  .mode = PAR_MODE_EXACT,
@@ -689,10 +689,10 @@ static void cnn_checks(const par_dataset *ds)
         const par_batch batch = {bb.x, bb.labels, bb.B};
         size_t moved[2] = {0, 0};
         memset(&r, 0, sizeof r);
-        const par_status cap = mpc_capture(&run, &par_trainer_serial, &cfg, &batch);
+        const par_status cap = chk_capture(&run, &par_trainer_serial, &cfg, &batch);
         const int found = cap == PAR_OK && misroute(run.d[0], dt, &m.layers[1], bb.B, moved);
-        const mpc_opts o = {256, 0, 0};
-        st = found ? mpc_check_step(&r, &run, &o) : cap;
+        const chk_opts o = {256, 0, 0};
+        st = found ? chk_check_step(&r, &run, &o) : cap;
         t = first_local_fail(&r);
         snprintf(name, sizeof name,
                  "CNN, max-pool gradient moved within its window (%s): LOCAL layer0.dz fails "
@@ -703,8 +703,8 @@ static void cnn_checks(const par_dataset *ds)
                            t->worst_bound == 0,
                        name))
             print_fails(&r);
-        mpc_report_free(&r);
-        if (cap == PAR_OK) mpc_step_free(&run);
+        chk_report_free(&r);
+        if (cap == PAR_OK) chk_step_free(&run);
         free(w0);
     }
     free(bb.x);
@@ -754,11 +754,11 @@ static void bn_hand(void)
                                  .threads = 1,
                                  .init_params = w0};
         const par_batch batch = {xb, labels, 2};
-        mpc_step run;
-        mpc_report r = {0};
-        PAR_REQUIRE(mpc_capture(&run, &par_trainer_serial, &cfg, &batch));
-        double got[MPC_BN_N];
-        for (int k = 0; k < MPC_BN_N; k++)
+        chk_step run;
+        chk_report r = {0};
+        PAR_REQUIRE(chk_capture(&run, &par_trainer_serial, &cfg, &batch));
+        double got[CHK_BN_N];
+        for (int k = 0; k < CHK_BN_N; k++)
             got[k] = dt == PAR_F32 ? ((float *)run.bn[1])[k] : ((double *)run.bn[1])[k];
         mpfr_t e;
         mpfr_init2(e, 256);
@@ -772,27 +772,27 @@ static void bn_hand(void)
                  "ulp of MPFR's",
                  par_dtype_name(dt), inv);
         par_check(got[0] == want[0] && got[1] == want[1] && got[2] == want[2] &&
-                      got[3] == want[3] && fabs(got[MPC_BN_INV] - inv) <= mpc_ulp_of(inv, dt),
+                      got[3] == want[3] && fabs(got[CHK_BN_INV] - inv) <= chk_ulp_of(inv, dt),
                   name);
-        const mpc_opts o = {256, 1, 1};
-        const par_status st = mpc_check_step(&r, &run, &o);
-        const mpc_tensor *t = row(&r, MPC_LOCAL, "layer1.bn.var");
+        const chk_opts o = {256, 1, 1};
+        const par_status st = chk_check_step(&r, &run, &o);
+        const chk_tensor *t = row(&r, CHK_LOCAL, "layer1.bn.var");
         snprintf(name, sizeof name, "hand batchnorm (%s): every tensor passes, var error 0",
                  par_dtype_name(dt));
         if (!par_check(st == PAR_OK && r.n_fail == 0 && t && t->max_abs == 0, name))
             print_fails(&r);
-        mpc_report_free(&r);
-        mpc_step_free(&run);
+        chk_report_free(&r);
+        chk_step_free(&run);
         free(w0);
         free(xb);
     }
 }
 
 // The first failing row of view v; NULL if none.
-static const mpc_tensor *first_fail(const mpc_report *r, mpc_view v)
+static const chk_tensor *first_fail(const chk_report *r, chk_view v)
 {
     for (size_t k = 0; k < r->n; k++)
-        if (r->t[k].view == v && r->t[k].verdict == MPC_FAIL) return &r->t[k];
+        if (r->t[k].view == v && r->t[k].verdict == CHK_FAIL) return &r->t[k];
     return NULL;
 }
 
@@ -818,18 +818,18 @@ static void bn_checks(const par_dataset *ds)
         void *w0 = malloc(m.n_params * par_dtype_size(dt));
         par_model_init(&m, dt, 42, w0);
         gather(&bb, ds, dt, 21, 300); // chunks of 8: 8, 8, 5
-        mpc_report r;
+        chk_report r;
         for (int t = 0; t < 4; t++) {
             const par_mode mode = t == 3 ? PAR_MODE_FAST : PAR_MODE_EXACT;
             const par_status st =
                 check_step(&r, &m, dt, trs[t], mode, t >= 2 ? 2 : 1, &bb, 8, w0, 256);
             snprintf(name, sizeof name, "%s %s %s%s: every tensor passes (batchnorm)", m.spec, dn,
                      trs[t]->name, t == 3 ? " fast" : "");
-            const int rows_ok = row(&r, MPC_LOCAL, "layer1.bn.var") &&
-                                row(&r, MPC_LOCAL, "layer4.bn.inv") &&
-                                row(&r, MPC_LOCAL, "layer4.running_var.new") &&
-                                row(&r, MPC_E2E, "layer1.bn.mean") &&
-                                (t == 0 || t == 3 || row(&r, MPC_CONTRACT, "layer1.bn.sqdev"));
+            const int rows_ok = row(&r, CHK_LOCAL, "layer1.bn.var") &&
+                                row(&r, CHK_LOCAL, "layer4.bn.inv") &&
+                                row(&r, CHK_LOCAL, "layer4.running_var.new") &&
+                                row(&r, CHK_E2E, "layer1.bn.mean") &&
+                                (t == 0 || t == 3 || row(&r, CHK_CONTRACT, "layer1.bn.sqdev"));
             if (!par_check(st == PAR_OK && r.n > 0 && r.n_fail == 0 && rows_ok, name))
                 print_fails(&r);
             if (st == PAR_OK && t == 1) {   // not vacuous: half-ulp bounds are reached
@@ -837,36 +837,36 @@ static void bn_checks(const par_dataset *ds)
                 const char *names[] = {"layer1.bn.mean", "layer1.bn.var", "layer4.bn.mean",
                                        "layer4.bn.var"};
                 for (int k = 0; k < 4; k++) {
-                    const mpc_tensor *u = row(&r, MPC_LOCAL, names[k]);
+                    const chk_tensor *u = row(&r, CHK_LOCAL, names[k]);
                     if (u && u->bound_ratio > top) top = u->bound_ratio;
                 }
                 snprintf(name, sizeof name, "  batchnorm mean/var bounds tight (%s: ratio %.3f)",
                          dn, top);
                 par_check(top > 0.5 && top <= 1, name);
             }
-            mpc_report_free(&r);
+            chk_report_free(&r);
         }
 
         par_fault f = {PAR_FAULT_BN_VAR_ULP, 1, 1, 1};
         par_fault_set(&f);
         par_status st =
             check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
-        const mpc_tensor *t = row(&r, MPC_LOCAL, "layer1.bn.var");
+        const chk_tensor *t = row(&r, CHK_LOCAL, "layer1.bn.var");
         snprintf(name, sizeof name,
                  "batchnorm var + 1 ulp (%s): LOCAL layer1.bn.var[1] fails, only it; CONTRACT "
                  "layer1.bn.var too",
                  dn);
-        if (!par_check(st == PAR_OK && t && t->verdict == MPC_FAIL && t->n_over == 1 &&
+        if (!par_check(st == PAR_OK && t && t->verdict == CHK_FAIL && t->n_over == 1 &&
                            t->worst == 1 && local_fails(&r) == 1 &&
-                           verdict_is(&r, MPC_CONTRACT, "layer1.bn.var", MPC_FAIL),
+                           verdict_is(&r, CHK_CONTRACT, "layer1.bn.var", CHK_FAIL),
                        name))
             print_fails(&r);
-        mpc_report_free(&r);
+        chk_report_free(&r);
 
         f = (par_fault){PAR_FAULT_BN_SWAP, 1, 1, 0};
         par_fault_set(&f);
         st = check_step(&r, &m, dt, &par_trainer_serial, PAR_MODE_EXACT, 1, &bb, 8, w0, 256);
-        t = first_fail(&r, MPC_CONTRACT);
+        t = first_fail(&r, CHK_CONTRACT);
         snprintf(name, sizeof name,
                  "batchnorm statistics folded out of order (%s): LOCAL passes, CONTRACT fails "
                  "first in layer1.bn.sum or layer1.bn.sqdev (%s)",
@@ -876,7 +876,7 @@ static void bn_checks(const par_dataset *ds)
                             strcmp(t->name, "layer1.bn.sqdev") == 0),
                        name))
             print_fails(&r);
-        mpc_report_free(&r);
+        chk_report_free(&r);
         f = (par_fault){PAR_FAULT_NONE, 0, 0, 0};
         par_fault_set(&f);
         free(w0);
@@ -909,8 +909,8 @@ static void step_records(const par_dataset *ds)
         if (st == PAR_OK) st = par_run(&ro, NULL, w_next, &done, NULL);
         size_t *idx = NULL, B = 0;
         int epoch = -1;
-        if (st == PAR_OK) st = mpc_step_records(&idx, &B, &epoch, ds, 11, batch, S);
-        mpc_step run = {0};
+        if (st == PAR_OK) st = chk_step_records(&idx, &B, &epoch, ds, 11, batch, S);
+        chk_step run = {0};
         if (st == PAR_OK) {
             void *x = malloc(B * 784 * sz);
             int32_t *labels = malloc(B * sizeof *labels);
@@ -924,7 +924,7 @@ static void step_records(const par_dataset *ds)
                                      .threads = 1,
                                      .init_params = w_prev};
             const par_batch b = {x, labels, B};
-            st = mpc_capture(&run, &par_trainer_serial, &cfg, &b);
+            st = chk_capture(&run, &par_trainer_serial, &cfg, &b);
             free(x);
             free(labels);
         }
@@ -935,7 +935,7 @@ static void step_records(const par_dataset *ds)
         par_check(st == PAR_OK && memcmp(run.w_new, w_next, N * sz) == 0 &&
                       epoch == (int)((S - 1) / per_epoch),
                   name);
-        mpc_step_free(&run);
+        chk_step_free(&run);
         free(idx);
     }
     free(w0);
@@ -953,7 +953,7 @@ static void default_mlp(const par_dataset *ds)
     par_model_init(&m, PAR_F32, 42, w0);
     batch_buf bb = {0};
     gather(&bb, ds, PAR_F32, 64, 0);
-    mpc_report r;
+    chk_report r;
     par_status st =
         check_step(&r, &m, PAR_F32, &par_trainer_omp, PAR_MODE_EXACT, 2, &bb, 8, w0, 128);
     printf("  default MLP, B=64, 128 bits, with END-TO-END: %.2f s of MPFR on %d threads\n",
@@ -962,7 +962,7 @@ static void default_mlp(const par_dataset *ds)
                    "mlp:784-256-128-10 f32 omp T=2 exact: every tensor passes"))
         print_fails(&r);
     par_check(r.seconds < 60, "default MLP checked in under 60 s");
-    mpc_report_free(&r);
+    chk_report_free(&r);
     free(bb.x);
     free(w0);
 }

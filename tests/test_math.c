@@ -1,5 +1,5 @@
 // Accuracy and special values of par_math (exp, log, tanh, sigmoid; f32, f64).
-// The accuracy sweep is the checker's (mpc_math_check, the code behind
+// The accuracy sweep is the checker's (chk_math_check, the code behind
 // `parity check --math`: dense deterministic samples plus hard cases, exact
 // values by MPFR at 128 bits); this test asserts max error < 1 ulp
 // (faithful) for every function and dtype, and the special values bitwise.
@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mpc_check.h"
+#include "chk_check.h"
 #include "par_math.h"
 #include "par_test.h"
 
-// Points per sampling scheme per function and dtype (see mpc_math_check).
+// Points per sampling scheme per function and dtype (see chk_math_check).
 enum { N_F32 = 500000, N_F64 = 300000 };
 
 static int same64(double a, double b)
@@ -70,17 +70,17 @@ static void check_specials(void)
 int main(void)
 {
     check_specials();
-    mpc_math_report r;
-    if (!par_check(mpc_math_check(&r, N_F32, N_F64, 0) == PAR_OK, "mpc_math_check runs")) {
+    chk_math_report r;
+    if (!par_check(chk_math_check(&r, N_F32, N_F64, 0) == PAR_OK, "chk_math_check runs")) {
         printf("  %s\n", par_last_error());
         return par_test_exit();
     }
     printf("accuracy sweep: %d threads, %.1f s\n", r.threads, r.seconds);
     for (int k = 0; k < r.n_rows; k++) {
-        const mpc_math_row *row = &r.rows[k];
+        const chk_math_row *row = &r.rows[k];
         char name[96];
         snprintf(name, sizeof name, "%s_%s faithful (max %.4f ulp over %zu points)",
-                 mpc_fn_name(row->fn), par_dtype_name(row->dt), row->max_ulp, row->points);
+                 chk_fn_name(row->fn), par_dtype_name(row->dt), row->max_ulp, row->points);
         if (!par_check(row->max_ulp < 1.0, name)) printf("  worst x = %.17g\n", row->worst_x);
     }
     par_check(r.n_rows == 8, "all four functions in both dtypes were measured");

@@ -21,7 +21,7 @@
 #include "par_engine.h"
 #include "par_fixtures.h"
 #include "par_io.h"
-#include "mpc_check.h"
+#include "chk_check.h"
 #include "par_kernels.h"
 
 extern const par_trainer_ops par_trainer_reference, par_trainer_serial, par_trainer_omp;
@@ -613,8 +613,8 @@ static void mpfr_takes_adam(const par_model *m)
     // The MPFR checker takes adam (tests/test_check.c checks its steps): from
     // a zero state m' = fl(b1 * 0) + fl(c1 g) = fl(c1 g) with c1 = 1 - 0.9f
     // (exact in f32: Sterbenz), and v' = fl(fl(c2 g) g), c2 = 1 - 0.999f.
-    mpc_step st;
-    int ok = mpc_capture(&st, &par_trainer_serial, &ce, &b) == PAR_OK && st.opt_t == 1 &&
+    chk_step st;
+    int ok = chk_capture(&st, &par_trainer_serial, &ce, &b) == PAR_OK && st.opt_t == 1 &&
              st.s_new[0] && st.s_new[1];
     const float c1 = 1.0f - 0.9f, c2 = 1.0f - 0.999f;
     for (size_t i = 0; ok && i < m->n_params; i++) {
@@ -623,7 +623,7 @@ static void mpfr_takes_adam(const par_model *m)
              ((const float *)st.s_new[1])[i] == (c2 * g) * g;
     }
     par_check(ok, "the MPFR checker captures adam's state: m' = c1 g, v' = c2 g g from zeros");
-    if (st.m) mpc_step_free(&st);
+    if (st.m) chk_step_free(&st);
     free(x);
     free(w0);
 }

@@ -1,4 +1,4 @@
-// The scaling model's formulas (verify/sm_model.c) against values worked out
+// The scaling model's formulas (verify/scaling/sm_model.c) against values worked out
 // by hand from the formulas written in sm_model.h, for a small case:
 // alpha = 1 us, beta = 1 ns/byte, N = 1000 f32 parameters (4000 bytes), C = 8.
 #include <math.h>

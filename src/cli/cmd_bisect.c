@@ -1,6 +1,6 @@
 // `parity bisect A B [flags]`: where two runs that should agree part. A and B
 // are each one string of `parity train` flags; both run in lockstep in one
-// set of processes (verify/bis_bisect.h), and the first differing step is
+// set of processes (verify/bisect/bis_bisect.h), and the first differing step is
 // replayed tensor by tensor. `parity bisect --logs a.jsonl b.jsonl` compares
 // two saved step logs. Exit 0 no divergence, 1 divergence, 2 usage, 3
 // runtime error. Tests: tests/test_bisect.c, tests/test_bisect.sh.
@@ -97,7 +97,7 @@ static double log_ulps(double a, double b)
 {
     if (!isfinite(a) || !isfinite(b)) return NAN;
     const int f32 = (double)(float)a == a && (double)(float)b == b;
-    return vf_bisect_ulps(a, b, f32 ? PAR_F32 : PAR_F64);
+    return bis_ulps(a, b, f32 ? PAR_F32 : PAR_F64);
 }
 
 static int bisect_logs(int argc, char **argv)
@@ -118,8 +118,8 @@ static int bisect_logs(int argc, char **argv)
     }
     if (n_pos != 2)
         return fail_usage("--logs: expected two step logs", "parity bisect --logs a.jsonl b.jsonl");
-    vf_bisect_log_result r;
-    par_status st = vf_bisect_logs(&r, pos[0], pos[1]);
+    bis_log_result r;
+    par_status st = bis_logs(&r, pos[0], pos[1]);
     if (st != PAR_OK)
         return cli_fail("bisect", st, "give two logs written by `parity train --log FILE`");
     const double ulps = r.diverged ? log_ulps(r.loss_a, r.loss_b) : NAN;
@@ -231,7 +231,7 @@ static int check_common(const side_opts *a, const side_opts *b)
 
 static const char *side_name(int s) { return s ? "B" : "A"; }
 
-static void print_human(const vf_bisect_result *r, const vf_bisect_opts *o, const char *cfg[2],
+static void print_human(const bis_result *r, const bis_opts *o, const char *cfg[2],
                         const side_opts *so)
 {
     const par_dtype dt = o->side[0].cfg.dtype;
@@ -243,7 +243,7 @@ static void print_human(const vf_bisect_result *r, const vf_bisect_opts *o, cons
     if (o->tol > 0 || o->atol > 0) {
         char floor[80];
         if (o->atol >= 0) snprintf(floor, sizeof floor, "%g", o->atol);
-        else snprintf(floor, sizeof floor, "%d ulps of the tensor's largest |value|", VF_BISECT_AUTO_ULPS);
+        else snprintf(floor, sizeof floor, "%d ulps of the tensor's largest |value|", BIS_AUTO_ULPS);
         printf("--tol %g --atol %s: |a - b| <= %g max(|a|, |b|) or |a - b| <= %s counts as equal\n",
                o->tol, o->atol >= 0 ? floor : "auto", o->tol, floor);
     }
@@ -269,7 +269,7 @@ static void print_human(const vf_bisect_result *r, const vf_bisect_opts *o, cons
     printf("  %-30s %10s %10s %10s\n", "tensor", "elements", "differ", "max ulps");
     int marked = 0;
     for (int i = 0; i < r->n_tensors; i++) {
-        const vf_bisect_tensor *t = &r->tensors[i];
+        const bis_tensor *t = &r->tensors[i];
         const int first = !marked && t->n_diff > 0;
         marked |= first;
         printf("  %-30s %10zu %10zu %10.0f%s\n", t->name, t->n, t->n_diff, t->max_ulps,
@@ -298,8 +298,8 @@ static void print_human(const vf_bisect_result *r, const vf_bisect_opts *o, cons
         snprintf(e, sizeof e, "%.17g", r->exact);
         printf("  exact (MPFR, %d bits, from the inputs both sides share) = %s\n  closer to "
                "exact: %s\n",
-               o->prec, e, r->closer == VF_CLOSER_TIE ? "tie (both equally far)"
-                                                     : vf_bisect_closer_name(r->closer));
+               o->prec, e, r->closer == BIS_CLOSER_TIE ? "tie (both equally far)"
+                                                     : bis_closer_name(r->closer));
     }
     if (r->chunk_fold_differs) {
         printf("  the per-chunk gradients agree: the chunk fold differs\n");
@@ -310,7 +310,7 @@ static void print_human(const vf_bisect_result *r, const vf_bisect_opts *o, cons
     }
 }
 
-static void print_json_result(const vf_bisect_result *r, const vf_bisect_opts *o,
+static void print_json_result(const bis_result *r, const bis_opts *o,
                               const char *cfg[2])
 {
     json_t *j = json_pack("{s:b, s:I, s:s, s:s, s:f, s:i}", "diverged", r->diverged, "steps",
@@ -345,8 +345,8 @@ static void print_json_result(const vf_bisect_result *r, const vf_bisect_opts *o
     json_object_set_new(j, "b", f ? jnum(r->b) : json_null());
     json_object_set_new(j, "ulps", f ? jnum(r->ulps) : json_null());
     json_object_set_new(j, "exact", f && r->has_exact ? jnum(r->exact) : json_null());
-    json_object_set_new(j, "closer", f && r->closer != VF_CLOSER_NONE
-                                         ? json_string(vf_bisect_closer_name(r->closer))
+    json_object_set_new(j, "closer", f && r->closer != BIS_CLOSER_NONE
+                                         ? json_string(bis_closer_name(r->closer))
                                          : json_null());
     if (r->diverged) {
         json_object_set_new(j, "reproduced", json_boolean(r->found));
@@ -355,7 +355,7 @@ static void print_json_result(const vf_bisect_result *r, const vf_bisect_opts *o
         json_object_set_new(j, "chunk_fold_differs", json_boolean(r->chunk_fold_differs));
         json_t *t = json_array();
         for (int i = 0; i < r->n_tensors; i++) {
-            const vf_bisect_tensor *x = &r->tensors[i];
+            const bis_tensor *x = &r->tensors[i];
             json_t *row = json_pack("{s:s, s:I, s:I, s:o}", "name", x->name, "n",
                                     (json_int_t)x->n, "n_diff", (json_int_t)x->n_diff,
                                     "max_ulps", jnum(x->max_ulps));
@@ -538,9 +538,9 @@ int cmd_bisect(int argc, char **argv)
         if (st != PAR_OK) rc = cli_fail("bisect", st, NULL);
     }
     if (rc == 0) {
-        vf_bisect_opts o = {.ds = &ds, .seed = so[0].seed, .epochs = so[0].epochs,
+        bis_opts o = {.ds = &ds, .seed = so[0].seed, .epochs = so[0].epochs,
                             .max_steps = so[0].steps, .tol = tol,
-                            .atol = isnan(atol) ? VF_BISECT_ATOL_AUTO : atol, .prec = prec};
+                            .atol = isnan(atol) ? BIS_ATOL_AUTO : atol, .prec = prec};
         for (int s = 0; s < 2; s++) {
             o.side[s].ops = tr[s];
             o.side[s].cfg = (par_run_cfg){.model = &m,
@@ -553,8 +553,8 @@ int cmd_bisect(int argc, char **argv)
                                           .init_params = init,
                                           .fault = &fault[s]};
         }
-        vf_bisect_result *r = malloc(sizeof *r);
-        st = r ? vf_bisect_lockstep(r, &o)
+        bis_result *r = malloc(sizeof *r);
+        st = r ? bis_lockstep(r, &o)
                : par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
         if (st != PAR_OK) {
             rc = rank == 0 ? cli_fail("bisect", st, st == PAR_ERR_NUMERIC ? "lower --lr" : NULL)

@@ -1,5 +1,5 @@
 // `parity check`: one training step of any single-process trainer recomputed
-// in MPFR (verify/mpc_check.h) and compared tensor by tensor, as a table or
+// in MPFR (verify/check/chk_check.h) and compared tensor by tensor, as a table or
 // JSON; `parity check --math` measures the own exp/log/tanh/sigmoid. Exit 0
 // all pass, 1 a check failed, 2 usage, 3 runtime. Tests: tests/test_check.c.
 #define _POSIX_C_SOURCE 200809L
@@ -12,7 +12,7 @@
 #include <jansson.h>
 
 #include "cli.h"
-#include "mpc_check.h"
+#include "chk_check.h"
 #include "par_engine.h"
 #include "par_io.h"
 #include "par_mpi_launch.h"
@@ -61,8 +61,8 @@ static int run_math(const check_opts *o)
 {
     const size_t p32 = o->points > 0 ? (size_t)o->points : 1000000;
     const size_t p64 = o->points > 0 ? (size_t)o->points * 3 / 5 : 600000;
-    mpc_math_report r;
-    par_status st = mpc_math_check(&r, p32, p64, o->mpfr_threads);
+    chk_math_report r;
+    par_status st = chk_math_check(&r, p32, p64, o->mpfr_threads);
     if (st != PAR_OK) return cli_fail("check", st, NULL);
     int bad = 0;
     for (int k = 0; k < r.n_rows; k++)
@@ -70,12 +70,12 @@ static int run_math(const check_opts *o)
     if (o->json) {
         json_t *rows = json_array();
         for (int k = 0; k < r.n_rows; k++) {
-            const mpc_math_row *w = &r.rows[k];
+            const chk_math_row *w = &r.rows[k];
             char hex[40];
             snprintf(hex, sizeof hex, "%a", w->worst_x);
             json_array_append_new(
                 rows, json_pack("{s:s, s:s, s:I, s:o, s:o, s:s, s:f}", "function",
-                                mpc_fn_name(w->fn), "dtype", par_dtype_name(w->dt), "points",
+                                chk_fn_name(w->fn), "dtype", par_dtype_name(w->dt), "points",
                                 (json_int_t)w->points, "max_ulp", jnum(w->max_ulp), "worst_x",
                                 jnum(w->worst_x), "worst_x_hex", hex, "seconds", w->seconds));
         }
@@ -88,8 +88,8 @@ static int run_math(const check_opts *o)
                r.threads, r.seconds);
         printf("%-8s  %-5s  %9s  %9s  %s\n", "function", "dtype", "points", "max ulp", "worst x");
         for (int k = 0; k < r.n_rows; k++) {
-            const mpc_math_row *w = &r.rows[k];
-            printf("%-8s  %-5s  %9zu  %9.6f  %a\n", mpc_fn_name(w->fn), par_dtype_name(w->dt),
+            const chk_math_row *w = &r.rows[k];
+            printf("%-8s  %-5s  %9zu  %9.6f  %a\n", chk_fn_name(w->fn), par_dtype_name(w->dt),
                    w->points, w->max_ulp, w->worst_x);
         }
         printf("\nverdict: %s (%s)\n", bad ? "FAIL" : "PASS",
@@ -132,7 +132,7 @@ static int parse_samples(const char *spec, size_t n, size_t **idx, size_t *B)
     return 0;
 }
 
-static void print_table(const mpc_report *r)
+static void print_table(const chk_report *r)
 {
     char a[32], b[32], c[32], d[32], ix[48];
     int wn = 20;   // the tensor column: as wide as the longest name
@@ -141,35 +141,35 @@ static void print_table(const mpc_report *r)
     printf("%-8s  %-*s  %8s  %9s  %9s  %9s  %9s  %-7s  %s\n", "view", wn, "tensor", "n", "max abs",
            "max rel", "max ulp", "bound", "verdict", "worst");
     for (size_t k = 0; k < r->n; k++) {
-        const mpc_tensor *t = &r->t[k];
+        const chk_tensor *t = &r->t[k];
         if (k > 0 && t->view != r->t[k - 1].view) printf("\n");
         if (t->worst_err > 0 || t->n_over)
-            mpc_format_index(ix, sizeof ix, t, t->worst);
+            chk_format_index(ix, sizeof ix, t, t->worst);
         else
             snprintf(ix, sizeof ix, "-");
-        printf("%-8s  %-*s  %8zu  %9s  %9s  %9s  %9s  %-7s  %s\n", mpc_view_name(t->view), wn,
+        printf("%-8s  %-*s  %8zu  %9s  %9s  %9s  %9s  %-7s  %s\n", chk_view_name(t->view), wn,
                t->name, t->n, num(a, sizeof a, t->max_abs), num(b, sizeof b, t->max_rel),
                num(c, sizeof c, t->max_ulp), t->has_bound ? num(d, sizeof d, t->bound_ratio) : "-",
-               mpc_verdict_name(t->verdict), ix);
+               chk_verdict_name(t->verdict), ix);
     }
 }
 
-static void print_worst(const char *what, const mpc_tensor *t)
+static void print_worst(const char *what, const chk_tensor *t)
 {
     char ix[48];
-    mpc_format_index(ix, sizeof ix, t, t->worst);
-    printf("%s %s %s%s: run %.9g, %s %.9g, |err| %.3g", what, mpc_view_name(t->view), t->name, ix,
-           t->worst_run, t->view == MPC_CONTRACT ? "reference" : "exact", t->worst_exact,
+    chk_format_index(ix, sizeof ix, t, t->worst);
+    printf("%s %s %s%s: run %.9g, %s %.9g, |err| %.3g", what, chk_view_name(t->view), t->name, ix,
+           t->worst_run, t->view == CHK_CONTRACT ? "reference" : "exact", t->worst_exact,
            t->worst_err);
     if (t->has_bound) printf(", bound %.3g", t->worst_bound);
     printf(", %.3g ulp", t->worst_ulp);
     if (t->n_over)
         printf("; %zu of %zu elements %s", t->n_over, t->n,
-               t->view == MPC_CONTRACT ? "differ from the reference" : "over their bound");
+               t->view == CHK_CONTRACT ? "differ from the reference" : "over their bound");
     printf("\n");
 }
 
-static json_t *tensor_json(const mpc_tensor *t)
+static json_t *tensor_json(const chk_tensor *t)
 {
     json_t *shape = json_array(), *index = json_array();
     for (int d = 0; d < t->ndim; d++)
@@ -185,26 +185,26 @@ static json_t *tensor_json(const mpc_tensor *t)
         jnum(t->worst_run), "exact", jnum(t->worst_exact), "err", jnum(t->worst_err), "ulp",
         jnum(t->worst_ulp), "bound", t->has_bound ? jnum(t->worst_bound) : json_null());
     return json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:s, s:o}", "view",
-                     mpc_view_name(t->view), "tensor", t->name, "shape", shape, "n",
+                     chk_view_name(t->view), "tensor", t->name, "shape", shape, "n",
                      (json_int_t)t->n, "reduction_n", (json_int_t)t->n_red, "n_over",
                      (json_int_t)t->n_over, "max_abs", jnum(t->max_abs), "max_rel",
                      jnum(t->max_rel), "max_ulp", jnum(t->max_ulp), "bound_ratio",
                      t->has_bound ? jnum(t->bound_ratio) : json_null(), "verdict",
-                     mpc_verdict_name(t->verdict), "worst", worst);
+                     chk_verdict_name(t->verdict), "worst", worst);
 }
 
 typedef struct check_run {
     const check_opts *o;
     const par_dataset *ds;
     const par_model *m;
-    const mpc_step *s;
+    const chk_step *s;
     const size_t *idx;
     int epoch, by_step, contract;
     double t_run, t_total;
     int ranks;   // MPI trainers: the world size (rank 0's view is checked)
 } check_run;
 
-static void report_json(const check_run *c, const mpc_report *r)
+static void report_json(const check_run *c, const chk_report *r)
 {
     const check_opts *o = c->o;
     json_t *tensors = json_array(), *records = json_array();
@@ -230,10 +230,10 @@ static void report_json(const check_run *c, const mpc_report *r)
     print_json(j);
 }
 
-static void report_text(const check_run *c, const mpc_report *r)
+static void report_text(const check_run *c, const chk_report *r)
 {
     const check_opts *o = c->o;
-    const mpc_step *s = c->s;
+    const chk_step *s = c->s;
     if (c->by_step)
         printf("parity check: step %d (epoch %d) of %s, %zu records;", o->step > 0 ? o->step : 1,
                c->epoch, c->ds->name, s->B);
@@ -254,20 +254,20 @@ static void report_text(const check_run *c, const mpc_report *r)
            s->internals);
     print_table(r);
     printf("\n");
-    const mpc_tensor *worst[2] = {NULL, NULL}; // reductions, elementwise ops
+    const chk_tensor *worst[2] = {NULL, NULL}; // reductions, elementwise ops
     for (size_t k = 0; k < r->n; k++) {
-        const mpc_tensor *t = &r->t[k];
-        if (t->verdict == MPC_FAIL) print_worst("FAIL", t);
+        const chk_tensor *t = &r->t[k];
+        if (t->verdict == CHK_FAIL) print_worst("FAIL", t);
         const int e = t->n_red == 0;
-        if (t->view == MPC_LOCAL && (!worst[e] || t->bound_ratio > worst[e]->bound_ratio))
+        if (t->view == CHK_LOCAL && (!worst[e] || t->bound_ratio > worst[e]->bound_ratio))
             worst[e] = t;
     }
     if (worst[0] && !r->n_fail) print_worst("closest to its bound (reductions):", worst[0]);
     if (worst[1] && !r->n_fail) print_worst("closest to its bound (elementwise):", worst[1]);
     double e2e_ulp = -1, e2e_rel = 0, loss_ulp = -1;
     for (size_t k = 0; k < r->n; k++) {
-        const mpc_tensor *t = &r->t[k];
-        if (t->view != MPC_E2E) continue;
+        const chk_tensor *t = &r->t[k];
+        if (t->view != CHK_E2E) continue;
         const size_t len = strlen(t->name);
         if (len > 4 && strcmp(t->name + len - 4, ".new") == 0) {
             if (t->max_ulp > e2e_ulp) e2e_ulp = t->max_ulp;
@@ -468,7 +468,7 @@ int cmd_check(int argc, char **argv)
     if (st == PAR_OK && rc == EXIT_OK && o.samples)
         rc = parse_samples(o.samples, ds.train.n, &idx, &B);
     else if (st == PAR_OK && rc == EXIT_OK)
-        st = mpc_step_records(&idx, &B, &epoch, &ds, o.seed, (size_t)o.batch,
+        st = chk_step_records(&idx, &B, &epoch, &ds, o.seed, (size_t)o.batch,
                               o.step > 0 ? o.step : 1);
     if (st == PAR_OK && rc == EXIT_OK) {
         x = malloc(B * m.n_inputs * sz);
@@ -478,8 +478,8 @@ int cmd_check(int argc, char **argv)
         else
             par_data_gather(&ds.train, idx, B, dt, x, labels);
     }
-    mpc_step run = {0}, ref = {0};
-    mpc_report rep = {0};
+    chk_step run = {0}, ref = {0};
+    chk_report rep = {0};
     check_run c = {&o, &ds, &m, &run, idx, epoch, !o.samples, 0, 0, 0, size};
     if (st == PAR_OK && rc == EXIT_OK) {
         const par_run_cfg cfg = {.model = &m,
@@ -493,15 +493,15 @@ int cmd_check(int argc, char **argv)
                                  .optim = &optim};
         const par_batch batch = {x, labels, B};
         const double t1 = par_now();
-        st = mpc_capture_state(&run, tr, &cfg, &batch, &start);
+        st = chk_capture_state(&run, tr, &cfg, &batch, &start);
         c.t_run = par_now() - t1;
-        const mpc_opts mo = {o.prec, o.mpfr_threads, !o.no_e2e};
-        if (st == PAR_OK && rank == 0) st = mpc_check_step(&rep, &run, &mo);
+        const chk_opts mo = {o.prec, o.mpfr_threads, !o.no_e2e};
+        if (st == PAR_OK && rank == 0) st = chk_check_step(&rep, &run, &mo);
         c.contract = rank == 0 && mode == PAR_MODE_EXACT && strcmp(tr->name, "reference") != 0;
         if (st == PAR_OK && c.contract) {
             const par_trainer_ops *rt = par_trainer_find("reference");
-            st = mpc_capture_state(&ref, rt, &cfg, &batch, &start);
-            if (st == PAR_OK) st = mpc_check_contract(&rep, &run, &ref);
+            st = chk_capture_state(&ref, rt, &cfg, &batch, &start);
+            if (st == PAR_OK) st = chk_check_contract(&rep, &run, &ref);
         }
     }
     c.t_total = par_now() - t0;
@@ -516,9 +516,9 @@ int cmd_check(int argc, char **argv)
     } else if (st != PAR_OK) {
         rc = cli_fail("check", st, st == PAR_ERR_IO ? "check the --weights path" : NULL);
     }
-    mpc_report_free(&rep);
-    mpc_step_free(&run);
-    mpc_step_free(&ref);
+    chk_report_free(&rep);
+    chk_step_free(&run);
+    chk_step_free(&ref);
     free(idx);
     free(x);
     free(labels);

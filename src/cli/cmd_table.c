@@ -1,5 +1,5 @@
 // `parity table keygen|sign|verify`: Ed25519 keys and signatures of results
-// tables in the minisign formats (verify/vf_sign.h). A table whose
+// tables in the minisign formats (verify/harness/vf_sign.h). A table whose
 // results.json has a failed or missing verdict is never signed, and
 // `verify` fails (exit 1, one line) on a changed byte, a failed or missing
 // verdict, a changed table or plot, or a wrong key. Tests: tests/test_verify.sh.

@@ -1,5 +1,5 @@
 // `parity verify SUITE [--out DIR]`: runs a verify suite (verify/suites/)
-// through the harness (verify/vf_harness.h): every config against the
+// through the harness (verify/harness/vf_harness.h): every config against the
 // reference, MPFR checks, timings of what passed, table.md, table.csv,
 // results.json, plots, and a signature when every verdict passed. Exit 0
 // passed and signed, 1 a verdict failed (not signed), 2 usage or suite

@@ -1,5 +1,5 @@
 // `parity --version` / `parity version`: what this binary is, from the same
-// provenance a results.json records (verify/vf_prov.c): source commit,
+// provenance a results.json records (verify/harness/vf_prov.c): source commit,
 // compiler, flags, MPI library, MPFR; and the kernel variant in use.
 #include <stdio.h>
 #include <string.h>

@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mpc_check.h"
+#include "chk_check.h"
 #include "par_math.h"
 
-const char *mpc_fn_name(int fn)
+const char *chk_fn_name(int fn)
 {
     static const char *const names[] = {"exp", "log", "tanh", "sigmoid"};
-    return fn >= 0 && fn < MPC_N_FN ? names[fn] : "?";
+    return fn >= 0 && fn < CHK_N_FN ? names[fn] : "?";
 }
 
 // Hard-to-round binary64 arguments (the exact value lies within 2^-100 or so
@@ -145,7 +145,7 @@ static sample make_sample(int fn, int f32, size_t n)
     sample s = {NULL, 0, 0, f32, 0};
     const double tiny = f32 ? 0x1p-149 : 0x1p-1074, big = f32 ? FLT_MAX : DBL_MAX;
     switch (fn) {
-    case MPC_EXP:
+    case CHK_EXP:
         add_logspaced(&s, f32 ? -104.5 : -746.0, f32 ? 89.5 : 710.0, n);
         add_uniform(&s, f32 ? -104.5 : -746.0, f32 ? 89.5 : 710.0, n / 2);
         add_uniform(&s, -1.0, 1.0, n / 2);
@@ -155,7 +155,7 @@ static sample make_sample(int fn, int f32, size_t n)
         add_around(&s, f32 ? -103.97207708399179 : -745.1332191019412, 2000); // underflow
         if (!f32) add_list(&s, HARD_EXP, N_OF(HARD_EXP), 0, 1.0);
         break;
-    case MPC_LOG:
+    case CHK_LOG:
         add_logspaced(&s, tiny, big, n);
         add_uniform(&s, 0.0, 4.0, n / 2);
         add_uniform(&s, 1.0 - 0x1p-8, 1.0 + 0x1p-8, n / 2);
@@ -166,7 +166,7 @@ static sample make_sample(int fn, int f32, size_t n)
         add_around(&s, big, 1);
         if (!f32) add_list(&s, HARD_LOG, N_OF(HARD_LOG), 0, 1.0);
         break;
-    case MPC_TANH:
+    case CHK_TANH:
         add_logspaced(&s, f32 ? -11.0 : -23.0, f32 ? 11.0 : 23.0, n);
         add_uniform(&s, f32 ? -11.0 : -23.0, f32 ? 11.0 : 23.0, n / 2);
         add_uniform(&s, -1.2, 1.2, n / 2);
@@ -203,22 +203,22 @@ static double eval(int fn, int f32, double x)
     if (f32) {
         const float xf = (float)x;
         switch (fn) {
-        case MPC_EXP:
+        case CHK_EXP:
             return par_exp_f32(xf);
-        case MPC_LOG:
+        case CHK_LOG:
             return par_log_f32(xf);
-        case MPC_TANH:
+        case CHK_TANH:
             return par_tanh_f32(xf);
         default:
             return par_sigmoid_f32(xf);
         }
     }
     switch (fn) {
-    case MPC_EXP:
+    case CHK_EXP:
         return par_exp_f64(x);
-    case MPC_LOG:
+    case CHK_LOG:
         return par_log_f64(x);
-    case MPC_TANH:
+    case CHK_TANH:
         return par_tanh_f64(x);
     default:
         return par_sigmoid_f64(x);
@@ -229,13 +229,13 @@ static void exact(mpfr_t y, int fn, double x)
 {
     mpfr_set_d(y, x, MPFR_RNDN);
     switch (fn) {
-    case MPC_EXP:
+    case CHK_EXP:
         mpfr_exp(y, y, MPFR_RNDN);
         break;
-    case MPC_LOG:
+    case CHK_LOG:
         mpfr_log(y, y, MPFR_RNDN);
         break;
-    case MPC_TANH:
+    case CHK_TANH:
         mpfr_tanh(y, y, MPFR_RNDN);
         break;
     default:
@@ -271,19 +271,19 @@ static double ulp_error(double got, mpfr_t ex, mpfr_t t, int f32)
     return mpfr_get_d(t, MPFR_RNDU);
 }
 
-par_status mpc_math_check(mpc_math_report *r, size_t points_f32, size_t points_f64, int threads)
+par_status chk_math_check(chk_math_report *r, size_t points_f32, size_t points_f64, int threads)
 {
     memset(r, 0, sizeof *r);
     const int T = threads > 0 ? threads : omp_get_max_threads();
     r->threads = T;
     const double t_all = omp_get_wtime();
     for (int f32 = 1; f32 >= 0; f32--) {
-        for (int fn = 0; fn < MPC_N_FN; fn++) {
+        for (int fn = 0; fn < CHK_N_FN; fn++) {
             const double t0 = omp_get_wtime();
             sample s = make_sample(fn, f32, f32 ? points_f32 : points_f64);
             if (s.oom) {
                 free(s.x);
-                PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory for the %s samples", mpc_fn_name(fn));
+                PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory for the %s samples", chk_fn_name(fn));
             }
             double worst = 0, worst_x = 0;
 #pragma omp parallel num_threads(T)
@@ -302,7 +302,7 @@ par_status mpc_math_check(mpc_math_report *r, size_t points_f32, size_t points_f
                         my_x = x;
                     }
                 }
-#pragma omp critical(mpc_math)
+#pragma omp critical(chk_math)
                 {
                     if (my > worst || (my == worst && my > 0 && my_x < worst_x)) {
                         worst = my;
@@ -312,7 +312,7 @@ par_status mpc_math_check(mpc_math_report *r, size_t points_f32, size_t points_f
                 mpfr_clears(y, t, (mpfr_ptr)0);
                 mpfr_free_cache();
             }
-            mpc_math_row *row = &r->rows[r->n_rows++];
+            chk_math_row *row = &r->rows[r->n_rows++];
             row->fn = fn;
             row->dt = f32 ? PAR_F32 : PAR_F64;
             row->points = s.n;

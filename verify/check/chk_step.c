@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mpc_check.h"
-#include "mpc_step_int.h"
-#include "mpc_terms.h"
+#include "chk_check.h"
+#include "chk_step_int.h"
+#include "chk_terms.h"
 
 // ---- error model ----------------------------------------------------------------
 //
@@ -33,7 +33,7 @@
 // m = max(n, N): each fma rounds its result once, and only an fma can add an
 // e (a subnormal sum of floats is exact); each e is at most tiny / 2 and
 // grows by (1 + u)^n at most. If every term is 0 the result is exactly 0 in
-// any order: the bound is 0. n per layer kind (mpc_terms.c):
+// any order: the bound is 0. n per layer kind (chk_terms.c):
 //   dense: n_in + 1 for a forward element (bias included), n_out for an input
 //     gradient, B for a weight or bias gradient.
 //   conv2d forward: the chain from b[co] over all c_in K K taps, padding taps
@@ -53,7 +53,7 @@
 //   max-pool: a copy forward and a routed copy backward, no rounding: bound
 //     0, i.e. the output must be the window's first maximum in scan order and
 //     its gradient must reach that input and no other.
-//   batchnorm (mpc_bn.c): its four per-channel batch sums (S, Q, dgamma,
+//   batchnorm (chk_bn.c): its four per-channel batch sums (S, Q, dgamma,
 //     dbeta) keep C-sample chunks in every mode and trainer: a term goes
 //     through at most C P - 1 roundings in its chunk's chain (C P for an fma
 //     chain from 0) and ceil(B / C) - 1 in the fold of the chunks, in any
@@ -72,7 +72,7 @@
 // in double and multiplied by SLACK, which covers their own ~20 roundings.
 
 
-fmt mpc_fmt_of(par_dtype dt)
+fmt chk_fmt_of(par_dtype dt)
 {
     if (dt == PAR_F32) return (fmt){0x1p-24, 0x1p-149, 24, -126};
     return (fmt){0x1p-53, 0x1p-1074, 53, -1022};
@@ -153,7 +153,7 @@ static void gather_mp(mpfr_t *dst, mpfr_t *src, size_t base, const size_t *idx, 
 // double; f64 products are formed exactly in w->tp. S is summed in double
 // (terms >= 0; each addition and f64 product rounds by 2^-53 at most), so
 // S (1 + (n + 2) 2^-52) + n 2^-1074 bounds the exact S.
-double mpc_dot_run(ws *w, par_dtype dt, const void *a, size_t sa, const void *b, size_t sb,
+double chk_dot_run(ws *w, par_dtype dt, const void *a, size_t sa, const void *b, size_t sb,
                    size_t n, double init)
 {
     mpfr_set_d(w->acc, init, MPFR_RNDN);
@@ -217,10 +217,10 @@ static void dot_mm(ws *w, mpfr_t *a, size_t sa, mpfr_t *b, size_t sb, size_t n)
 }
 
 // The reduction bound (see the error model): gamma_n S + m tiny + MPFR's part.
-double mpc_bound_dot(const fmt *f, par_dtype dt, size_t n_red, size_t n_terms, double S, int prec)
+double chk_bound_dot(const fmt *f, par_dtype dt, size_t n_red, size_t n_terms, double S, int prec)
 {
     if (S == 0) return 0;
-    return mpc_gamma(n_red, dt) * S + (double)(n_red > n_terms ? n_red : n_terms) * f->tiny +
+    return chk_gamma(n_red, dt) * S + (double)(n_red > n_terms ? n_red : n_terms) * f->tiny +
            (double)(n_terms + 2) * ldexp(S, 1 - prec);
 }
 
@@ -243,16 +243,16 @@ static void compare(ws *w, mpfr_srcptr exact, double run, const fmt *f, double *
     *ulps = mpfr_get_d(w->e, MPFR_RNDU);
 }
 
-void mpc_record(mpc_tensor *t, ws *w, size_t idx, mpfr_srcptr exact, double run, const fmt *f,
+void chk_record(chk_tensor *t, ws *w, size_t idx, mpfr_srcptr exact, double run, const fmt *f,
                 double bound)
 {
     double ex, err, ulps;
     compare(w, exact, run, f, &ex, &err, &ulps);
-    mpc_tensor_record(t, idx, run, ex, err, ulps, bound * SLACK);
+    chk_tensor_record(t, idx, run, ex, err, ulps, bound * SLACK);
 }
 
 // dst = act(z) exactly (to prec bits); dst may not be z for sigmoid.
-void mpc_act_mp(ws *w, mpfr_ptr dst, mpfr_srcptr z, par_act act)
+void chk_act_mp(ws *w, mpfr_ptr dst, mpfr_srcptr z, par_act act)
 {
     switch (act) {
     case PAR_ACT_RELU:
@@ -299,10 +299,10 @@ static void act_deriv_mp(mpfr_ptr dst, mpfr_srcptr y, par_act act)
 }
 
 // The first exact maximum in scan order of max-pool output j's window over
-// one sample's exact inputs x (mpc_pool_arg on MPFR values).
+// one sample's exact inputs x (chk_pool_arg on MPFR values).
 static size_t pool_arg_mp(const par_layer *ly, size_t j, mpfr_t *x)
 {
-    const size_t base = mpc_pool_base(ly, j);
+    const size_t base = chk_pool_base(ly, j);
     size_t arg = base;
     for (size_t kh = 0; kh < ly->K; kh++)
         for (size_t kw = 0; kw < ly->K; kw++)
@@ -314,16 +314,16 @@ static size_t pool_arg_mp(const par_layer *ly, size_t j, mpfr_t *x)
 // ---- the check ------------------------------------------------------------------
 
 
-void mpc_merge2(mpc_tensor *dst0, const mpc_tensor *p0, mpc_tensor *dst1, const mpc_tensor *p1)
+void chk_merge2(chk_tensor *dst0, const chk_tensor *p0, chk_tensor *dst1, const chk_tensor *p1)
 {
-#pragma omp critical(mpc_merge)
+#pragma omp critical(chk_merge)
     {
-        mpc_tensor_merge(dst0, p0);
-        if (dst1) mpc_tensor_merge(dst1, p1);
+        chk_tensor_merge(dst0, p0);
+        if (dst1) chk_tensor_merge(dst1, p1);
     }
 }
 
-// Forward of layer l: z = b + sum x W over the element's terms (mpc_terms.h:
+// Forward of layer l: z = b + sum x W over the element's terms (chk_terms.h:
 // every input of a dense output, the taps of a conv output) from the run's
 // a[l] (LOCAL), then act. Bound of the output y = ACT(fl(z)):
 //   relu, none: act is exact and 1-Lipschitz: |y - act(z)| <= Ez (the
@@ -334,7 +334,7 @@ void mpc_merge2(mpc_tensor *dst0, const mpc_tensor *p0, mpc_tensor *dst1, const 
 // Max-pool copies the first maximum of its window: exact, bound 0.
 static void stage_forward(ctx *c, ws *w, int l)
 {
-    const mpc_step *st = c->st;
+    const chk_step *st = c->st;
     const par_layer *ly = &c->m->layers[l];
     const par_dtype dt = c->dt;
     const size_t n_in = ly->n_in, n_out = ly->n_out, N = c->B * n_out;
@@ -343,47 +343,47 @@ static void stage_forward(ctx *c, ws *w, int l)
     const void *bias = pool ? NULL : off(dt, st->w, c->m->views[ly->b_view].offset);
     const double L = ly->act == PAR_ACT_SIGMOID ? 0.25 : 1.0;
     const int smooth = ly->act == PAR_ACT_SIGMOID || ly->act == PAR_ACT_TANH;
-    mpc_tensor p0 = mpc_tensor_blank(c->out[0][l]), p1 = {0};
-    if (c->e2e) p1 = mpc_tensor_blank(c->out[1][l]);
+    chk_tensor p0 = chk_tensor_blank(c->out[0][l]), p1 = {0};
+    if (c->e2e) p1 = chk_tensor_blank(c->out[1][l]);
 #pragma omp for schedule(dynamic, 16)
     for (size_t k = 0; k < N; k++) {
         const size_t s = k / n_out, j = k % n_out;
         const double run = par_get_real(dt, st->a[l + 1], k);
         if (pool) {
-            const size_t arg = mpc_pool_arg(ly, j, off(dt, st->a[l], s * n_in), dt);
+            const size_t arg = chk_pool_arg(ly, j, off(dt, st->a[l], s * n_in), dt);
             mpfr_set_d(w->y, par_get_real(dt, st->a[l], s * n_in + arg), MPFR_RNDN);
-            mpc_record(&p0, w, k, w->y, run, &c->f, 0);
+            chk_record(&p0, w, k, w->y, run, &c->f, 0);
             if (c->e2e) {   // the first exact maximum of the window (l == 0: the input's)
                 mpfr_t *x = l > 0 ? c->ea[l] + s * n_in : NULL;
                 mpfr_set(c->ea[l + 1][k], x ? x[pool_arg_mp(ly, j, x)] : w->y, MPFR_RNDN);
-                mpc_record(&p1, w, k, c->ea[l + 1][k], run, &c->f, NAN);
+                chk_record(&p1, w, k, c->ea[l + 1][k], run, &c->f, NAN);
             }
             continue;
         }
         size_t o;
-        const size_t n = mpc_forward_terms(ly, j, w->ia, w->ib, &o);
+        const size_t n = chk_forward_terms(ly, j, w->ia, w->ib, &o);
         gather(dt, w->va, st->a[l], s * n_in, w->ia, n);
         gather(dt, w->vb, W, 0, w->ib, n);
-        const double S = mpc_dot_run(w, dt, w->va, 1, w->vb, 1, n, par_get_real(dt, bias, o));
-        const double Ez = mpc_bound_dot(&c->f, dt, mpc_forward_rounds(ly), n, S, c->prec);
-        mpc_act_mp(w, w->y, w->acc, ly->act);
+        const double S = chk_dot_run(w, dt, w->va, 1, w->vb, 1, n, par_get_real(dt, bias, o));
+        const double Ez = chk_bound_dot(&c->f, dt, chk_forward_rounds(ly), n, S, c->prec);
+        chk_act_mp(w, w->y, w->acc, ly->act);
         double bound = Ez;
         if (smooth) {
             const double y = fabs(mpfr_get_d(w->y, MPFR_RNDN));
             bound = L * Ez + 2 * c->f.u * (y + L * Ez) + 2 * c->f.tiny + ldexp(y, 8 - c->prec);
         }
-        mpc_record(&p0, w, k, w->y, run, &c->f, bound);
+        chk_record(&p0, w, k, w->y, run, &c->f, bound);
         if (c->e2e) {
             if (l > 0) {
                 gather_mp(w->ma, c->ea[l], s * n_in, w->ia, n);
                 dot_md(w, w->ma, 1, dt, w->vb, 1, n, par_get_real(dt, bias, o));
             }
             // l == 0: the run's a[0] is the step's input, so w->acc is already exact z
-            mpc_act_mp(w, c->ea[l + 1][k], w->acc, ly->act);
-            mpc_record(&p1, w, k, c->ea[l + 1][k], run, &c->f, NAN);
+            chk_act_mp(w, c->ea[l + 1][k], w->acc, ly->act);
+            chk_record(&p1, w, k, c->ea[l + 1][k], run, &c->f, NAN);
         }
     }
-    mpc_merge2(c->out[0][l], &p0, c->e2e ? c->out[1][l] : NULL, &p1);
+    chk_merge2(c->out[0][l], &p0, c->e2e ? c->out[1][l] : NULL, &p1);
 }
 
 // Softmax + cross-entropy of one sample from logits z (exact MPFR values):
@@ -428,17 +428,17 @@ static void softmax_mp(ws *w, mpfr_t *z, size_t K, size_t lab, size_t B, mpfr_pt
 //   |dz_j - R_j / B| <= Er / B + u (|R_j| + Er) / B + tiny.
 static void stage_softmax(ctx *c, ws *w)
 {
-    const mpc_step *st = c->st;
+    const chk_step *st = c->st;
     const par_dtype dt = c->dt;
     const int Ll = c->m->n_layers - 1;
     const size_t K = c->K, B = c->B;
-    const double u = c->f.u, tiny = c->f.tiny, gK = mpc_gamma(K - 1, dt);
+    const double u = c->f.u, tiny = c->f.tiny, gK = chk_gamma(K - 1, dt);
     const double mp = ldexp(1.0, 8 - c->prec);
-    mpc_tensor pl0 = mpc_tensor_blank(c->ls[0]), pd0 = mpc_tensor_blank(c->dz[0][Ll]);
-    mpc_tensor pl1 = {0}, pd1 = {0};
+    chk_tensor pl0 = chk_tensor_blank(c->ls[0]), pd0 = chk_tensor_blank(c->dz[0][Ll]);
+    chk_tensor pl1 = {0}, pd1 = {0};
     if (c->e2e) {
-        pl1 = mpc_tensor_blank(c->ls[1]);
-        pd1 = mpc_tensor_blank(c->dz[1][Ll]);
+        pl1 = chk_tensor_blank(c->ls[1]);
+        pd1 = chk_tensor_blank(c->dz[1][Ll]);
     }
 #pragma omp for schedule(dynamic, 1)
     for (size_t s = 0; s < B; s++) {
@@ -450,7 +450,7 @@ static void stage_softmax(ctx *c, ws *w)
             if (z > zmax) zmax = z;
         }
         softmax_mp(w, w->Z, K, lab, B, w->e, w->D);
-        mpfr_set(w->y, w->e, MPFR_RNDN); // the exact loss (mpc_record uses w->e)
+        mpfr_set(w->y, w->e, MPFR_RNDN); // the exact loss (chk_record uses w->e)
         const double SE = mpfr_get_d(w->acc, MPFR_RNDN), Lx = mpfr_get_d(w->y, MPFR_RNDN);
         double A = 0;
         for (size_t j = 0; j < K; j++) {
@@ -463,7 +463,7 @@ static void stage_softmax(ctx *c, ws *w)
         const double Pl = lam + 2 * u * (log(SE) + lam) + 2 * tiny;
         const double El = Pl + u * fabs(par_get_real(dt, st->a[Ll + 1], s * K + lab) - zmax);
         const double bl = El + u * (fabs(Lx) + El) + tiny + mp * (fabs(Lx) + log(SE) + 1);
-        mpc_record(&pl0, w, s, w->y, par_get_real(dt, st->loss_s, s), &c->f, bl);
+        chk_record(&pl0, w, s, w->y, par_get_real(dt, st->loss_s, s), &c->f, bl);
         for (size_t j = 0; j < K; j++) {
             const double P = mpfr_get_d(w->E[j], MPFR_RNDN) / SE;
             const double r = w->rho[j];
@@ -473,19 +473,19 @@ static void stage_softmax(ctx *c, ws *w)
             const double Er = j == lab ? Ep2 + u * (R + Ep2) : Ep2;
             const double bd =
                 Er / (double)B + u * (R + Er) / (double)B + tiny + mp * (R + 1) / (double)B;
-            mpc_record(&pd0, w, s * K + j, w->D[j], par_get_real(dt, st->d[Ll], s * K + j), &c->f,
+            chk_record(&pd0, w, s * K + j, w->D[j], par_get_real(dt, st->d[Ll], s * K + j), &c->f,
                        bd);
         }
         if (c->e2e) {
             softmax_mp(w, c->ea[Ll + 1] + s * K, K, lab, B, c->eloss[s], c->ed[Ll] + s * K);
-            mpc_record(&pl1, w, s, c->eloss[s], par_get_real(dt, st->loss_s, s), &c->f, NAN);
+            chk_record(&pl1, w, s, c->eloss[s], par_get_real(dt, st->loss_s, s), &c->f, NAN);
             for (size_t j = 0; j < K; j++)
-                mpc_record(&pd1, w, s * K + j, c->ed[Ll][s * K + j],
+                chk_record(&pd1, w, s * K + j, c->ed[Ll][s * K + j],
                            par_get_real(dt, st->d[Ll], s * K + j), &c->f, NAN);
         }
     }
-    mpc_merge2(c->ls[0], &pl0, c->e2e ? c->ls[1] : NULL, &pl1);
-    mpc_merge2(c->dz[0][Ll], &pd0, c->e2e ? c->dz[1][Ll] : NULL, &pd1);
+    chk_merge2(c->ls[0], &pl0, c->e2e ? c->ls[1] : NULL, &pl1);
+    chk_merge2(c->dz[0][Ll], &pd0, c->e2e ? c->dz[1][Ll] : NULL, &pd1);
 }
 
 // The batch loss: T = fold of the B per-sample losses (any order: |fl(T) -
@@ -494,23 +494,23 @@ static void stage_softmax(ctx *c, ws *w)
 // LOCAL from the run's per-sample losses; E2E from the exact ones.
 static void stage_loss(ctx *c, ws *w)
 {
-    const mpc_step *st = c->st;
-    const double S = mpc_dot_run(w, c->dt, st->loss_s, 1, NULL, 0, c->B, 0);
+    const chk_step *st = c->st;
+    const double S = chk_dot_run(w, c->dt, st->loss_s, 1, NULL, 0, c->B, 0);
     mpfr_div_ui(w->y, w->acc, (unsigned long)c->B, MPFR_RNDN);
     const double T = fabs(mpfr_get_d(w->acc, MPFR_RNDN));
-    const double Et = mpc_bound_dot(&c->f, c->dt, c->B, c->B, S, c->prec);
+    const double Et = chk_bound_dot(&c->f, c->dt, c->B, c->B, S, c->prec);
     const double b = Et / (double)c->B + c->f.u * (T + Et) / (double)c->B + c->f.tiny;
-    mpc_record(c->loss[0], w, 0, w->y, st->loss, &c->f, b);
+    chk_record(c->loss[0], w, 0, w->y, st->loss, &c->f, b);
     if (c->e2e) {
         dot_md(w, c->eloss, 1, c->dt, NULL, 0, c->B, 0);
         mpfr_div_ui(w->y, w->acc, (unsigned long)c->B, MPFR_RNDN);
-        mpc_record(c->loss[1], w, 0, w->y, st->loss, &c->f, NAN);
+        chk_record(c->loss[1], w, 0, w->y, st->loss, &c->f, NAN);
     }
 }
 
 // Input gradient through layer l: d[l-1] = act'(layer l-1) * Sigma, from
 // the run's d[l] and its a[l] = y (LOCAL). Sigma = the sum of the element's
-// terms dz W (mpc_terms.h; fl: within E = reduction bound over the roundings
+// terms dz W (chk_terms.h; fl: within E = reduction bound over the roundings
 // a term goes through), or for max-pool the routed dz (exact: E = 0);
 // q = act'(y) in the kernels' formula:
 //   relu: q in {0, 1} taken from y, no rounding: bound q E;
@@ -520,7 +520,7 @@ static void stage_loss(ctx *c, ws *w)
 //                                          + u (|Sigma| + E)(|q| + Dq) + tiny.
 static void stage_backward(ctx *c, ws *w, int l)
 {
-    const mpc_step *st = c->st;
+    const chk_step *st = c->st;
     const par_dtype dt = c->dt;
     const par_layer *ly = &c->m->layers[l];
     const par_act act = c->m->layers[l - 1].act;
@@ -528,8 +528,8 @@ static void stage_backward(ctx *c, ws *w, int l)
     const int pool = ly->kind == PAR_LAYER_MAXPOOL;
     const void *W = pool ? NULL : off(dt, st->w, c->m->views[ly->w_view].offset);
     const double u = c->f.u, tiny = c->f.tiny;
-    mpc_tensor p0 = mpc_tensor_blank(c->dz[0][l - 1]), p1 = {0};
-    if (c->e2e) p1 = mpc_tensor_blank(c->dz[1][l - 1]);
+    chk_tensor p0 = chk_tensor_blank(c->dz[0][l - 1]), p1 = {0};
+    if (c->e2e) p1 = chk_tensor_blank(c->dz[1][l - 1]);
 #pragma omp for schedule(dynamic, 16)
     for (size_t k = 0; k < N; k++) {
         const size_t s = k / n_in, i = k % n_in;
@@ -537,16 +537,16 @@ static void stage_backward(ctx *c, ws *w, int l)
         double E = 0;
         size_t n = 0, win = SIZE_MAX;   // pool: the output window that holds i, if any
         if (pool) {
-            win = mpc_pool_window(ly, i);
+            win = chk_pool_window(ly, i);
             mpfr_set_zero(w->acc, 1);
-            if (win != SIZE_MAX && mpc_pool_arg(ly, win, off(dt, st->a[l], s * n_in), dt) == i)
+            if (win != SIZE_MAX && chk_pool_arg(ly, win, off(dt, st->a[l], s * n_in), dt) == i)
                 mpfr_set_d(w->acc, par_get_real(dt, st->d[l], s * n_out + win), MPFR_RNDN);
         } else {
-            n = mpc_input_grad_terms(ly, i, w->ia, w->ib);
+            n = chk_input_grad_terms(ly, i, w->ia, w->ib);
             gather(dt, w->va, st->d[l], s * n_out, w->ia, n);
             gather(dt, w->vb, W, 0, w->ib, n);
-            const double S = mpc_dot_run(w, dt, w->va, 1, w->vb, 1, n, 0);
-            E = mpc_bound_dot(&c->f, dt, mpc_input_grad_rounds(ly), n, S, c->prec);
+            const double S = chk_dot_run(w, dt, w->va, 1, w->vb, 1, n, 0);
+            E = chk_bound_dot(&c->f, dt, chk_input_grad_rounds(ly), n, S, c->prec);
         }
         const double y = par_get_real(dt, st->a[l], k);
         mpfr_set_d(w->e, y, MPFR_RNDN);
@@ -564,7 +564,7 @@ static void stage_backward(ctx *c, ws *w, int l)
             bound = E * (q + Dq) + Sg * Dq + u * (Sg + E) * (q + Dq) + tiny +
                     ldexp(Sg * q + Sg + q, 8 - c->prec);
         }
-        mpc_record(&p0, w, k, w->y, run, &c->f, bound);
+        chk_record(&p0, w, k, w->y, run, &c->f, bound);
         if (c->e2e) {
             if (pool) {   // the exact dz routed by the exact maximum
                 mpfr_set_zero(w->acc, 1);
@@ -576,14 +576,14 @@ static void stage_backward(ctx *c, ws *w, int l)
             }
             act_deriv_mp(w->q, c->ea[l][k], act);
             mpfr_mul(c->ed[l - 1][k], w->acc, w->q, MPFR_RNDN);
-            mpc_record(&p1, w, k, c->ed[l - 1][k], run, &c->f, NAN);
+            chk_record(&p1, w, k, c->ed[l - 1][k], run, &c->f, NAN);
         }
     }
-    mpc_merge2(c->dz[0][l - 1], &p0, c->e2e ? c->dz[1][l - 1] : NULL, &p1);
+    chk_merge2(c->dz[0][l - 1], &p0, c->e2e ? c->dz[1][l - 1] : NULL, &p1);
 }
 
 // The update bound of stage_grads (derived there).
-double mpc_update_bound(const ctx *c, ws *w, double g, double wv)
+double chk_update_bound(const ctx *c, ws *w, double g, double wv)
 {
     const double u = c->f.u, tiny = c->f.tiny, lr = c->st->lr, lg = fabs(lr * g);
     mpfr_set_d(w->y, g, MPFR_RNDN);
@@ -672,10 +672,10 @@ static void state_first(ws *w, double b, double m, mpfr_srcptr mc, mpfr_srcptr g
     mpfr_add(w->us[0], w->us[0], w->ua, MPFR_RNDN);
 }
 
-void mpc_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge, mpc_tensor *tw,
-                      mpc_tensor *ts)
+void chk_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge, chk_tensor *tw,
+                      chk_tensor *ts)
 {
-    const mpc_step *st = c->st;
+    const chk_step *st = c->st;
     const par_dtype dt = c->dt;
     const fmt *f = &c->f;
     const double lr = st->lr, g = par_get_real(dt, st->g, p), wv = par_get_real(dt, st->w, p);
@@ -684,12 +684,12 @@ void mpc_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge
     if (c->opt == PAR_OPTIM_SGD) {
         double b = NAN;
         if (local) {
-            b = mpc_update_bound(c, w, g, wv);
+            b = chk_update_bound(c, w, g, wv);
         } else {
             mpfr_mul_d(w->y, ge, lr, MPFR_RNDN);
             mpfr_d_sub(w->y, wv, w->y, MPFR_RNDN);
         }
-        mpc_record(tw, w, flat, w->y, wn, f, b);
+        chk_record(tw, w, flat, w->y, wn, f, b);
         return;
     }
     const double m = par_get_real(dt, st->s[0], p), mn = par_get_real(dt, st->s_new[0], p);
@@ -727,7 +727,7 @@ void mpc_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge
         }
     }
     for (int i = 0; i < c->n_state; i++)
-        mpc_record(&ts[i], w, flat, w->us[i], i ? vn : mn, f, bs[i]);
+        chk_record(&ts[i], w, flat, w->us[i], i ? vn : mn, f, bs[i]);
     // The new weight: LOCAL from the run's new state, END-TO-END from the exact one.
     if (local) {
         mpfr_set_d(w->us[0], mn, MPFR_RNDN);
@@ -737,7 +737,7 @@ void mpc_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge
     if (c->opt == PAR_OPTIM_MOMENTUM) {   // w' = w - lr m'
         mpfr_mul_d(w->y, w->us[0], lr, MPFR_RNDN);
         mpfr_d_sub(w->y, wv, w->y, MPFR_RNDN);
-        if (local) bw = mpc_update_bound(c, w, mn, wv);   // leaves the same w->y
+        if (local) bw = chk_update_bound(c, w, mn, wv);   // leaves the same w->y
     } else if (c->opt == PAR_OPTIM_NESTEROV) {   // w' = w - lr (g + mu m')
         mpfr_mul_d(w->ua, w->us[0], c->mu, MPFR_RNDN);
         mpfr_add(w->ua, w->ua, ge, MPFR_RNDN);
@@ -770,7 +770,7 @@ void mpc_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge
             bw = e_add(f, eq, 0, fabs(mpfr_get_d(w->y, MPFR_RNDN))) + mp * (fabs(wv) + q);
         }
     }
-    mpc_record(tw, w, flat, w->y, wn, f, bw);
+    chk_record(tw, w, flat, w->y, wn, f, bw);
 }
 
 // Weight and bias gradients of layer l (reduction over the B samples, from
@@ -781,37 +781,37 @@ void mpc_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge
 //   + u (|w - lr g| + u |lr g| + tiny).
 static void stage_grads(ctx *c, ws *w, int l)
 {
-    const mpc_step *st = c->st;
+    const chk_step *st = c->st;
     const par_dtype dt = c->dt;
     const par_layer *ly = &c->m->layers[l];
     if (ly->n_rows == 0) return;   // max-pool: no parameters
     const size_t rl = ly->row_len, n_in = ly->n_in, n_out = ly->n_out, B = c->B;
-    const size_t N = ly->n_rows * (rl + 1), n_red = mpc_grad_rounds(ly, B);
+    const size_t N = ly->n_rows * (rl + 1), n_red = chk_grad_rounds(ly, B);
     const size_t oW = c->m->views[ly->w_view].offset, ob = c->m->views[ly->b_view].offset;
-    mpc_tensor g0 = mpc_tensor_blank(c->gw[0][l]), b0 = mpc_tensor_blank(c->gb[0][l]);
-    mpc_tensor n0 = mpc_tensor_blank(c->nw[0][l]), m0 = mpc_tensor_blank(c->nb[0][l]);
-    mpc_tensor g1 = {0}, b1 = {0}, n1 = {0}, m1 = {0};
-    mpc_tensor sp[2][2][2];   // new state rows: [view][weight, bias][state]
+    chk_tensor g0 = chk_tensor_blank(c->gw[0][l]), b0 = chk_tensor_blank(c->gb[0][l]);
+    chk_tensor n0 = chk_tensor_blank(c->nw[0][l]), m0 = chk_tensor_blank(c->nb[0][l]);
+    chk_tensor g1 = {0}, b1 = {0}, n1 = {0}, m1 = {0};
+    chk_tensor sp[2][2][2];   // new state rows: [view][weight, bias][state]
     for (int v = 0; v <= c->e2e; v++)
         for (int j = 0; j < 2; j++)
-            for (int i = 0; i < c->n_state; i++) sp[v][j][i] = mpc_tensor_blank(c->ns[v][l][j][i]);
+            for (int i = 0; i < c->n_state; i++) sp[v][j][i] = chk_tensor_blank(c->ns[v][l][j][i]);
     if (c->e2e) {
-        g1 = mpc_tensor_blank(c->gw[1][l]);
-        b1 = mpc_tensor_blank(c->gb[1][l]);
-        n1 = mpc_tensor_blank(c->nw[1][l]);
-        m1 = mpc_tensor_blank(c->nb[1][l]);
+        g1 = chk_tensor_blank(c->gw[1][l]);
+        b1 = chk_tensor_blank(c->gb[1][l]);
+        n1 = chk_tensor_blank(c->nw[1][l]);
+        m1 = chk_tensor_blank(c->nb[1][l]);
     }
 #pragma omp for schedule(dynamic, 4)
     for (size_t k = 0; k < N; k++) {
         const size_t o = k / (rl + 1), t = k % (rl + 1);
         const int is_b = t == rl;
         const size_t p = is_b ? ob + o : oW + o * rl + t, flat = is_b ? o : o * rl + t;
-        mpc_tensor *tg = is_b ? &b0 : &g0, *tn = is_b ? &m0 : &n0;
+        chk_tensor *tg = is_b ? &b0 : &g0, *tn = is_b ? &m0 : &n0;
         const double g = par_get_real(dt, st->g, p);
         // The terms of every sample, dz then x, as global indices into d[l], a[l].
         size_t n = 0;
         for (size_t s = 0; s < B; s++) {
-            const size_t m = mpc_grad_terms(ly, o, t, w->ia + n, w->ib + n);
+            const size_t m = chk_grad_terms(ly, o, t, w->ia + n, w->ib + n);
             for (size_t q = n; q < n + m; q++) {
                 w->ia[q] += s * n_out;
                 w->ib[q] += s * n_in;
@@ -820,9 +820,9 @@ static void stage_grads(ctx *c, ws *w, int l)
         }
         gather(dt, w->va, st->d[l], 0, w->ia, n);
         if (!is_b) gather(dt, w->vb, st->a[l], 0, w->ib, n);
-        const double S = mpc_dot_run(w, dt, w->va, 1, is_b ? NULL : w->vb, 1, n, 0);
-        mpc_record(tg, w, flat, w->acc, g, &c->f, mpc_bound_dot(&c->f, dt, n_red, n, S, c->prec));
-        mpc_update_check(c, w, p, flat, NULL, tn, sp[0][is_b]);   // from the run's own g
+        const double S = chk_dot_run(w, dt, w->va, 1, is_b ? NULL : w->vb, 1, n, 0);
+        chk_record(tg, w, flat, w->acc, g, &c->f, chk_bound_dot(&c->f, dt, n_red, n, S, c->prec));
+        chk_update_check(c, w, p, flat, NULL, tn, sp[0][is_b]);   // from the run's own g
         if (c->e2e) {
             gather_mp(w->ma, c->ed[l], 0, w->ia, n);
             if (is_b)
@@ -833,34 +833,34 @@ static void stage_grads(ctx *c, ws *w, int l)
                 gather_mp(w->mb, c->ea[l], 0, w->ib, n);
                 dot_mm(w, w->ma, 1, w->mb, 1, n);
             }
-            mpc_record(is_b ? &b1 : &g1, w, flat, w->acc, g, &c->f, NAN);
-            mpc_update_check(c, w, p, flat, w->acc, is_b ? &m1 : &n1, sp[1][is_b]);
+            chk_record(is_b ? &b1 : &g1, w, flat, w->acc, g, &c->f, NAN);
+            chk_update_check(c, w, p, flat, w->acc, is_b ? &m1 : &n1, sp[1][is_b]);
         }
     }
-#pragma omp critical(mpc_merge)
+#pragma omp critical(chk_merge)
     {
-        mpc_tensor_merge(c->gw[0][l], &g0);
-        mpc_tensor_merge(c->gb[0][l], &b0);
-        mpc_tensor_merge(c->nw[0][l], &n0);
-        mpc_tensor_merge(c->nb[0][l], &m0);
+        chk_tensor_merge(c->gw[0][l], &g0);
+        chk_tensor_merge(c->gb[0][l], &b0);
+        chk_tensor_merge(c->nw[0][l], &n0);
+        chk_tensor_merge(c->nb[0][l], &m0);
         if (c->e2e) {
-            mpc_tensor_merge(c->gw[1][l], &g1);
-            mpc_tensor_merge(c->gb[1][l], &b1);
-            mpc_tensor_merge(c->nw[1][l], &n1);
-            mpc_tensor_merge(c->nb[1][l], &m1);
+            chk_tensor_merge(c->gw[1][l], &g1);
+            chk_tensor_merge(c->gb[1][l], &b1);
+            chk_tensor_merge(c->nw[1][l], &n1);
+            chk_tensor_merge(c->nb[1][l], &m1);
         }
         for (int v = 0; v <= c->e2e; v++)
             for (int j = 0; j < 2; j++)
-                for (int i = 0; i < c->n_state; i++) mpc_tensor_merge(c->ns[v][l][j][i], &sp[v][j][i]);
+                for (int i = 0; i < c->n_state; i++) chk_tensor_merge(c->ns[v][l][j][i], &sp[v][j][i]);
     }
 }
 
-// The optimizer's coefficients (derivation at mpc_update_check): the
+// The optimizer's coefficients (derivation at chk_update_check): the
 // dtype-rounded hyperparameters, the exact c1, c2, bc1, bc2 and the bounds
 // on the run's roundings of them.
 static void opt_consts(ctx *c)
 {
-    const mpc_step *st = c->st;
+    const chk_step *st = c->st;
     const double u = c->f.u, r = u + 0x1p-53 + u * 0x1p-53;   // fl64 then fl_dt
     c->mu = par_round_real(c->dt, st->optim.momentum);
     c->b1 = par_round_real(c->dt, st->optim.beta1);
@@ -890,43 +890,43 @@ static void opt_consts(ctx *c)
 
 // Rows in reading order: forward, loss, backward (top down), gradients,
 // update; view v (0 LOCAL, 1 E2E). Returns the index of the first row.
-static par_status add_rows(ctx *c, mpc_report *r, int v, size_t *first)
+static par_status add_rows(ctx *c, chk_report *r, int v, size_t *first)
 {
     const par_model *m = c->m;
     const int L = m->n_layers;
-    const mpc_view view = v ? MPC_E2E : MPC_LOCAL;
+    const chk_view view = v ? CHK_E2E : CHK_LOCAL;
     char name[40];
     int ok = 1;
     *first = r->n;
     for (int l = 0; l < L; l++) {
         const par_layer *ly = &m->layers[l];
         const int bn = ly->kind == PAR_LAYER_BATCHNORM;
-        for (int k = 0; bn && k < MPC_BN_N; k++) {
-            const int sum = k == MPC_BN_S || k == MPC_BN_Q;
-            snprintf(name, sizeof name, "layer%d.bn.%s", l, mpc_bn_stat_name(k));
-            ok &= !!mpc_report_add(r, view, name, 1, ly->c_out, 0,
-                                   sum ? mpc_bn_rounds(ly, c->B, c->st->C) : 0, !v);
+        for (int k = 0; bn && k < CHK_BN_N; k++) {
+            const int sum = k == CHK_BN_S || k == CHK_BN_Q;
+            snprintf(name, sizeof name, "layer%d.bn.%s", l, chk_bn_stat_name(k));
+            ok &= !!chk_report_add(r, view, name, 1, ly->c_out, 0,
+                                   sum ? chk_bn_rounds(ly, c->B, c->st->C) : 0, !v);
         }
         snprintf(name, sizeof name, "layer%d.out", l);
-        ok &= !!mpc_report_add(r, view, name, 2, c->B, ly->n_out,
-                               bn ? 0 : mpc_forward_rounds(ly), !v);
+        ok &= !!chk_report_add(r, view, name, 2, c->B, ly->n_out,
+                               bn ? 0 : chk_forward_rounds(ly), !v);
     }
-    ok &= !!mpc_report_add(r, view, "loss.sample", 1, c->B, 0, 0, !v);
-    ok &= !!mpc_report_add(r, view, "loss", 1, 1, 0, c->B, !v);
+    ok &= !!chk_report_add(r, view, "loss.sample", 1, c->B, 0, 0, !v);
+    ok &= !!chk_report_add(r, view, "loss", 1, 1, 0, c->B, !v);
     for (int l = L - 1; l >= 0; l--) {
         snprintf(name, sizeof name, "layer%d.dz", l);
-        ok &= !!mpc_report_add(r, view, name, 2, c->B, m->layers[l].n_out,
-                               l == L - 1 ? 0 : mpc_input_grad_rounds(&m->layers[l + 1]), !v);
+        ok &= !!chk_report_add(r, view, name, 2, c->B, m->layers[l].n_out,
+                               l == L - 1 ? 0 : chk_input_grad_rounds(&m->layers[l + 1]), !v);
     }
     for (int l = 0; l < L; l++) {
         const par_layer *ly = &m->layers[l];
         if (!ly->n_rows) continue;
         const int bn = ly->kind == PAR_LAYER_BATCHNORM;   // gamma, beta: (c) each
-        const size_t n_red = bn ? mpc_bn_rounds(ly, c->B, c->st->C) : mpc_grad_rounds(ly, c->B);
+        const size_t n_red = bn ? chk_bn_rounds(ly, c->B, c->st->C) : chk_grad_rounds(ly, c->B);
         snprintf(name, sizeof name, "layer%d.weight.grad", l);
-        ok &= !!mpc_report_add(r, view, name, bn ? 1 : 2, ly->n_rows, ly->row_len, n_red, !v);
+        ok &= !!chk_report_add(r, view, name, bn ? 1 : 2, ly->n_rows, ly->row_len, n_red, !v);
         snprintf(name, sizeof name, "layer%d.bias.grad", l);
-        ok &= !!mpc_report_add(r, view, name, 1, ly->n_rows, 0, n_red, !v);
+        ok &= !!chk_report_add(r, view, name, 1, ly->n_rows, 0, n_red, !v);
     }
     static const char *const stats[3] = {"running_mean", "running_var", "num_batches_tracked"};
     for (int l = 0; l < L; l++) {
@@ -934,19 +934,19 @@ static par_status add_rows(ctx *c, mpc_report *r, int v, size_t *first)
         if (!ly->n_rows) continue;
         const int bn = ly->kind == PAR_LAYER_BATCHNORM;
         snprintf(name, sizeof name, "layer%d.weight.new", l);
-        ok &= !!mpc_report_add(r, view, name, bn ? 1 : 2, ly->n_rows, ly->row_len, 0, !v);
+        ok &= !!chk_report_add(r, view, name, bn ? 1 : 2, ly->n_rows, ly->row_len, 0, !v);
         snprintf(name, sizeof name, "layer%d.bias.new", l);
-        ok &= !!mpc_report_add(r, view, name, 1, ly->n_rows, 0, 0, !v);
+        ok &= !!chk_report_add(r, view, name, 1, ly->n_rows, 0, 0, !v);
         for (int j = 0; j < 2; j++)
             for (int i = 0; i < c->n_state; i++) {
                 snprintf(name, sizeof name, "layer%d.%s.%s.new", l, j ? "bias" : "weight",
                          par_optim_state_name(c->opt, i));
-                ok &= !!mpc_report_add(r, view, name, j || bn ? 1 : 2, ly->n_rows,
+                ok &= !!chk_report_add(r, view, name, j || bn ? 1 : 2, ly->n_rows,
                                        j ? 0 : ly->row_len, 0, !v);
             }
         for (int k = 0; bn && k < 3; k++) {
             snprintf(name, sizeof name, "layer%d.%s.new", l, stats[k]);
-            ok &= !!mpc_report_add(r, view, name, 1, k < 2 ? ly->c_out : 1, 0, 0, !v);
+            ok &= !!chk_report_add(r, view, name, 1, k < 2 ? ly->c_out : 1, 0, 0, !v);
         }
     }
     PAR_FAIL_IF(!ok, PAR_ERR_ALLOC, "out of memory for the report");
@@ -954,12 +954,12 @@ static par_status add_rows(ctx *c, mpc_report *r, int v, size_t *first)
 }
 
 // Row pointers of view v, in add_rows' order (once the array stops growing).
-static void set_rows(ctx *c, mpc_report *r, int v, size_t first)
+static void set_rows(ctx *c, chk_report *r, int v, size_t first)
 {
     const int L = c->m->n_layers;
-    mpc_tensor *t = r->t + first;
+    chk_tensor *t = r->t + first;
     for (int l = 0; l < L; l++) {
-        for (int k = 0; c->m->layers[l].kind == PAR_LAYER_BATCHNORM && k < MPC_BN_N; k++)
+        for (int k = 0; c->m->layers[l].kind == PAR_LAYER_BATCHNORM && k < CHK_BN_N; k++)
             c->bst[v][l][k] = t++;
         c->out[v][l] = t++;
     }
@@ -1006,7 +1006,7 @@ static size_t terms_cap(const par_model *m, size_t B)
     size_t cap = 1;
     for (int l = 0; l < m->n_layers; l++) {
         const par_layer *ly = &m->layers[l];
-        const size_t a = mpc_max_terms(ly);
+        const size_t a = chk_max_terms(ly);
         const size_t g = ly->n_rows ? B * (ly->n_out / ly->n_rows) : 0;
         if (a > cap) cap = a;
         if (g > cap) cap = g;
@@ -1014,7 +1014,7 @@ static size_t terms_cap(const par_model *m, size_t B)
     return cap;
 }
 
-par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
+par_status chk_check_step(chk_report *r, const chk_step *st, const chk_opts *o)
 {
     const par_model *m = st->m;
     PAR_FAIL_IF(o->prec < 64 || o->prec > 1 << 20, PAR_ERR_CONFIG,
@@ -1040,7 +1040,7 @@ par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
     c.st = st;
     c.m = m;
     c.dt = st->dt;
-    c.f = mpc_fmt_of(st->dt);
+    c.f = chk_fmt_of(st->dt);
     c.prec = o->prec;
     c.e2e = o->end_to_end;
     c.B = st->B;
@@ -1081,7 +1081,7 @@ par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
             ws_terms(&w, c.prec, terms_cap(m, c.B), c.e2e);
             for (int l = 0; l < L; l++) {
                 if (m->layers[l].kind == PAR_LAYER_BATCHNORM)
-                    mpc_bn_forward(&c, &w, l);
+                    chk_bn_forward(&c, &w, l);
                 else
                     stage_forward(&c, &w, l);
             }
@@ -1090,13 +1090,13 @@ par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
             stage_loss(&c, &w);
             for (int l = L - 1; l >= 1; l--) {
                 if (m->layers[l].kind == PAR_LAYER_BATCHNORM)
-                    mpc_bn_backward(&c, &w, l);
+                    chk_bn_backward(&c, &w, l);
                 else
                     stage_backward(&c, &w, l);
             }
             for (int l = 0; l < L; l++) {
                 if (m->layers[l].kind == PAR_LAYER_BATCHNORM)
-                    mpc_bn_update(&c, &w, l);
+                    chk_bn_update(&c, &w, l);
                 else
                     stage_grads(&c, &w, l);
             }
@@ -1115,11 +1115,11 @@ par_status mpc_check_step(mpc_report *r, const mpc_step *st, const mpc_opts *o)
     mp_array_free(c.eloss, c.B);
     mpfr_clears(c.mc1, c.mc2, c.mbc1, c.mbc2, (mpfr_ptr)0);
     PAR_FAIL_IF(!ok, PAR_ERR_ALLOC, "out of memory for the END-TO-END values");
-    mpc_report_finish(r);
+    chk_report_finish(r);
     return PAR_OK;
 }
 
-par_status mpc_check_reduction(mpc_elem *e, par_dtype dt, const double *a, const double *b,
+par_status chk_check_reduction(chk_elem *e, par_dtype dt, const double *a, const double *b,
                                size_t n, double init, size_t n_red, double run, int prec)
 {
     PAR_FAIL_IF(prec < 64, PAR_ERR_CONFIG, "prec %d: expected >= 64 bits", prec);
@@ -1149,12 +1149,12 @@ par_status mpc_check_reduction(mpc_elem *e, par_dtype dt, const double *a, const
         free(vb);
         PAR_FAIL_IF(1, PAR_ERR_CONFIG, "check_reduction: a value is not representable in f32");
     }
-    const fmt f = mpc_fmt_of(dt);
+    const fmt f = chk_fmt_of(dt);
     ws w;
     ws_init(&w, prec, 1);
     e->run = run;
-    e->S = mpc_dot_run(&w, dt, va, 1, vb, 1, n, init);
-    e->bound = mpc_bound_dot(&f, dt, n_red, n, e->S, prec) * SLACK;
+    e->S = chk_dot_run(&w, dt, va, 1, vb, 1, n, init);
+    e->bound = chk_bound_dot(&f, dt, n_red, n, e->S, prec) * SLACK;
     compare(&w, w.acc, run, &f, &e->exact, &e->err, &e->ulp);
     ws_clear(&w);
     free(va);

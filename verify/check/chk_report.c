@@ -7,20 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mpc_check.h"
+#include "chk_check.h"
 
-double mpc_unit_roundoff(par_dtype dt)
+double chk_unit_roundoff(par_dtype dt)
 {
     return dt == PAR_F32 ? 0x1p-24 : 0x1p-53;
 }
 
-double mpc_gamma(size_t n, par_dtype dt)
+double chk_gamma(size_t n, par_dtype dt)
 {
-    const double nu = (double)n * mpc_unit_roundoff(dt);
+    const double nu = (double)n * chk_unit_roundoff(dt);
     return nu < 1 ? nu / (1 - nu) : INFINITY;
 }
 
-double mpc_ulp_of(double x, par_dtype dt)
+double chk_ulp_of(double x, par_dtype dt)
 {
     const int p = dt == PAR_F32 ? 24 : 53, emin = dt == PAR_F32 ? -126 : -1022;
     int e = emin;
@@ -32,17 +32,17 @@ double mpc_ulp_of(double x, par_dtype dt)
     return ldexp(1.0, e - p + 1);
 }
 
-const char *mpc_view_name(mpc_view v)
+const char *chk_view_name(chk_view v)
 {
-    return v == MPC_LOCAL ? "LOCAL" : v == MPC_E2E ? "E2E" : "CONTRACT";
+    return v == CHK_LOCAL ? "LOCAL" : v == CHK_E2E ? "E2E" : "CONTRACT";
 }
 
-const char *mpc_verdict_name(mpc_verdict v)
+const char *chk_verdict_name(chk_verdict v)
 {
-    return v == MPC_PASS ? "PASS" : v == MPC_FAIL ? "FAIL" : "info";
+    return v == CHK_PASS ? "PASS" : v == CHK_FAIL ? "FAIL" : "info";
 }
 
-void mpc_format_index(char *buf, size_t size, const mpc_tensor *t, size_t flat)
+void chk_format_index(char *buf, size_t size, const chk_tensor *t, size_t flat)
 {
     if (t->n == 0)
         snprintf(buf, size, "-");
@@ -52,17 +52,17 @@ void mpc_format_index(char *buf, size_t size, const mpc_tensor *t, size_t flat)
         snprintf(buf, size, "[%zu]", flat);
 }
 
-mpc_tensor *mpc_report_add(mpc_report *r, mpc_view v, const char *name, int ndim, size_t d0,
+chk_tensor *chk_report_add(chk_report *r, chk_view v, const char *name, int ndim, size_t d0,
                            size_t d1, size_t n_red, int has_bound)
 {
     if (r->n == r->cap) {
         const size_t cap = r->cap ? 2 * r->cap : 64;
-        mpc_tensor *t = realloc(r->t, cap * sizeof *t);
+        chk_tensor *t = realloc(r->t, cap * sizeof *t);
         if (!t) return NULL;
         r->t = t;
         r->cap = cap;
     }
-    mpc_tensor *t = &r->t[r->n++];
+    chk_tensor *t = &r->t[r->n++];
     memset(t, 0, sizeof *t);
     t->view = v;
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -75,9 +75,9 @@ mpc_tensor *mpc_report_add(mpc_report *r, mpc_view v, const char *name, int ndim
     return t;
 }
 
-mpc_tensor mpc_tensor_blank(const mpc_tensor *t)
+chk_tensor chk_tensor_blank(const chk_tensor *t)
 {
-    mpc_tensor b = *t;
+    chk_tensor b = *t;
     b.n = b.n_over = 0;
     b.max_abs = b.max_rel = b.max_ulp = b.bound_ratio = 0;
     b.worst = 0;
@@ -92,7 +92,7 @@ static int above(double a, double b)
     return a > b || (a != a && b == b);
 }
 
-void mpc_tensor_record(mpc_tensor *t, size_t idx, double run, double exact, double err, double ulp,
+void chk_tensor_record(chk_tensor *t, size_t idx, double run, double exact, double err, double ulp,
                        double bound)
 {
     if (err != err) err = INFINITY;
@@ -120,7 +120,7 @@ void mpc_tensor_record(mpc_tensor *t, size_t idx, double run, double exact, doub
     }
 }
 
-void mpc_tensor_merge(mpc_tensor *dst, const mpc_tensor *p)
+void chk_tensor_merge(chk_tensor *dst, const chk_tensor *p)
 {
     if (p->n == 0) return;
     dst->n += p->n;
@@ -141,20 +141,20 @@ void mpc_tensor_merge(mpc_tensor *dst, const mpc_tensor *p)
     }
 }
 
-void mpc_report_finish(mpc_report *r)
+void chk_report_finish(chk_report *r)
 {
     r->n_fail = 0;
     for (size_t k = 0; k < r->n; k++) {
-        mpc_tensor *t = &r->t[k];
-        if (t->view == MPC_E2E)
-            t->verdict = MPC_INFO;
+        chk_tensor *t = &r->t[k];
+        if (t->view == CHK_E2E)
+            t->verdict = CHK_INFO;
         else
-            t->verdict = t->n_over ? MPC_FAIL : MPC_PASS;
-        r->n_fail += t->verdict == MPC_FAIL;
+            t->verdict = t->n_over ? CHK_FAIL : CHK_PASS;
+        r->n_fail += t->verdict == CHK_FAIL;
     }
 }
 
-void mpc_report_free(mpc_report *r)
+void chk_report_free(chk_report *r)
 {
     free(r->t);
     memset(r, 0, sizeof *r);
@@ -169,27 +169,27 @@ static int same_bits(par_dtype dt, const void *a, const void *b, size_t i)
 }
 
 // One row: elements [off, off + n) of a and b (b is the reference).
-static par_status contract_row(mpc_report *r, const char *name, int ndim, size_t d0, size_t d1,
+static par_status contract_row(chk_report *r, const char *name, int ndim, size_t d0, size_t d1,
                                par_dtype dt, const void *a, const void *b, size_t off, size_t n)
 {
-    mpc_tensor *t = mpc_report_add(r, MPC_CONTRACT, name, ndim, d0, d1, 0, 0);
+    chk_tensor *t = chk_report_add(r, CHK_CONTRACT, name, ndim, d0, d1, 0, 0);
     PAR_FAIL_IF(!t, PAR_ERR_ALLOC, "out of memory for the report");
     for (size_t i = 0; i < n; i++) {
         const double x = par_get_real(dt, a, off + i), y = par_get_real(dt, b, off + i);
         const double err = isfinite(x) && isfinite(y) ? fabs(x - y) : INFINITY;
-        mpc_tensor_record(t, i, x, y, err, err / mpc_ulp_of(y, dt), NAN);
+        chk_tensor_record(t, i, x, y, err, err / chk_ulp_of(y, dt), NAN);
         t->n_over += !same_bits(dt, a, b, off + i);
     }
     return PAR_OK;
 }
 
-const char *mpc_bn_stat_name(int k)
+const char *chk_bn_stat_name(int k)
 {
-    static const char *const names[MPC_BN_N] = {"sum", "mean", "sqdev", "var", "inv"};
-    return k >= 0 && k < MPC_BN_N ? names[k] : "?";
+    static const char *const names[CHK_BN_N] = {"sum", "mean", "sqdev", "var", "inv"};
+    return k >= 0 && k < CHK_BN_N ? names[k] : "?";
 }
 
-par_status mpc_check_contract(mpc_report *r, const mpc_step *run, const mpc_step *ref)
+par_status chk_check_contract(chk_report *r, const chk_step *run, const chk_step *ref)
 {
     const par_model *m = run->m;
     PAR_FAIL_IF(ref->m != m || ref->dt != run->dt || ref->B != run->B, PAR_ERR_CONFIG,
@@ -198,8 +198,8 @@ par_status mpc_check_contract(mpc_report *r, const mpc_step *run, const mpc_step
     for (int l = 0; l < m->n_layers; l++) {
         if (!run->bn[l] || !ref->bn[l]) continue;
         const size_t nc = m->layers[l].c_out;
-        for (int k = 0; k < MPC_BN_N; k++) {
-            snprintf(name, sizeof name, "layer%d.bn.%s", l, mpc_bn_stat_name(k));
+        for (int k = 0; k < CHK_BN_N; k++) {
+            snprintf(name, sizeof name, "layer%d.bn.%s", l, chk_bn_stat_name(k));
             PAR_TRY(contract_row(r, name, 1, nc, 0, run->dt, run->bn[l], ref->bn[l], k * nc, nc));
         }
     }
@@ -222,12 +222,12 @@ par_status mpc_check_contract(mpc_report *r, const mpc_step *run, const mpc_step
                                  run->dt, run->s_new[i], ref->s_new[i], pv->offset, pv->count));
         }
     }
-    mpc_tensor *t = mpc_report_add(r, MPC_CONTRACT, "loss", 1, 1, 0, 0, 0);
+    chk_tensor *t = chk_report_add(r, CHK_CONTRACT, "loss", 1, 1, 0, 0, 0);
     PAR_FAIL_IF(!t, PAR_ERR_ALLOC, "out of memory for the report");
     const double err = fabs(run->loss - ref->loss);
-    mpc_tensor_record(t, 0, run->loss, ref->loss, isfinite(err) ? err : INFINITY,
-                      err / mpc_ulp_of(ref->loss, run->dt), NAN);
+    chk_tensor_record(t, 0, run->loss, ref->loss, isfinite(err) ? err : INFINITY,
+                      err / chk_ulp_of(ref->loss, run->dt), NAN);
     t->n_over += memcmp(&run->loss, &ref->loss, sizeof(double)) != 0;
-    mpc_report_finish(r);
+    chk_report_finish(r);
     return PAR_OK;
 }

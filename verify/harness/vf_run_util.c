@@ -19,7 +19,7 @@
 #include "par_io.h"
 #include "par_trainer.h"
 
-void vf_arg(args *b, const char *fmt, ...)
+void vf_arg(vf_args *b, const char *fmt, ...)
 {
     char buf[1200];
     va_list ap;
@@ -40,7 +40,7 @@ void vf_fmt(char *buf, size_t n, const char *f, ...)
     va_end(ap);
 }
 
-void vf_args_free(args *b)
+void vf_args_free(vf_args *b)
 {
     for (int i = 0; i < b->n; i++) free(b->a[i]);
     b->n = 0;
@@ -55,7 +55,7 @@ void vf_config_label(char *buf, size_t n, const vf_config *cf)
 
 // ---- progress --------------------------------------------------------------------
 
-void vf_note(runner *r, const char *fmt, ...)
+void vf_note(vf_runner *r, const char *fmt, ...)
 {
     if (!r->o->progress) return;
     char what[300];
@@ -66,19 +66,19 @@ void vf_note(runner *r, const char *fmt, ...)
     // Seconds left: units of work left of each kind at that kind's measured
     // rate (or the overall rate for kinds not yet seen).
     double all_s = 0, all_u = 0, left = 0;
-    for (int k = 0; k < T_KINDS; k++) {
+    for (int k = 0; k < VF_T_KINDS; k++) {
         all_s += r->unit_s[k] * r->units_done[k];
         all_u += r->units_done[k];
     }
     int known = all_u > 0;
-    for (int k = 0; k < T_KINDS && known; k++)
+    for (int k = 0; k < VF_T_KINDS && known; k++)
         left += r->units_left[k] * (r->units_done[k] > 0 ? r->unit_s[k] : all_s / all_u);
     const vf_progress p = {r->case_name, r->i_case, r->s->n_cases, what, r->done, r->total,
                            par_now() - r->t0, known ? left : -1};
     r->o->progress(r->o->ctx, &p);
 }
 
-void vf_task_done(runner *r, int kind, double units, double seconds)
+void vf_task_done(vf_runner *r, int kind, double units, double seconds)
 {
     if (units <= 0) units = 1;
     const double u = r->units_done[kind] + units;
@@ -89,7 +89,7 @@ void vf_task_done(runner *r, int kind, double units, double seconds)
     r->done++;
 }
 
-void vf_task_skip(runner *r, int kind, double units, long n)
+void vf_task_skip(vf_runner *r, int kind, double units, long n)
 {
     r->units_left[kind] -= units * (double)n;
     if (r->units_left[kind] < 0) r->units_left[kind] = 0;
@@ -123,7 +123,7 @@ void vf_first_line(char *buf, size_t n, const char *path)
 // to out_path, stderr to err_path; parses stdout as JSON into *json when
 // json is not NULL (NULL on no JSON). Oversubscribed runs get passive
 // OpenMP waiting unless the caller's environment says otherwise.
-par_status vf_run_parity(runner *r, args *b, const char *out_path, const char *err_path,
+par_status vf_run_parity(vf_runner *r, vf_args *b, const char *out_path, const char *err_path,
                              int oversubscribed, int *code, double *wall, json_t **json)
 {
     free(b->a[0]);
@@ -145,7 +145,7 @@ par_status vf_run_parity(runner *r, args *b, const char *out_path, const char *e
 
 // The training flags of a case for `steps` steps: everything but trainer,
 // mode, threads, ranks.
-void vf_setting_flags(args *b, const vf_case *c)
+void vf_setting_flags(vf_args *b, const vf_case *c)
 {
     vf_arg(b, "--dataset");
     vf_arg(b, "%s", c->dataset);
@@ -166,7 +166,7 @@ void vf_setting_flags(args *b, const vf_case *c)
     vf_arg(b, "%d", c->chunk);
 }
 
-void vf_optim_flags(args *b, const vf_case *c)
+void vf_optim_flags(vf_args *b, const vf_case *c)
 {
     if (strcmp(c->optim, "sgd") == 0) return;   // the default: SGD runs keep their flags as before
     vf_arg(b, "--optim");
@@ -180,7 +180,7 @@ void vf_optim_flags(args *b, const vf_case *c)
         }
 }
 
-void vf_case_flags(args *b, const case_run *cr, long steps)
+void vf_case_flags(vf_args *b, const vf_case_run *cr, long steps)
 {
     const vf_case *c = cr->c;
     vf_setting_flags(b, c);
@@ -195,14 +195,14 @@ void vf_case_flags(args *b, const case_run *cr, long steps)
     vf_arg(b, "%ld", steps);
 }
 
-void vf_fault_flag(args *b, const case_run *cr)
+void vf_fault_flag(vf_args *b, const vf_case_run *cr)
 {
     if (!cr->c->fault[0]) return;
     vf_arg(b, "--fault");
     vf_arg(b, "%s", cr->c->fault);
 }
 
-void vf_config_flags(args *b, const vf_config *cf, int with_ranks)
+void vf_config_flags(vf_args *b, const vf_config *cf, int with_ranks)
 {
     vf_arg(b, "--trainer");
     vf_arg(b, "%s", cf->trainer);
@@ -249,7 +249,7 @@ void vf_set_verdict(json_t *o, const char *verdict, const char *fmt, ...)
     json_object_set_new(o, "detail", json_string(buf));
 }
 
-int vf_oversubscribed(const runner *r, const vf_config *cf)
+int vf_oversubscribed(const vf_runner *r, const vf_config *cf)
 {
     return cf->threads * cf->ranks > r->o->cores;
 }

@@ -26,7 +26,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-par_status vf_time_config(runner *r, case_run *cr, const vf_config *cf, json_t *timing)
+par_status vf_time_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, json_t *timing)
 {
     const vf_case *c = cr->c;
     char label[128], err[1200], out[1200];
@@ -43,7 +43,7 @@ par_status vf_time_config(runner *r, case_run *cr, const vf_config *cf, json_t *
         const int is_warm = k < c->warmup;
         vf_note(r, "%s: timing, %s %d of %d", label, is_warm ? "warm-up" : "run",
                  is_warm ? k + 1 : k - c->warmup + 1, is_warm ? c->warmup : c->repeats);
-        args b = {0};
+        vf_args b = {0};
         vf_arg(&b, "parity");
         vf_arg(&b, "train");
         vf_case_flags(&b, cr, cr->N);
@@ -56,7 +56,7 @@ par_status vf_time_config(runner *r, case_run *cr, const vf_config *cf, json_t *
         st = vf_run_parity(r, &b, out, err, 0, &code, &wall, &tj);
         vf_args_free(&b);
         if (st != PAR_OK) break;
-        vf_task_done(r, T_TIME, (double)cr->N * cf->ranks, wall);
+        vf_task_done(r, VF_T_TIME, (double)cr->N * cf->ranks, wall);
         const double s = json_number_value(json_object_get(tj, "seconds"));
         if (code != 0 || !tj || !(s > 0)) {
             char why[600];
@@ -64,7 +64,7 @@ par_status vf_time_config(runner *r, case_run *cr, const vf_config *cf, json_t *
             json_object_set_new(timing, "error", json_string(why));
             json_decref(tj);
             ok = 0;
-            vf_task_skip(r, T_TIME, (double)cr->N * cf->ranks, c->warmup + c->repeats - k - 1);
+            vf_task_skip(r, VF_T_TIME, (double)cr->N * cf->ranks, c->warmup + c->repeats - k - 1);
             break;
         }
         json_array_append_new(is_warm ? warm : runs, json_real(s));

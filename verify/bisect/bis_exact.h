@@ -1,7 +1,7 @@
 // Internal to verify/bis_*.c: one step's tensors as seen by the replay of
 // `parity bisect`, and the exact value (MPFR) of one element of one of them
 // from the step's inputs, with the verdict which of two values is closer.
-// Not a checker: one element, no bounds (mpc_check.h is the checker).
+// Not a checker: one element, no bounds (chk_check.h is the checker).
 #ifndef BIS_EXACT_H
 #define BIS_EXACT_H
 
@@ -41,6 +41,6 @@ typedef struct bis_step_view {
 // weight: w - lr g), and the verdict: which of a, b is closer to it.
 void bis_exact_verdict(const bis_step_view *v, bis_kind kind, int layer, size_t chunk,
                        size_t index, double a, double b, int prec, double *exact,
-                       vf_bisect_closer *closer);
+                       bis_closer *closer);
 
 #endif

@@ -13,24 +13,24 @@
 #include "par_data.h"
 #include "par_trainer.h"
 
-enum { VF_BISECT_MAX_TENSORS = 9 * PAR_MAX_LAYERS + 2 };
+enum { BIS_MAX_TENSORS = 9 * PAR_MAX_LAYERS + 2 };
 
 // One side of the comparison. cfg.model, cfg.dtype, cfg.batch and
 // cfg.init_params must be those of the other side; trainer, mode, threads,
 // chunk, lr and fault may differ. MPI trainers (PAR_CAP_RANKS) run over
 // every rank of MPI_COMM_WORLD; single-process trainers run replicated on
 // every rank (they are deterministic).
-typedef struct vf_bisect_side {
+typedef struct bis_side {
     const par_trainer_ops *ops;
     par_run_cfg cfg;
-} vf_bisect_side;
+} bis_side;
 
-// vf_bisect_opts.atol: the floor derived from each tensor (see there).
-#define VF_BISECT_ATOL_AUTO (-1.0)
-#define VF_BISECT_AUTO_ULPS 4
+// bis_opts.atol: the floor derived from each tensor (see there).
+#define BIS_ATOL_AUTO (-1.0)
+#define BIS_AUTO_ULPS 4
 
-typedef struct vf_bisect_opts {
-    vf_bisect_side side[2];     // a, b
+typedef struct bis_opts {
+    bis_side side[2];     // a, b
     const par_dataset *ds;
     uint64_t seed;              // shuffle seed: epoch e is par_epoch_order(seed, e)
     int epochs;                 // >= 1
@@ -39,30 +39,30 @@ typedef struct vf_bisect_opts {
     int prec;                   // MPFR bits of the exact value (>= 64)
     double atol;                // absolute floor: a and b differ only when |a - b| exceeds both
                                 // tol * max(|a|, |b|) and the floor; >= 0: that floor;
-                                // < 0 (VF_BISECT_ATOL_AUTO): VF_BISECT_AUTO_ULPS ulps of the
+                                // < 0 (BIS_ATOL_AUTO): BIS_AUTO_ULPS ulps of the
                                 // largest |value| of the tensor on either side when tol > 0,
                                 // else 0 (bitwise stays bitwise)
-} vf_bisect_opts;
+} bis_opts;
 
-typedef enum vf_bisect_closer {
-    VF_CLOSER_NONE = -1,        // no verdict (nothing differs, or no exact value)
-    VF_CLOSER_A = 0,
-    VF_CLOSER_B = 1,
-    VF_CLOSER_TIE = 2,
-} vf_bisect_closer;
+typedef enum bis_closer {
+    BIS_CLOSER_NONE = -1,        // no verdict (nothing differs, or no exact value)
+    BIS_CLOSER_A = 0,
+    BIS_CLOSER_B = 1,
+    BIS_CLOSER_TIE = 2,
+} bis_closer;
 
 // One tensor of the replay, in computation order. Per-chunk gradients are
 // summarised in one row per layer and parameter ("layer1.weight.grad.chunk*").
-typedef struct vf_bisect_tensor {
+typedef struct bis_tensor {
     char name[48];
     int layer;                  // -1: loss.sample and loss
     size_t n, n_diff;           // elements compared, elements that differ
     double max_ulps;            // largest difference in ulps of the dtype
     size_t first;               // flat index of the first differing element (n_diff > 0)
     long first_chunk;           // chunk rows: chunk of the first difference, else -1
-} vf_bisect_tensor;
+} bis_tensor;
 
-typedef struct vf_bisect_result {
+typedef struct bis_result {
     int diverged;               // a step differs in lockstep
     long steps;                 // steps run (the divergent one included)
     // The first differing step in lockstep (when diverged).
@@ -88,13 +88,13 @@ typedef struct vf_bisect_result {
     double ulps;                // |a - b| in ulps of the dtype
     int has_exact;
     double exact;               // MPFR's exact value (rounded to double)
-    vf_bisect_closer closer;
+    bis_closer closer;
     int chunk_fold_differs;     // per-chunk gradients agree, the folded gradient differs
     int fold_in_order[2];       // folded element == the in-order fold of that side's chunks
                                 // (-1: not known)
     int n_tensors;
-    vf_bisect_tensor tensors[VF_BISECT_MAX_TENSORS];
-} vf_bisect_result;
+    bis_tensor tensors[BIS_MAX_TENSORS];
+} bis_result;
 
 // Runs both sides in lockstep: each step both get the same batch; after it
 // the loss, the gradient (grad op) and the weights (params op) are compared
@@ -112,11 +112,11 @@ typedef struct vf_bisect_result {
 // (common) inputs of its tensor and the verdict which side is closer.
 // Collective over MPI_COMM_WORLD when MPI is initialised: every rank gets
 // diverged/step/steps; the replay fields are filled on rank 0.
-par_status vf_bisect_lockstep(vf_bisect_result *r, const vf_bisect_opts *o);
+par_status bis_lockstep(bis_result *r, const bis_opts *o);
 
 // ---- saved runs --------------------------------------------------------------
 
-typedef struct vf_bisect_log_result {
+typedef struct bis_log_result {
     int diverged;
     long steps_a, steps_b;      // step lines in each log
     int digests;                // both logs carry weights_sha256 and loss_sha256
@@ -125,22 +125,22 @@ typedef struct vf_bisect_log_result {
     const char *what;           // "loss", "weights", "loss and weights", "length" (static)
     double loss_a, loss_b;      // NaN where a log has no such step or a null loss
     char weights_a[65], weights_b[65];   // digests at that step ("" when absent)
-} vf_bisect_log_result;
+} bis_log_result;
 
 // Compares the step lines of two `parity train --log` files step by step:
 // loss_sha256 and weights_sha256 where both logs carry them, else the loss
 // values bitwise. A log that ends first differs at the step after its last
 // ("length"). PAR_ERR_IO when a file cannot be read, PAR_ERR_FORMAT for a
 // line that is not a step log line; the message names file and line.
-par_status vf_bisect_logs(vf_bisect_log_result *r, const char *path_a, const char *path_b);
+par_status bis_logs(bis_log_result *r, const char *path_a, const char *path_b);
 
 // ---- helpers (public for tests) -----------------------------------------------
 
 // |a - b| in units in the last place of dtype dt (both representable in dt):
 // the distance of their positions in the ordered set of dt values.
-double vf_bisect_ulps(double a, double b, par_dtype dt);
+double bis_ulps(double a, double b, par_dtype dt);
 
 // Name of a verdict: "a", "b", "tie", or "none".
-const char *vf_bisect_closer_name(vf_bisect_closer c);
+const char *bis_closer_name(bis_closer c);
 
 #endif

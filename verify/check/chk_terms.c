@@ -1,11 +1,11 @@
-// See mpc_terms.h. The orders here are enumerations only: the checker's
+// See chk_terms.h. The orders here are enumerations only: the checker's
 // bounds hold for any order of the terms.
-#include "mpc_terms.h"
+#include "chk_terms.h"
 
 #include <assert.h>
 #include <stdint.h>
 
-size_t mpc_max_terms(const par_layer *ly)
+size_t chk_max_terms(const par_layer *ly)
 {
     const size_t n_pos = ly->h_out * ly->w_out;
     if (ly->kind == PAR_LAYER_DENSE) return ly->n_in > ly->n_out ? ly->n_in : ly->n_out;
@@ -15,20 +15,20 @@ size_t mpc_max_terms(const par_layer *ly)
     return m > n_pos ? m : n_pos;
 }
 
-size_t mpc_forward_rounds(const par_layer *ly)
+size_t chk_forward_rounds(const par_layer *ly)
 {
     // the chain from the bias over every input (conv: every tap, padding included)
     return ly->kind == PAR_LAYER_MAXPOOL ? 0 : ly->row_len + 1;
 }
 
-size_t mpc_input_grad_rounds(const par_layer *ly)
+size_t chk_input_grad_rounds(const par_layer *ly)
 {
     if (ly->kind == PAR_LAYER_DENSE) return ly->n_out;
     // conv: the chain over c_out, then the additions of at most K K taps
     return ly->kind == PAR_LAYER_CONV2D ? ly->c_out + ly->K * ly->K : 0;
 }
 
-size_t mpc_grad_rounds(const par_layer *ly, size_t B)
+size_t chk_grad_rounds(const par_layer *ly, size_t B)
 {
     return ly->n_rows ? B * (ly->n_out / ly->n_rows) : 0;   // B x positions (dense: 1)
 }
@@ -44,7 +44,7 @@ static int tap_pixel(const par_layer *ly, size_t ci, size_t kh, size_t kw, size_
     return 1;
 }
 
-size_t mpc_forward_terms(const par_layer *ly, size_t j, size_t *xi, size_t *wi, size_t *o)
+size_t chk_forward_terms(const par_layer *ly, size_t j, size_t *xi, size_t *wi, size_t *o)
 {
     size_t n = 0;
     if (ly->kind == PAR_LAYER_DENSE) {
@@ -69,7 +69,7 @@ size_t mpc_forward_terms(const par_layer *ly, size_t j, size_t *xi, size_t *wi, 
     return n;
 }
 
-size_t mpc_input_grad_terms(const par_layer *ly, size_t i, size_t *zi, size_t *wi)
+size_t chk_input_grad_terms(const par_layer *ly, size_t i, size_t *zi, size_t *wi)
 {
     size_t n = 0;
     if (ly->kind == PAR_LAYER_DENSE) {
@@ -96,7 +96,7 @@ size_t mpc_input_grad_terms(const par_layer *ly, size_t i, size_t *zi, size_t *w
     return n;
 }
 
-size_t mpc_grad_terms(const par_layer *ly, size_t o, size_t t, size_t *zi, size_t *xi)
+size_t chk_grad_terms(const par_layer *ly, size_t o, size_t t, size_t *zi, size_t *xi)
 {
     if (ly->kind == PAR_LAYER_DENSE) {
         zi[0] = o;
@@ -117,13 +117,13 @@ size_t mpc_grad_terms(const par_layer *ly, size_t o, size_t t, size_t *zi, size_
     return n;
 }
 
-size_t mpc_pool_base(const par_layer *ly, size_t j)
+size_t chk_pool_base(const par_layer *ly, size_t j)
 {
     const size_t n_pos = ly->h_out * ly->w_out, c = j / n_pos, p = j % n_pos, K = ly->K;
     return (c * ly->h_in + p / ly->w_out * K) * ly->w_in + p % ly->w_out * K;
 }
 
-size_t mpc_pool_window(const par_layer *ly, size_t i)
+size_t chk_pool_window(const par_layer *ly, size_t i)
 {
     const size_t K = ly->K, c = i / (ly->h_in * ly->w_in);
     const size_t oh = i / ly->w_in % ly->h_in / K, ow = i % ly->w_in / K;
@@ -131,9 +131,9 @@ size_t mpc_pool_window(const par_layer *ly, size_t i)
     return (c * ly->h_out + oh) * ly->w_out + ow;
 }
 
-size_t mpc_pool_arg(const par_layer *ly, size_t j, const void *x, par_dtype dt)
+size_t chk_pool_arg(const par_layer *ly, size_t j, const void *x, par_dtype dt)
 {
-    const size_t base = mpc_pool_base(ly, j);
+    const size_t base = chk_pool_base(ly, j);
     size_t arg = base;
     for (size_t kh = 0; kh < ly->K; kh++)
         for (size_t kw = 0; kw < ly->K; kw++)

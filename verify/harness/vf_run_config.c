@@ -23,12 +23,12 @@
 
 // Runs (or reuses) the reference of the case: log, final weights, initial
 // weights. Sets paths in *ref (an object owned by the cache).
-par_status vf_run_reference(runner *r, case_run *cr, json_t **ref_out)
+par_status vf_run_reference(vf_runner *r, vf_case_run *cr, json_t **ref_out)
 {
     json_t *refs = json_object_get(r->cache, "reference");
     json_t *ref = json_object_get(refs, cr->ref_key);
     if (ref) {
-        vf_task_skip(r, T_REF, (double)cr->N, 1);
+        vf_task_skip(r, VF_T_REF, (double)cr->N, 1);
         *ref_out = ref;
         return PAR_OK;
     }
@@ -39,7 +39,7 @@ par_status vf_run_reference(runner *r, case_run *cr, json_t **ref_out)
     vf_fmt(out, sizeof out, "%s/reference.json", cr->dir);
     vf_fmt(err, sizeof err, "%s/reference.err", cr->dir);
     vf_note(r, "reference (%ld steps)", cr->N);
-    args b = {0};
+    vf_args b = {0};
     vf_arg(&b, "parity");
     vf_arg(&b, "train");
     vf_case_flags(&b, cr, cr->N);
@@ -59,7 +59,7 @@ par_status vf_run_reference(runner *r, case_run *cr, json_t **ref_out)
     par_status st = vf_run_parity(r, &b, out, err, 0, &code, &wall, &tj);
     vf_args_free(&b);
     PAR_TRY(st);
-    vf_task_done(r, T_REF, (double)cr->N, wall);
+    vf_task_done(r, VF_T_REF, (double)cr->N, wall);
     if (code != 0 || !tj) {
         char why[600];
         vf_first_line(why, sizeof why, err);
@@ -144,7 +144,7 @@ static par_status compare_exact(json_t *corr, const json_t *ref, const vf_log *l
 
 // fast: `parity lockstep` under the derived bound; the trajectory's distance
 // from the reference is recorded for information.
-static par_status compare_fast(runner *r, case_run *cr, const vf_config *cf, const char *base,
+static par_status compare_fast(vf_runner *r, vf_case_run *cr, const vf_config *cf, const char *base,
                                json_t *corr, const json_t *ref, const vf_log *lg,
                                const char *weights, int oversubscribed)
 {
@@ -153,7 +153,7 @@ static par_status compare_fast(runner *r, case_run *cr, const vf_config *cf, con
     vf_fmt(out, sizeof out, "%s.lockstep.json", base);
     vf_fmt(err, sizeof err, "%s.lockstep.err", base);
     vf_note(r, "%s: lockstep against the reference", label);
-    args b = {0};
+    vf_args b = {0};
     vf_arg(&b, "parity");
     vf_arg(&b, "lockstep");
     vf_case_flags(&b, cr, cr->N);
@@ -166,7 +166,7 @@ static par_status compare_fast(runner *r, case_run *cr, const vf_config *cf, con
     par_status st = vf_run_parity(r, &b, out, err, oversubscribed, &code, &wall, &lj);
     vf_args_free(&b);
     PAR_TRY(st);
-    vf_task_done(r, T_LOCKSTEP, (double)cr->N * cf->ranks, wall);
+    vf_task_done(r, VF_T_LOCKSTEP, (double)cr->N * cf->ranks, wall);
     json_object_set_new(corr, "method", json_string("bound"));
     json_object_set_new(corr, "lockstep_wall_seconds", json_real(wall));
     const json_t *rl = json_object_get(ref, "losses");
@@ -205,7 +205,7 @@ static par_status compare_fast(runner *r, case_run *cr, const vf_config *cf, con
     return PAR_OK;
 }
 
-par_status vf_run_config(runner *r, case_run *cr, const vf_config *cf, const json_t *ref,
+par_status vf_run_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, const json_t *ref,
                              json_t *cres)
 {
     char label[128], base[1100], log[1200], w[1200], out[1200], err[1200];
@@ -218,7 +218,7 @@ par_status vf_run_config(runner *r, case_run *cr, const vf_config *cf, const jso
     vf_fmt(err, sizeof err, "%s.err", base);
     const int over = vf_oversubscribed(r, cf);
     vf_note(r, "%s: training run", label);
-    args b = {0};
+    vf_args b = {0};
     vf_arg(&b, "parity");
     vf_arg(&b, "train");
     vf_case_flags(&b, cr, cr->N);
@@ -236,7 +236,7 @@ par_status vf_run_config(runner *r, case_run *cr, const vf_config *cf, const jso
     par_status st = vf_run_parity(r, &b, out, err, over, &code, &wall, &tj);
     vf_args_free(&b);
     PAR_TRY(st);
-    vf_task_done(r, T_RUN, (double)cr->N * cf->ranks, wall);
+    vf_task_done(r, VF_T_RUN, (double)cr->N * cf->ranks, wall);
     json_t *run = json_object(), *corr = json_object();
     json_object_set_new(cres, "run", run);
     json_object_set_new(cres, "correctness", corr);
@@ -249,7 +249,7 @@ par_status vf_run_config(runner *r, case_run *cr, const vf_config *cf, const jso
         vf_set_verdict(corr, "error", "parity train failed (exit %d): %s", code,
                     why[0] ? why : "no message");
         json_decref(tj);
-        if (cf->mode == PAR_MODE_FAST) vf_task_skip(r, T_LOCKSTEP, (double)cr->N * cf->ranks, 1);
+        if (cf->mode == PAR_MODE_FAST) vf_task_skip(r, VF_T_LOCKSTEP, (double)cr->N * cf->ranks, 1);
         return PAR_OK;
     }
     vf_copy_train_fields(run, tj);
@@ -258,7 +258,7 @@ par_status vf_run_config(runner *r, case_run *cr, const vf_config *cf, const jso
     st = vf_log_read(&lg, log);
     if (st != PAR_OK) {
         vf_set_verdict(corr, "error", "%s", par_last_error());
-        if (cf->mode == PAR_MODE_FAST) vf_task_skip(r, T_LOCKSTEP, (double)cr->N * cf->ranks, 1);
+        if (cf->mode == PAR_MODE_FAST) vf_task_skip(r, VF_T_LOCKSTEP, (double)cr->N * cf->ranks, 1);
         return PAR_OK;
     }
     json_object_set_new(cres, "losses", vf_losses_json(lg.loss, lg.n));

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mpc_check.h"
+#include "chk_check.h"
 #include "par_engine.h"
 #include "par_run.h"
 #include "ref_train.h"
 
-par_status mpc_step_records(size_t **idx, size_t *B, int *epoch, const par_dataset *ds,
+par_status chk_step_records(size_t **idx, size_t *B, int *epoch, const par_dataset *ds,
                             uint64_t seed, size_t batch, long step)
 {
     *idx = NULL;
@@ -33,7 +33,7 @@ par_status mpc_step_records(size_t **idx, size_t *B, int *epoch, const par_datas
     return PAR_OK;
 }
 
-void mpc_step_free(mpc_step *s)
+void chk_step_free(chk_step *s)
 {
     free(s->x);
     free(s->labels);
@@ -53,7 +53,7 @@ void mpc_step_free(mpc_step *s)
     memset(s, 0, sizeof *s);
 }
 
-static void copy_layers(mpc_step *s, const void *const *a, const void *const *d)
+static void copy_layers(chk_step *s, const void *const *a, const void *const *d)
 {
     const size_t sz = par_dtype_size(s->dt);
     for (int l = 0; l < s->m->n_layers; l++) {
@@ -63,7 +63,7 @@ static void copy_layers(mpc_step *s, const void *const *a, const void *const *d)
     }
 }
 
-static par_status run_reference(mpc_step *s)
+static par_status run_reference(chk_step *s)
 {
     PAR_FAIL_IF(s->mode != PAR_MODE_EXACT, PAR_ERR_CONFIG,
                 "--trainer reference: only --mode exact exists (it defines exact)");
@@ -93,7 +93,7 @@ static par_status run_reference(mpc_step *s)
         copy_layers(s, a, d);
         for (int l = 0; l < s->m->n_layers; l++)
             if (s->bn[l])
-                memcpy(s->bn[l], ref_bn_stats(t, l), MPC_BN_N * s->m->layers[l].c_out * sz);
+                memcpy(s->bn[l], ref_bn_stats(t, l), CHK_BN_N * s->m->layers[l].c_out * sz);
         memcpy(s->loss_s, ref_losses(t), s->B * sz);
         memcpy(s->g, ref_grad(t), N * sz);
         memcpy(s->w_new, ref_params(t), N * sz);
@@ -108,16 +108,16 @@ static par_status run_reference(mpc_step *s)
 }
 
 // The engine's statistics of batchnorm layer l (layer_bn_impl.inc keeps
-// mean, inv, var, the fold's accumulator, S, Q per channel) in MPC_BN_* order.
-static void engine_bn_stats(mpc_step *s, const par_engine *e, int l)
+// mean, inv, var, the fold's accumulator, S, Q per channel) in CHK_BN_* order.
+static void engine_bn_stats(chk_step *s, const par_engine *e, int l)
 {
     const size_t sz = par_dtype_size(s->dt), nc = s->m->layers[l].c_out;
-    static const int slot[MPC_BN_N] = {4, 0, 5, 2, 1};   // S, mean, Q, var, inv
-    for (int k = 0; k < MPC_BN_N; k++)
+    static const int slot[CHK_BN_N] = {4, 0, 5, 2, 1};   // S, mean, Q, var, inv
+    for (int k = 0; k < CHK_BN_N; k++)
         memcpy((char *)s->bn[l] + k * nc * sz, (const char *)e->bn[l] + slot[k] * nc * sz, nc * sz);
 }
 
-static par_status run_table(mpc_step *s, const par_trainer_ops *tr, const par_run_cfg *cfg,
+static par_status run_table(chk_step *s, const par_trainer_ops *tr, const par_run_cfg *cfg,
                             const par_batch *batch)
 {
     const size_t sz = par_dtype_size(s->dt), N = s->m->n_params;
@@ -170,13 +170,13 @@ static par_status run_table(mpc_step *s, const par_trainer_ops *tr, const par_ru
     return PAR_OK;
 }
 
-par_status mpc_capture(mpc_step *s, const par_trainer_ops *tr, const par_run_cfg *cfg,
+par_status chk_capture(chk_step *s, const par_trainer_ops *tr, const par_run_cfg *cfg,
                        const par_batch *batch)
 {
-    return mpc_capture_state(s, tr, cfg, batch, NULL);
+    return chk_capture_state(s, tr, cfg, batch, NULL);
 }
 
-par_status mpc_capture_state(mpc_step *s, const par_trainer_ops *tr, const par_run_cfg *cfg,
+par_status chk_capture_state(chk_step *s, const par_trainer_ops *tr, const par_run_cfg *cfg,
                              const par_batch *batch, const par_optim_state *start)
 {
     memset(s, 0, sizeof *s);
@@ -217,12 +217,12 @@ par_status mpc_capture_state(mpc_step *s, const par_trainer_ops *tr, const par_r
         s->d[l] = malloc(B * m->layers[l].n_out * sz);
         ok = s->a[l + 1] && s->d[l];
         if (ok && m->layers[l].kind == PAR_LAYER_BATCHNORM) {
-            s->bn[l] = malloc(MPC_BN_N * m->layers[l].c_out * sz);
+            s->bn[l] = malloc(CHK_BN_N * m->layers[l].c_out * sz);
             ok = s->bn[l] != NULL;
         }
     }
     if (!ok) {
-        mpc_step_free(s);
+        chk_step_free(s);
         PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory for one step of %s", m->spec);
     }
     memcpy(s->x, batch->x, B * m->n_inputs * sz);
@@ -231,6 +231,6 @@ par_status mpc_capture_state(mpc_step *s, const par_trainer_ops *tr, const par_r
     s->a[0] = s->x;
     par_status st =
         strcmp(tr->name, "reference") == 0 ? run_reference(s) : run_table(s, tr, cfg, batch);
-    if (st != PAR_OK) mpc_step_free(s);
+    if (st != PAR_OK) chk_step_free(s);
     return st;
 }

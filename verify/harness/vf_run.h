@@ -6,9 +6,9 @@
 
 #include "vf_harness.h"
 
-enum { T_REF, T_RUN, T_LOCKSTEP, T_CHECK, T_TIME, T_KINDS };
+enum { VF_T_REF, VF_T_RUN, VF_T_LOCKSTEP, VF_T_CHECK, VF_T_TIME, VF_T_KINDS };
 
-typedef struct runner {
+typedef struct vf_runner {
     const vf_suite *s;
     const vf_run_opts *o;
     json_t *cache;              // reference runs, saved weights and checks shared by cases
@@ -17,11 +17,11 @@ typedef struct runner {
     const char *case_name;
     int i_case;
     long done, total;
-    double t0, unit_s[T_KINDS], units_done[T_KINDS], units_left[T_KINDS];
-} runner;
+    double t0, unit_s[VF_T_KINDS], units_done[VF_T_KINDS], units_left[VF_T_KINDS];
+} vf_runner;
 
 // A case being run.
-typedef struct case_run {
+typedef struct vf_case_run {
     const vf_case *c;
     char dir[1024];             // OUT/runs/<case>
     char ref_key[600];          // settings that determine the reference's run
@@ -31,49 +31,49 @@ typedef struct case_run {
     int epochs;                 // --epochs passed to train
     long check_steps[VF_MAX_CHECKS];
     json_t *res;                // the case's result object
-} case_run;
+} vf_case_run;
 
-typedef struct args {
+typedef struct vf_args {
     char *a[80];
     int n;
-} args;
+} vf_args;
 
 // ---- helpers (vf_run_util.c) ----------------------------------------------------
 
 // Appends one printf-formatted argument (argument lists end with NULL).
-void vf_arg(args *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void vf_args_free(args *b);
+void vf_arg(vf_args *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void vf_args_free(vf_args *b);
 // snprintf for paths and keys (folder names are checked to be short first).
 void vf_fmt(char *buf, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
 const char *vf_mode_name(int mode);
 // "serial exact T=1 R=1"
 void vf_config_label(char *buf, size_t n, const vf_config *cf);
 // Reports progress ("what") with the time left estimated from the work done.
-void vf_note(runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void vf_note(vf_runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // Work accounting of the estimate: a task of `kind` done (units of work,
 // seconds it took), or n tasks that will not run.
-void vf_task_done(runner *r, int kind, double units, double seconds);
-void vf_task_skip(runner *r, int kind, double units, long n);
+void vf_task_done(vf_runner *r, int kind, double units, double seconds);
+void vf_task_skip(vf_runner *r, int kind, double units, long n);
 // First non-empty, non-hint line of a file ("" if none).
 void vf_first_line(char *buf, size_t n, const char *path);
 // Runs `parity` with b (b->a[0] is replaced by the binary's path), stdout
 // and stderr to files; *json = stdout parsed as a JSON object when json is
 // not NULL (NULL when it is not one). Oversubscribed runs get passive
 // OpenMP waiting unless OMP_WAIT_POLICY is set.
-par_status vf_run_parity(runner *r, args *b, const char *out_path, const char *err_path,
+par_status vf_run_parity(vf_runner *r, vf_args *b, const char *out_path, const char *err_path,
                          int oversubscribed, int *code, double *wall, json_t **json);
 // Training flags of the case for `steps` steps; trainer, mode, threads (and
 // --ranks for MPI trainers when with_ranks) of a config.
-void vf_case_flags(args *b, const case_run *cr, long steps);
-void vf_config_flags(args *b, const vf_config *cf, int with_ranks);
+void vf_case_flags(vf_args *b, const vf_case_run *cr, long steps);
+void vf_config_flags(vf_args *b, const vf_config *cf, int with_ranks);
 // The model and data flags alone (dataset, upscale, model, act, dtype,
 // batch (a number or full), chunk), for commands that take no training
 // length (`parity model`; the suite refuses `predict` with upscale or batch
 // full); --optim and its hyperparameters (nothing for sgd); the case's
 // test-only fault (`--fault SPEC`, configs only), if it has one.
-void vf_setting_flags(args *b, const vf_case *c);
-void vf_optim_flags(args *b, const vf_case *c);
-void vf_fault_flag(args *b, const case_run *cr);
+void vf_setting_flags(vf_args *b, const vf_case *c);
+void vf_optim_flags(vf_args *b, const vf_case *c);
+void vf_fault_flag(vf_args *b, const vf_case_run *cr);
 json_t *vf_jnum(double x);                                  // null for NaN/Inf
 json_t *vf_losses_json(const double *l, long n);
 // Copies the fields of a `parity train --json` summary that results keep.
@@ -82,30 +82,30 @@ void vf_copy_train_fields(json_t *dst, const json_t *tj);
 void vf_set_verdict(json_t *o, const char *verdict, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 // threads x ranks above the machine's cores.
-int vf_oversubscribed(const runner *r, const vf_config *cf);
+int vf_oversubscribed(const vf_runner *r, const vf_config *cf);
 
 // ---- the steps of a case ------------------------------------------------------------
 
 // The reference run of the case (or the same setting's earlier one): log,
 // final and initial weights; *ref is owned by the runner's cache.
-par_status vf_run_reference(runner *r, case_run *cr, json_t **ref);
+par_status vf_run_reference(vf_runner *r, vf_case_run *cr, json_t **ref);
 // One config: its run and its comparison with the reference (vf_run_config.c).
-par_status vf_run_config(runner *r, case_run *cr, const vf_config *cf, const json_t *ref,
+par_status vf_run_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, const json_t *ref,
                          json_t *cres);
 // MPFR (vf_run_check.c): the configs that `parity check` runs for a case
 // (the reference first, then each config: MPI trainers under mpirun, rank
 // 0's view); one check, appended to checks; a config's MPFR verdict from
 // the checks.
 int vf_check_keys(const vf_case *c, vf_config *keys);
-par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const vf_config *k, long S,
+par_status vf_run_check(vf_runner *r, vf_case_run *cr, const json_t *ref, const vf_config *k, long S,
                         json_t *checks);
 void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int available);
 // Timing (vf_run_time.c): warm-up and timed runs of a config that passed;
 // speedup and efficiency against the case's serial exact T=1 R=1 median.
-par_status vf_time_config(runner *r, case_run *cr, const vf_config *cf, json_t *timing);
+par_status vf_time_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, json_t *timing);
 void vf_speedups(json_t *configs, json_t *cres_case);
 // Predicted rows of the scaling model (vf_run_predict.c): cres["predicted"]
 // for a case with `predict` rank counts, after its timings.
-par_status vf_predict_case(runner *r, case_run *cr, json_t *cres);
+par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres);
 
 #endif

@@ -23,7 +23,7 @@
 
 // ---- a case ----------------------------------------------------------------------------
 
-static json_t *settings_json(const case_run *cr)
+static json_t *settings_json(const vf_case_run *cr)
 {
     const vf_case *c = cr->c;
     json_t *cs = json_array();
@@ -99,7 +99,7 @@ static int check_in_build(const vf_run_opts *o)
 }
 
 // Opens the dataset to learn the steps of the case; fills cr.
-static par_status plan_case(runner *r, case_run *cr, const vf_case *c, json_t **ds_json)
+static par_status plan_case(vf_runner *r, vf_case_run *cr, const vf_case *c, json_t **ds_json)
 {
     memset(cr, 0, sizeof *cr);
     cr->c = c;
@@ -129,30 +129,30 @@ static par_status plan_case(runner *r, case_run *cr, const vf_case *c, json_t **
 }
 
 // Work units of a case for the progress estimate.
-static void count_case(runner *r, const case_run *cr)
+static void count_case(vf_runner *r, const vf_case_run *cr)
 {
     const vf_case *c = cr->c;
     r->total += 1;
-    r->units_left[T_REF] += (double)cr->N;
+    r->units_left[VF_T_REF] += (double)cr->N;
     for (int i = 0; i < c->n_configs; i++) {
         const vf_config *cf = &c->configs[i];
         const double u = (double)cr->N * cf->ranks;
         r->total += 1;
-        r->units_left[T_RUN] += u;
+        r->units_left[VF_T_RUN] += u;
         if (cf->mode == PAR_MODE_FAST) {
             r->total += 1;
-            r->units_left[T_LOCKSTEP] += u;
+            r->units_left[VF_T_LOCKSTEP] += u;
         }
         if (!vf_oversubscribed(r, cf) && c->repeats > 0) {
             r->total += c->warmup + c->repeats;
-            r->units_left[T_TIME] += u * (c->warmup + c->repeats);
+            r->units_left[VF_T_TIME] += u * (c->warmup + c->repeats);
         }
     }
     if (r->check_available) {
         vf_config keys[VF_MAX_CONFIGS + 1];
         const int n = vf_check_keys(c, keys) * c->n_check_steps;
         r->total += n;
-        r->units_left[T_CHECK] += n;
+        r->units_left[VF_T_CHECK] += n;
         // reference runs to step S - 1 for the checks, once per setting
         json_t *planned = json_object_get(r->cache, "planned");
         if (!planned) {
@@ -165,12 +165,12 @@ static void count_case(runner *r, const case_run *cr)
             if (cr->check_steps[i] <= 1 || json_object_get(planned, key)) continue;
             json_object_set_new(planned, key, json_true());
             r->total += 1;
-            r->units_left[T_REF] += (double)(cr->check_steps[i] - 1);
+            r->units_left[VF_T_REF] += (double)(cr->check_steps[i] - 1);
         }
     }
 }
 
-static par_status run_case(runner *r, case_run *cr, json_t *cres)
+static par_status run_case(vf_runner *r, vf_case_run *cr, json_t *cres)
 {
     const vf_case *c = cr->c;
     json_t *ref = NULL;
@@ -232,7 +232,7 @@ static par_status run_case(runner *r, case_run *cr, json_t *cres)
                 !pass ? "not timed: verification failed"
                 : over ? "correctness only: oversubscribed (threads x ranks > cores)"
                        : "correctness only: repeats = 0"));
-            if (counted) vf_task_skip(r, T_TIME, (double)cr->N * cf->ranks, c->warmup + c->repeats);
+            if (counted) vf_task_skip(r, VF_T_TIME, (double)cr->N * cf->ranks, c->warmup + c->repeats);
             continue;
         }
         PAR_TRY(vf_time_config(r, cr, cf, timing));
@@ -253,7 +253,7 @@ static void iso_time(char *buf, size_t n)
 
 par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *o)
 {
-    runner r = {.s = s, .o = o, .cache = json_object(), .t0 = par_now()};
+    vf_runner r = {.s = s, .o = o, .cache = json_object(), .t0 = par_now()};
     char started[32], finished[32];
     iso_time(started, sizeof started);
     json_t *res = json_object();
@@ -277,7 +277,7 @@ par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *
 
     json_t *cases = json_array();
     json_object_set_new(res, "cases", cases);
-    case_run *crs = calloc((size_t)s->n_cases, sizeof *crs);
+    vf_case_run *crs = calloc((size_t)s->n_cases, sizeof *crs);
     PAR_FAIL_IF(!crs, PAR_ERR_ALLOC, "out of memory");
     par_status st = PAR_OK;
     for (int i = 0; st == PAR_OK && i < s->n_cases; i++) {

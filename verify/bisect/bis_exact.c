@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "mpc_terms.h"
+#include "chk_terms.h"
 
 static const void *view(const bis_step_view *v, const void *base, int view_idx)
 {
@@ -117,8 +117,8 @@ static void add_terms(mpfr_ptr x, mpfr_ptr t, par_dtype dt, const void *p, size_
 }
 
 // x = the input gradient element i of sample s through layer `up`, before
-// the activation derivative: its terms dz W (mpc_terms.h), or the routed dz
-// of a max-pool. ia, ib: room for mpc_max_terms(up) indices each.
+// the activation derivative: its terms dz W (chk_terms.h), or the routed dz
+// of a max-pool. ia, ib: room for chk_max_terms(up) indices each.
 static void input_grad(mpfr_ptr x, mpfr_ptr t, const bis_step_view *v, int up_l, size_t s,
                        size_t i, size_t *ia, size_t *ib)
 {
@@ -126,14 +126,14 @@ static void input_grad(mpfr_ptr x, mpfr_ptr t, const bis_step_view *v, int up_l,
     const par_dtype dt = v->dt;
     mpfr_set_zero(x, 1);
     if (up->kind == PAR_LAYER_MAXPOOL) {
-        const size_t win = mpc_pool_window(up, i);
+        const size_t win = chk_pool_window(up, i);
         if (win == SIZE_MAX) return;
-        if (mpc_pool_arg(up, win, (const char *)v->a[up_l] + s * up->n_in * par_dtype_size(dt),
+        if (chk_pool_arg(up, win, (const char *)v->a[up_l] + s * up->n_in * par_dtype_size(dt),
                          dt) == i)
             mpfr_set_d(x, par_get_real(dt, v->d[up_l], s * up->n_out + win), MPFR_RNDN);
         return;
     }
-    const size_t n = mpc_input_grad_terms(up, i, ia, ib);
+    const size_t n = chk_input_grad_terms(up, i, ia, ib);
     add_terms(x, t, dt, v->d[up_l], s * up->n_out, ia, view(v, v->w, up->w_view), 0, ib, n);
 }
 
@@ -149,9 +149,9 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
         mpfr_set_nan(x);   // not covered yet: no verdict
         return;
     }
-    size_t cap = mpc_max_terms(ly);
-    if (l + 1 < m->n_layers && mpc_max_terms(&m->layers[l + 1]) > cap)
-        cap = mpc_max_terms(&m->layers[l + 1]);
+    size_t cap = chk_max_terms(ly);
+    if (l + 1 < m->n_layers && chk_max_terms(&m->layers[l + 1]) > cap)
+        cap = chk_max_terms(&m->layers[l + 1]);
     size_t *ia = malloc(2 * cap * sizeof *ia), *ib = ia ? ia + cap : NULL;
     if (!ia) {
         mpfr_set_nan(x);
@@ -161,13 +161,13 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
     case BIS_OUT: { // act(b + sum of the terms x W); max-pool: the first maximum
         const size_t s = index / n_out, j = index % n_out;
         if (ly->kind == PAR_LAYER_MAXPOOL) {
-            const size_t arg = mpc_pool_arg(
+            const size_t arg = chk_pool_arg(
                 ly, j, (const char *)v->a[l] + s * n_in * par_dtype_size(dt), dt);
             mpfr_set_d(x, par_get_real(dt, v->a[l], s * n_in + arg), MPFR_RNDN);
             break;
         }
         size_t o;
-        const size_t n = mpc_forward_terms(ly, j, ia, ib, &o);
+        const size_t n = chk_forward_terms(ly, j, ia, ib, &o);
         mpfr_set_d(x, par_get_real(dt, view(v, v->w, ly->b_view), o), MPFR_RNDN);
         add_terms(x, t, dt, v->a[l], s * n_in, ia, view(v, v->w, ly->w_view), 0, ib, n);
         activation(x, t, ly->act);
@@ -198,7 +198,7 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
         const size_t o = bias ? index : index / ly->row_len;
         const size_t tap = bias ? ly->row_len : index % ly->row_len;
         for (size_t s = s0; s < s1; s++) {
-            const size_t n = mpc_grad_terms(ly, o, tap, ia, ib);
+            const size_t n = chk_grad_terms(ly, o, tap, ia, ib);
             add_terms(x, t, dt, v->d[l], s * n_out, ia, bias ? NULL : v->a[l], s * n_in, ib, n);
         }
         break;
@@ -222,21 +222,21 @@ static void exact_value(mpfr_ptr x, mpfr_ptr t, mpfr_ptr u, const bis_step_view 
 }
 
 void bis_exact_verdict(const bis_step_view *v, bis_kind kind, int layer, size_t chunk, size_t index,
-                       double a, double b, int prec, double *exact, vf_bisect_closer *closer)
+                       double a, double b, int prec, double *exact, bis_closer *closer)
 {
     mpfr_t x, t, u, ea, eb;
     mpfr_inits2(prec < 64 ? 64 : prec, x, t, u, ea, eb, (mpfr_ptr)0);
     exact_value(x, t, u, v, kind, layer, chunk, index);
     *exact = mpfr_get_d(x, MPFR_RNDN);
     if (!mpfr_number_p(x))
-        *closer = VF_CLOSER_NONE;
+        *closer = BIS_CLOSER_NONE;
     else if (!isfinite(a) || !isfinite(b))
-        *closer = isfinite(a) ? VF_CLOSER_A : isfinite(b) ? VF_CLOSER_B : VF_CLOSER_NONE;
+        *closer = isfinite(a) ? BIS_CLOSER_A : isfinite(b) ? BIS_CLOSER_B : BIS_CLOSER_NONE;
     else {
         mpfr_sub_d(ea, x, a, MPFR_RNDN);
         mpfr_sub_d(eb, x, b, MPFR_RNDN);
         const int c = mpfr_cmpabs(ea, eb);
-        *closer = c < 0 ? VF_CLOSER_A : c > 0 ? VF_CLOSER_B : VF_CLOSER_TIE;
+        *closer = c < 0 ? BIS_CLOSER_A : c > 0 ? BIS_CLOSER_B : BIS_CLOSER_TIE;
     }
     mpfr_clears(x, t, u, ea, eb, (mpfr_ptr)0);
 }

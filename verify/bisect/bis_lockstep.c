@@ -1,7 +1,7 @@
 // `parity bisect` lockstep: two configurations step by step on the same
 // batches, then a replay of the first differing step with a per-tensor dump
 // and MPFR's verdict; see bis_bisect.h. Not a checker against bounds (that is
-// mpc_check.h) nor a tolerance policy (vf_lockstep.h).
+// chk_check.h) nor a tolerance policy (vf_lockstep.h).
 // Tests: tests/test_bisect.c (single process), tests/test_bisect.sh (MPI).
 #include "bis_bisect.h"
 
@@ -28,7 +28,7 @@ static const void *off(par_dtype dt, const void *p, size_t i)
     return (const char *)p + i * par_dtype_size(dt);
 }
 
-double vf_bisect_ulps(double a, double b, par_dtype dt)
+double bis_ulps(double a, double b, par_dtype dt)
 {
     if (isnan(a) || isnan(b)) return a == b ? 0 : INFINITY;
     // Position in the ordered set of dt values: negative values mirrored below 0.
@@ -50,16 +50,16 @@ double vf_bisect_ulps(double a, double b, par_dtype dt)
     return pa > pb ? (double)(uint64_t)(pa - pb) : (double)(uint64_t)(pb - pa);
 }
 
-const char *vf_bisect_closer_name(vf_bisect_closer c)
+const char *bis_closer_name(bis_closer c)
 {
     switch (c) {
-    case VF_CLOSER_A:
+    case BIS_CLOSER_A:
         return "a";
-    case VF_CLOSER_B:
+    case BIS_CLOSER_B:
         return "b";
-    case VF_CLOSER_TIE:
+    case BIS_CLOSER_TIE:
         return "tie";
-    case VF_CLOSER_NONE:
+    case BIS_CLOSER_NONE:
         break;
     }
     return "none";
@@ -76,7 +76,7 @@ static int differ(double a, double b, double tol, double atol)
 }
 
 // The absolute floor for n elements of pa and pb (o->atol; see
-// vf_bisect_opts): the given one, or VF_BISECT_AUTO_ULPS ulps of the
+// bis_opts): the given one, or BIS_AUTO_ULPS ulps of the
 // dtype at the largest finite |value| of either.
 static double floor_of(par_dtype dt, const void *pa, const void *pb, size_t n, double tol,
                        double atol)
@@ -91,7 +91,7 @@ static double floor_of(par_dtype dt, const void *pa, const void *pb, size_t n, d
     }
     const double ulp = dt == PAR_F32 ? (double)(nextafterf((float)m, INFINITY) - (float)m)
                                      : nextafter(m, INFINITY) - m;
-    return VF_BISECT_AUTO_ULPS * ulp;
+    return BIS_AUTO_ULPS * ulp;
 }
 
 // ---- ranks ----------------------------------------------------------------------
@@ -287,7 +287,7 @@ static par_status side_view_make(side_view *v, const par_trainer_ops *ops, void 
 // ---- the replay's comparison (rank 0) --------------------------------------------
 
 typedef struct cmp_ctx {
-    vf_bisect_result *r;
+    bis_result *r;
     const par_model *m;
     par_dtype dt;
     double tol, atol;
@@ -297,11 +297,11 @@ typedef struct cmp_ctx {
     size_t chunk;
 } cmp_ctx;
 
-static vf_bisect_tensor *add_row(cmp_ctx *c, const char *name, int layer)
+static bis_tensor *add_row(cmp_ctx *c, const char *name, int layer)
 {
-    vf_bisect_result *r = c->r;
-    if (r->n_tensors >= VF_BISECT_MAX_TENSORS) return NULL;
-    vf_bisect_tensor *t = &r->tensors[r->n_tensors++];
+    bis_result *r = c->r;
+    if (r->n_tensors >= BIS_MAX_TENSORS) return NULL;
+    bis_tensor *t = &r->tensors[r->n_tensors++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->layer = layer;
@@ -313,17 +313,17 @@ static vf_bisect_tensor *add_row(cmp_ctx *c, const char *name, int layer)
 // whole replay is recorded in c->r with its identity (kind, layer, chunk).
 // cols: elements per row of a 2-D tensor (0: 1-D); pbase: parameter offset
 // of element 0 (NO_INDEX: not a parameter tensor).
-static void compare(cmp_ctx *c, vf_bisect_tensor *t, const void *pa, const void *pb, size_t n,
+static void compare(cmp_ctx *c, bis_tensor *t, const void *pa, const void *pb, size_t n,
                     bis_kind kind, int layer, long chunk, size_t cols, size_t pbase,
                     const char *first_name)
 {
     if (!t) return;
-    vf_bisect_result *r = c->r;
+    bis_result *r = c->r;
     const double atol = floor_of(c->dt, pa, pb, n, c->tol, c->atol);
     for (size_t i = 0; i < n; i++) {
         const double a = par_get_real(c->dt, pa, i), b = par_get_real(c->dt, pb, i);
         if (!differ(a, b, c->tol, atol)) continue;
-        const double u = vf_bisect_ulps(a, b, c->dt);
+        const double u = bis_ulps(a, b, c->dt);
         if (t->n_diff == 0) {
             t->first = i;
             t->first_chunk = chunk;
@@ -394,9 +394,9 @@ static par_status compare_chunks(cmp_ctx *c, const side_view *v, int l, size_t B
     void *gb[2] = {(char *)buf + 2 * nw * sz, (char *)buf + (2 * nw + nr) * sz};
     char name[48], first[48];
     snprintf(name, sizeof name, "layer%d.weight.grad.chunk*", l);
-    vf_bisect_tensor *tw = add_row(c, name, l);
+    bis_tensor *tw = add_row(c, name, l);
     snprintf(name, sizeof name, "layer%d.bias.grad.chunk*", l);
-    vf_bisect_tensor *tb = add_row(c, name, l);
+    bis_tensor *tb = add_row(c, name, l);
     for (size_t k = 0; k < par_n_chunks(B, C); k++) {
         for (int s = 0; s < 2; s++)
             if (!layer_grads(c->dt, ly, v[s].d[l], v[s].a[l], B, C, k, k + 1, 0, nr, gw[s], gb[s])) {
@@ -440,10 +440,10 @@ static int fold_in_order(const cmp_ctx *c, const side_view *v, int l, int weight
 }
 
 // All tensors of the replayed step in computation order (rank 0).
-static par_status compare_step(cmp_ctx *c, const side_view *v, const vf_bisect_opts *o,
+static par_status compare_step(cmp_ctx *c, const side_view *v, const bis_opts *o,
                                const void *w_prev, const int32_t *labels, size_t B)
 {
-    vf_bisect_result *r = c->r;
+    bis_result *r = c->r;
     const par_model *m = c->m;
     const par_dtype dt = c->dt;
     const int L = m->n_layers;
@@ -544,7 +544,7 @@ typedef struct run_buf {
     size_t *order;
 } run_buf;
 
-static void run_free(run_buf *b, const vf_bisect_opts *o)
+static void run_free(run_buf *b, const bis_opts *o)
 {
     for (int s = 0; s < 2; s++)
         if (b->state[s]) o->side[s].ops->destroy(b->state[s]);
@@ -578,7 +578,7 @@ static size_t first_param_diff(const par_model *m, par_dtype dt, const void *pa,
 }
 
 // Compares one step of both sides on this rank and over all ranks.
-static par_status compare_lockstep(vf_bisect_result *r, const vf_bisect_opts *o, run_buf *b,
+static par_status compare_lockstep(bis_result *r, const bis_opts *o, run_buf *b,
                                    double la, double lb, int rank, int size)
 {
     const par_model *m = o->side[0].cfg.model;
@@ -611,7 +611,7 @@ static par_status compare_lockstep(vf_bisect_result *r, const vf_bisect_opts *o,
 }
 
 // Replays step r->step from w_prev on both sides and compares it (rank 0).
-static par_status replay(vf_bisect_result *r, const vf_bisect_opts *o, run_buf *b,
+static par_status replay(bis_result *r, const bis_opts *o, run_buf *b,
                          const par_batch *batch, int rank, int size)
 {
     double loss[2];
@@ -647,13 +647,13 @@ static par_status replay(vf_bisect_result *r, const vf_bisect_opts *o, run_buf *
     return st;
 }
 
-par_status vf_bisect_lockstep(vf_bisect_result *r, const vf_bisect_opts *o)
+par_status bis_lockstep(bis_result *r, const bis_opts *o)
 {
     memset(r, 0, sizeof *r);
     r->layer = -1;
     r->row = r->col = -1;
     r->param = NO_INDEX;
-    r->closer = VF_CLOSER_NONE;
+    r->closer = BIS_CLOSER_NONE;
     r->fold_in_order[0] = r->fold_in_order[1] = -1;
     const par_run_cfg *ca = &o->side[0].cfg, *cb = &o->side[1].cfg;
     const par_model *m = ca->model;

@@ -61,7 +61,7 @@ double vf_lockstep_tol(double lr, double S, double w, size_t B, double u);
 // The reference's intermediates are recomputed in its formula order from
 // its state before the step and its gradient (they must give its new
 // weights and state bit for bit; else PAR_ERR_NUMERIC). Data-dependent
-// steps (verify/vf_lockstep.c has them all):
+// steps (verify/harness/vf_lockstep.c has them all):
 //   fl(x g) with x = fl(c2 g):  Delta = Dx (|g| + Eg) + |x| Eg
 //   sqrt(vh):  Delta = min(Dvh / sqrt(vh), sqrt(Dvh))
 //   t / d (adam, d = sqrt(vh) + eps >= eps on both sides):

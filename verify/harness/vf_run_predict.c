@@ -1,5 +1,5 @@
 // Predicted rows of a case (suite key `predict`, vf_run.h): the scaling
-// model of `parity model` (verify/sm_model.h; docs/scaling.md) with
+// model of `parity model` (verify/scaling/sm_model.h; docs/scaling.md) with
 // costs measured on this machine by `parity model --json`, for the mpi
 // trainer in exact and fast mode at the listed rank counts. Each timed mpi
 // T=1 config of the case is also predicted and set against its measured
@@ -15,7 +15,7 @@
 
 // Seconds of the case's N training steps on P ranks: full batches, except
 // the last batch of each epoch, which holds what is left of n_train.
-static double run_seconds(const sm_costs *k, sm_design d, int P, const case_run *cr, size_t B)
+static double run_seconds(const sm_costs *k, sm_design d, int P, const vf_case_run *cr, size_t B)
 {
     const long full_epochs = cr->N / cr->per_epoch, rest = cr->N % cr->per_epoch;
     const size_t last_B = cr->n_train - (size_t)(cr->per_epoch - 1) * B;
@@ -29,7 +29,7 @@ static double get_num(const json_t *o, const char *key)
     return json_number_value(json_object_get(o, key));
 }
 
-par_status vf_predict_case(runner *r, case_run *cr, json_t *cres)
+par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
 {
     const vf_case *c = cr->c;
     if (c->n_predict == 0) return PAR_OK;
@@ -37,7 +37,7 @@ par_status vf_predict_case(runner *r, case_run *cr, json_t *cres)
     char out[1200], err[1200];
     vf_fmt(out, sizeof out, "%s/model.json", cr->dir);
     vf_fmt(err, sizeof err, "%s/model.err", cr->dir);
-    args b = {0};
+    vf_args b = {0};
     vf_arg(&b, "parity");
     vf_arg(&b, "model");
     vf_setting_flags(&b, c);

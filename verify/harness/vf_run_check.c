@@ -23,7 +23,7 @@
 
 // Weights entering step S: the initial weights for S = 1, else the
 // reference's weights after S - 1 steps (run once, shared by cases).
-static par_status weights_before(runner *r, case_run *cr, const json_t *ref, long S,
+static par_status weights_before(vf_runner *r, vf_case_run *cr, const json_t *ref, long S,
                                  char *path, size_t size)
 {
     if (S == 1) {
@@ -47,7 +47,7 @@ static par_status weights_before(runner *r, case_run *cr, const json_t *ref, lon
     else vf_fmt(path, size, "%s/ckpt-%010ld.npz", ckdir, S - 1);
     vf_fmt(err, sizeof err, "%s/reference-step%ld.err", cr->dir, S - 1);
     vf_note(r, "reference to step %ld (weights for the MPFR check of step %ld)", S - 1, S);
-    args b = {0};
+    vf_args b = {0};
     vf_arg(&b, "parity");
     vf_arg(&b, "train");
     vf_case_flags(&b, cr, S - 1);
@@ -65,7 +65,7 @@ static par_status weights_before(runner *r, case_run *cr, const json_t *ref, lon
     par_status st = vf_run_parity(r, &b, NULL, err, 0, &code, &wall, NULL);
     vf_args_free(&b);
     PAR_TRY(st);
-    vf_task_done(r, T_REF, (double)(S - 1), wall);
+    vf_task_done(r, VF_T_REF, (double)(S - 1), wall);
     if (code != 0) {
         char why[600];
         vf_first_line(why, sizeof why, err);
@@ -84,7 +84,7 @@ static par_status weights_before(runner *r, case_run *cr, const json_t *ref, lon
 // One `parity check` of config k's trainer (cached across cases by
 // settings, config and step); MPI trainers run it under mpirun, rank 0's
 // view of the step is checked.
-par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const vf_config *k, long S,
+par_status vf_run_check(vf_runner *r, vf_case_run *cr, const json_t *ref, const vf_config *k, long S,
                         json_t *checks)
 {
     const char *trainer = k->trainer;
@@ -96,7 +96,7 @@ par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const vf_con
     json_t *prev = json_object_get(done, key);
     if (prev) {
         json_array_append(checks, prev);
-        vf_task_skip(r, T_CHECK, 1, 1);
+        vf_task_skip(r, VF_T_CHECK, 1, 1);
         return PAR_OK;
     }
     const vf_case *c = cr->c;
@@ -108,7 +108,7 @@ par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const vf_con
            vf_mode_name(mode), threads, ranks, S);
     vf_note(r, "MPFR check: %s %s T=%d R=%d, step %ld", trainer, vf_mode_name(mode), threads, ranks,
             S);
-    args b = {0};
+    vf_args b = {0};
     vf_arg(&b, "parity");
     vf_arg(&b, "check");
     vf_arg(&b, "--dataset");
@@ -156,7 +156,7 @@ par_status vf_run_check(runner *r, case_run *cr, const json_t *ref, const vf_con
     par_status st = vf_run_parity(r, &b, out, err, vf_oversubscribed(r, k), &code, &wall, &cj);
     vf_args_free(&b);
     PAR_TRY(st);
-    vf_task_done(r, T_CHECK, 1, wall);
+    vf_task_done(r, VF_T_CHECK, 1, wall);
     json_t *e = json_object();
     json_object_set_new(e, "trainer", json_string(trainer));
     json_object_set_new(e, "mode", json_string(vf_mode_name(mode)));

@@ -116,7 +116,7 @@ static int same_bits(double a, double b)
     return memcmp(&a, &b, sizeof a) == 0;
 }
 
-par_status vf_bisect_logs(vf_bisect_log_result *r, const char *path_a, const char *path_b)
+par_status bis_logs(bis_log_result *r, const char *path_a, const char *path_b)
 {
     memset(r, 0, sizeof *r);
     r->loss_a = r->loss_b = NAN;
