@@ -104,6 +104,29 @@ sys.exit(not (t.endswith('.grad') and float(b) == 0 and 0 < abs(float(a)) < 1e-1
     bisect swap 1 "--trainer serial" "--trainer omp --threads 2 --fault swap:2:1" --steps 4
     check "swap: step 2, layer1.weight.grad" test "$(field swap step) $(field swap tensor)" = "2 layer1.weight.grad"
 
+    # Optimizers: the replay starts from a's weights and optimizer state. A
+    # gradient fault under adam is found where SGD's is; mu + 2^-10 in b's
+    # momentum (obeta) leaves every gradient equal and shows first in the
+    # new weights, with no exact verdict (the update is not SGD's).
+    bisect adam_same 0 "--trainer serial" "--trainer omp --threads 2" --optim adam --steps 6
+    bisect adam_ulp 1 "--trainer serial" "--trainer omp --threads 2 --fault ulp:3:$ULP" --optim adam --steps 5
+    found adam_ulp 3 layer2.weight.grad 389
+    bisect mom_beta 1 "--trainer serial" "--trainer omp --fault obeta:4" --optim momentum --momentum 0.8 --steps 6
+    check "mom_beta: step 4, layer0.weight.new first, every gradient equal, no exact verdict" test \
+        "$(field mom_beta step) $(field mom_beta tensor) $(field mom_beta exact) $(field mom_beta closer)" = "4 layer0.weight.new null null"
+    /usr/bin/python3 -c "
+import json, sys
+rows = json.load(open(sys.argv[1]))['tensors']
+assert all(r['n_diff'] == 0 for r in rows if not r['name'].endswith('.new')), rows
+" "$T/mom_beta.json"
+    check "mom_beta: nothing before the update differs" test $? = 0
+    expect 2 "^parity bisect: --optim differs between A \(adam\) and B \(sgd\)" bisect "--optim adam" "--optim sgd"
+    expect 2 "^parity bisect: --beta1 does not apply to --optim momentum$" bisect "" "" --optim momentum --beta1 0.5
+    # --upscale and --batch full: the same batches for both, resampled.
+    bisect up_full 0 "--trainer serial" "--trainer omp --threads 2" --upscale 14 --model mlp:196-16-10 \
+        --batch full --epochs 2 --steps 2
+    check "up_full: 2 full-batch steps of resampled images, no divergence" test "$(field up_full steps)" = 2
+
     # The human report: lockstep, the first tensor marked, the verdict.
     timeout 120 "$P" bisect "--trainer serial" "--trainer omp --threads 2 --fault ulp:3:$ULP" --steps 5 \
         >"$T/human" 2>&1 </dev/null
@@ -133,6 +156,9 @@ fi
 if [ "$MODE" = mpi ]; then
     expect 2 "A runs 2 MPI ranks and B 3" bisect "--trainer mpi --ranks 2" "--trainer mpi --ranks 3"
     bisect mpi_same 0 "--trainer serial" "--trainer mpi --ranks 2" --steps 3
+    # root keeps adam's state current on rank 0 only: the replay's state is rank 0's.
+    bisect root_adam 1 "--trainer serial" "--trainer root --ranks 2 --fault swap:3:0" --optim adam --steps 5
+    check "root_adam: step 3, layer0.weight.grad" test "$(field root_adam step) $(field root_adam tensor)" = "3 layer0.weight.grad"
     bisect mpi_ulp 1 "--trainer serial" "--trainer mpi --ranks 2 --fault ulp:3:$ULP" --steps 5
     found mpi_ulp 3 layer2.weight.grad 389
     check "mpi_ulp: activations of both ranks compared" test "$(field mpi_ulp internals_compared)" = True

@@ -20,12 +20,13 @@
 
 typedef struct side_opts {
     const char *dataset, *model, *act, *trainer, *mode, *dtype, *fault, *init_load;
-    int epochs, steps, batch, chunk, threads, ranks;
-    double lr;
+    const char *batch_s, *optim;                // --batch B|full, --optim
+    int epochs, steps, chunk, threads, ranks, upscale;
+    double lr, momentum, beta1, beta2, eps;     // NAN: not given (the defaults apply)
     uint64_t seed;
 } side_opts;
 
-enum { N_SIDE_OPTS = 16, MAX_TOKENS = 64 };
+enum { N_SIDE_OPTS = 22, MAX_TOKENS = 64 };
 
 // The `parity train` flags a configuration may carry, writing into o.
 static void side_table(cli_opt *t, side_opts *o)
@@ -42,7 +43,13 @@ static void side_table(cli_opt *t, side_opts *o)
         {"--model", CLI_STR, &o->model, "SPEC      same for A and B (mlp:784-256-128-10)"},
         {"--act", CLI_STR, &o->act, "relu|sigmoid|tanh  same for A and B (relu)"},
         {"--dtype", CLI_STR, &o->dtype, "f32|f64   same for A and B (f32)"},
-        {"--batch", CLI_INT, &o->batch, "B         same for A and B (64)"},
+        {"--batch", CLI_STR, &o->batch_s, "B|full    same for A and B (64; full: the training split)"},
+        {"--upscale", CLI_INT, &o->upscale, "S         resample the images to S x S, same for A and B"},
+        {"--optim", CLI_STR, &o->optim, "NAME      sgd, momentum, nesterov or adam, same for A and B (sgd)"},
+        {"--momentum", CLI_DOUBLE, &o->momentum, "MU        momentum and nesterov (0.9), same for A and B"},
+        {"--beta1", CLI_DOUBLE, &o->beta1, "B1        adam (0.9), same for A and B"},
+        {"--beta2", CLI_DOUBLE, &o->beta2, "B2        adam (0.999), same for A and B"},
+        {"--eps", CLI_DOUBLE, &o->eps, "EPS       adam (1e-8), same for A and B"},
         {"--seed", CLI_U64, &o->seed, "S         init and shuffle seed, same for A and B (42)"},
         {"--steps", CLI_INT, &o->steps, "N         stop after N steps (0: every step of --epochs)"},
         {"--epochs", CLI_INT, &o->epochs, "N         epochs (1)"},
@@ -209,17 +216,30 @@ static int check_common(const side_opts *a, const side_opts *b)
         snprintf(va, sizeof va, "%llu", (unsigned long long)a->f);                          \
         snprintf(vb, sizeof vb, "%llu", (unsigned long long)b->f);                          \
     }
+#define REAL_FIELD(f, flag)                                                                 \
+    if (!what && a->f != b->f && !(isnan(a->f) && isnan(b->f))) {                           \
+        what = flag;                                                                        \
+        snprintf(va, sizeof va, "%g", a->f);                                                \
+        snprintf(vb, sizeof vb, "%g", b->f);                                                \
+    }
     STR_FIELD(dataset, "--dataset")
     STR_FIELD(model, "--model")
     STR_FIELD(act, "--act")
     STR_FIELD(dtype, "--dtype")
     STR_FIELD(init_load, "--init-load")
-    NUM_FIELD(batch, "--batch")
+    STR_FIELD(batch_s, "--batch")
+    STR_FIELD(optim, "--optim")
+    NUM_FIELD(upscale, "--upscale")
+    REAL_FIELD(momentum, "--momentum")
+    REAL_FIELD(beta1, "--beta1")
+    REAL_FIELD(beta2, "--beta2")
+    REAL_FIELD(eps, "--eps")
     NUM_FIELD(seed, "--seed")
     NUM_FIELD(steps, "--steps")
     NUM_FIELD(epochs, "--epochs")
 #undef STR_FIELD
 #undef NUM_FIELD
+#undef REAL_FIELD
     if (!what) return 0;
     snprintf(msg, sizeof msg,
              "%s differs between A (%s) and B (%s): both runs get the same batches from the "
@@ -236,9 +256,16 @@ static void print_human(const bis_result *r, const bis_opts *o, const char *cfg[
 {
     const par_dtype dt = o->side[0].cfg.dtype;
     printf("a: %s\nb: %s\n", cfg[0][0] ? cfg[0] : "(defaults)", cfg[1][0] ? cfg[1] : "(defaults)");
-    printf("both: --dataset %s --model %s --act %s --dtype %s --batch %d --seed %llu; lockstep "
+    char extra[96] = "";
+    const par_optim *opt = o->side[0].cfg.optim;
+    if (opt && opt->kind != PAR_OPTIM_SGD)
+        snprintf(extra, sizeof extra, " --optim %s", par_optim_name(opt->kind));
+    if (so->upscale > 0)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --upscale %d", so->upscale);
+    printf("both: --dataset %s --model %s --act %s --dtype %s --batch %zu --seed %llu%s; lockstep "
            "(side by side, the same batches), compared %s\n",
-           so->dataset, so->model, so->act, so->dtype, so->batch, (unsigned long long)so->seed,
+           so->dataset, so->model, so->act, so->dtype, o->side[0].cfg.batch,
+           (unsigned long long)so->seed, extra,
            o->tol > 0 || o->atol > 0 ? "within --tol/--atol" : "bitwise");
     if (o->tol > 0 || o->atol > 0) {
         char floor[80];
@@ -373,8 +400,9 @@ int cmd_bisect(int argc, char **argv)
 {
     side_opts base = {
         .dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
-        .trainer = "serial", .mode = "exact", .dtype = "f32", .epochs = 1, .batch = 64,
-        .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42,
+        .trainer = "serial", .mode = "exact", .dtype = "f32", .epochs = 1, .batch_s = "64",
+        .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42, .optim = "sgd", .momentum = NAN,
+        .beta1 = NAN, .beta2 = NAN, .eps = NAN,
     };
     double tol = 0, atol = NAN;   // atol NaN: not given (the derived floor)
     int json = 0, prec = 256, help = 0, logs = 0;
@@ -437,6 +465,16 @@ int cmd_bisect(int argc, char **argv)
         else rc = cli_parse("bisect", n, tok, 0, t, pos, 0, &n_pos);
     }
     if (rc == 0) rc = check_common(&so[0], &so[1]);
+    // Shared by A and B (check_common): the batch and the optimizer.
+    int batch = 0, batch_full = 0;
+    par_optim optim = par_optim_default(PAR_OPTIM_SGD);
+    if (rc == 0) rc = cli_batch_parse("bisect", so[0].batch_s, &batch, &batch_full);
+    if (rc == 0) {
+        const cli_optim_flags of = {so[0].optim, so[0].momentum, so[0].beta1, so[0].beta2, so[0].eps};
+        rc = cli_optim_resolve("bisect", &of, &optim);
+    }
+    if (rc == 0 && (so[0].upscale < 0 || so[0].upscale > 1024))
+        rc = fail_usage("--upscale: expected a side of 1 to 1024 (0: off)", NULL);
 
     // Everything both sides share, and each side's trainer, mode and fault.
     par_model m;
@@ -467,7 +505,7 @@ int cmd_bisect(int argc, char **argv)
             snprintf(msg, sizeof msg, "%s: --trainer '%s': expected reference, serial, omp, mpi, "
                      "hybrid or root", side_name(s), so[s].trainer);
             rc = fail_usage(msg, "mpi, hybrid and root need a build with -DPARITY_MPI=ON");
-        } else if (so[s].epochs < 1 || so[s].batch < 1 || so[s].chunk < 1 || so[s].threads < 1 ||
+        } else if (so[s].epochs < 1 || batch < 1 || so[s].chunk < 1 || so[s].threads < 1 ||
                    !(so[s].lr > 0)) {
             rc = fail_usage("--epochs, --batch, --chunk and --threads must be >= 1 and --lr > 0",
                             NULL);
@@ -530,6 +568,17 @@ int cmd_bisect(int argc, char **argv)
         if (st != PAR_OK)
             rc = cli_fail("bisect", st, "run data/fetch.sh (or ci/setup.sh) to install the datasets");
     }
+    if (rc == 0 && so[0].upscale > 0) {
+        st = par_dataset_upscale(&ds, (size_t)so[0].upscale, dt);
+        if (st != PAR_OK) rc = cli_fail("bisect", st, NULL);
+    }
+    if (rc == 0 && batch_full) batch = (int)ds.n_train;
+    if (rc == 0 && (size_t)batch > ds.n_train) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "--batch %d: expected at most %zu, the training split of %s",
+                 batch, ds.n_train, ds.name);
+        rc = fail_usage(msg, "give a smaller --batch, or --batch full");
+    }
     if (rc == 0) {
         init = malloc(m.n_params * par_dtype_size(dt));
         if (!init) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
@@ -546,12 +595,13 @@ int cmd_bisect(int argc, char **argv)
             o.side[s].cfg = (par_run_cfg){.model = &m,
                                           .dtype = dt,
                                           .mode = mode[s],
-                                          .batch = (size_t)so[s].batch,
+                                          .batch = (size_t)batch,
                                           .chunk = (size_t)so[s].chunk,
                                           .lr = so[s].lr,
                                           .threads = so[s].threads,
                                           .init_params = init,
-                                          .fault = &fault[s]};
+                                          .fault = &fault[s],
+                                          .optim = &optim};
         }
         bis_result *r = malloc(sizeof *r);
         st = r ? bis_lockstep(r, &o)

@@ -520,7 +520,12 @@ static par_status compare_step(cmp_ctx *c, const side_view *v, const bis_opts *o
     };
     memcpy(sv.a, v[0].a, sizeof sv.a);
     memcpy(sv.d, v[0].d, sizeof sv.d);
-    if (r->internals || c->kind == BIS_WNEW || c->kind == BIS_BNEW) {
+    // The exact update is SGD's (w - lr g): with another optimizer a weight
+    // row gets no exact verdict (its step depends on the optimizer state).
+    const par_optim *opt = o->side[0].cfg.optim;
+    const int upd = c->kind == BIS_WNEW || c->kind == BIS_BNEW;
+    const int sgd = !opt || opt->kind == PAR_OPTIM_SGD;
+    if ((r->internals && !upd) || (upd && sgd)) {
         bis_exact_verdict(&sv, c->kind, c->layer, c->chunk, r->index, r->a, r->b, o->prec,
                           &r->exact, &r->closer);
         r->has_exact = 1;
@@ -540,6 +545,7 @@ static par_status compare_step(cmp_ctx *c, const side_view *v, const bis_opts *o
 typedef struct run_buf {
     void *state[2];
     void *x, *w_prev;
+    par_optim_state s_prev;      // side a's optimizer state before the step (n = 0: SGD)
     int32_t *labels;
     size_t *order;
 } run_buf;
@@ -550,6 +556,8 @@ static void run_free(run_buf *b, const bis_opts *o)
         if (b->state[s]) o->side[s].ops->destroy(b->state[s]);
     free(b->x);
     free(b->w_prev);
+    free(b->s_prev.arr[0]);
+    free(b->s_prev.arr[1]);
     free(b->labels);
     free(b->order);
 }
@@ -610,7 +618,35 @@ static par_status compare_lockstep(bis_result *r, const bis_opts *o, run_buf *b,
     return PAR_OK;
 }
 
-// Replays step r->step from w_prev on both sides and compares it (rank 0).
+// Side a's optimizer state before a step into b->s_prev, the same on every
+// rank (root keeps it current on rank 0 only: rank 0's is sent to all).
+static par_status save_optim(run_buf *b, const bis_opts *o, size_t N, int size)
+{
+    if (b->s_prev.n == 0) return PAR_OK;
+    const size_t bytes = N * par_dtype_size(o->side[0].cfg.dtype);
+    par_optim_state now;
+    PAR_TRY(o->side[0].ops->get_optim(b->state[0], &now));
+    PAR_FAIL_IF(now.n != b->s_prev.n, PAR_ERR_CONFIG, "bisect: optimizer state of %d arrays, "
+                "expected %d", now.n, b->s_prev.n);
+    for (int i = 0; i < now.n; i++) memcpy(b->s_prev.arr[i], now.arr[i], bytes);
+    b->s_prev.t = now.t;
+#ifdef PARITY_HAVE_MPI
+    if (size > 1) {
+        for (int i = 0; i < now.n; i++)
+            for (size_t k = 0; k < bytes; k += 1u << 30) {
+                const size_t part = bytes - k < (1u << 30) ? bytes - k : 1u << 30;
+                MPI_Bcast((char *)b->s_prev.arr[i] + k, (int)part, MPI_BYTE, 0, MPI_COMM_WORLD);
+            }
+        MPI_Bcast(&b->s_prev.t, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    }
+#else
+    (void)size;
+#endif
+    return PAR_OK;
+}
+
+// Replays step r->step from w_prev (and s_prev) on both sides and compares
+// it (rank 0).
 static par_status replay(bis_result *r, const bis_opts *o, run_buf *b,
                          const par_batch *batch, int rank, int size)
 {
@@ -618,6 +654,7 @@ static par_status replay(bis_result *r, const bis_opts *o, run_buf *b,
     for (int s = 0; s < 2; s++) {
         const par_trainer_ops *ops = o->side[s].ops;
         PAR_TRY(ops->set_params(b->state[s], b->w_prev));
+        if (b->s_prev.n) PAR_TRY(ops->set_optim(b->state[s], &b->s_prev));
         if (kind_of(ops) == SIDE_ENGINE) ((par_engine *)b->state[s])->steps = r->step - 1;
         PAR_TRY(ops->step(b->state[s], batch, &loss[s]));
     }
@@ -660,9 +697,13 @@ par_status bis_lockstep(bis_result *r, const bis_opts *o)
     const par_dataset *ds = o->ds;
     PAR_FAIL_IF(!o->side[0].ops || !o->side[1].ops, PAR_ERR_CONFIG,
                 "bisect: a side has no trainer");
+    const par_optim sgd = par_optim_default(PAR_OPTIM_SGD);
+    const par_optim *oa = ca->optim ? ca->optim : &sgd, *ob = cb->optim ? cb->optim : &sgd;
     PAR_FAIL_IF(cb->model->n_params != m->n_params || cb->dtype != ca->dtype ||
-                    cb->batch != ca->batch,
-                PAR_ERR_CONFIG, "bisect: both sides need the same model, dtype and batch");
+                    cb->batch != ca->batch || oa->kind != ob->kind ||
+                    oa->momentum != ob->momentum || oa->beta1 != ob->beta1 ||
+                    oa->beta2 != ob->beta2 || oa->eps != ob->eps,
+                PAR_ERR_CONFIG, "bisect: both sides need the same model, dtype, batch and optimizer");
     PAR_FAIL_IF(ds->train.n_features != m->n_inputs, PAR_ERR_CONFIG,
                 "--model %s takes %zu inputs but dataset %s has %zu features per sample", m->spec,
                 m->n_inputs, ds->name, ds->train.n_features);
@@ -687,6 +728,16 @@ par_status bis_lockstep(bis_result *r, const bis_opts *o)
     if (st == PAR_OK && (!b.x || !b.w_prev || !b.labels))
         st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory for a batch of %zu",
                            Bmax);
+    const par_optim_kind okind = ca->optim ? ca->optim->kind : PAR_OPTIM_SGD;
+    b.s_prev.n = par_optim_n_state(okind);
+    for (int i = 0; st == PAR_OK && i < b.s_prev.n; i++) {
+        b.s_prev.arr[i] = malloc(N * sz);
+        if (!b.s_prev.arr[i]) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    }
+    for (int s = 0; st == PAR_OK && b.s_prev.n && s < 2; s++)
+        if (!o->side[s].ops->get_optim || !o->side[s].ops->set_optim)
+            st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "bisect: trainer %s does not "
+                               "expose its optimizer state", o->side[s].ops->name);
     long step = 0;
     int done = 0;
     for (int epoch = 0; st == PAR_OK && !done && epoch < o->epochs; epoch++) {
@@ -703,7 +754,8 @@ par_status bis_lockstep(bis_result *r, const bis_opts *o)
             st = o->side[0].ops->params(b.state[0], &w, &n);
             if (st != PAR_OK) break;
             memcpy(b.w_prev, w, N * sz);
-            st = o->side[0].ops->step(b.state[0], &batch, &la);
+            st = save_optim(&b, o, N, size);
+            if (st == PAR_OK) st = o->side[0].ops->step(b.state[0], &batch, &la);
             if (st == PAR_OK) st = o->side[1].ops->step(b.state[1], &batch, &lb);
             step++;
             if (st == PAR_OK) st = compare_lockstep(r, o, &b, la, lb, rank, size);
