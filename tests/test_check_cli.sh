@@ -7,7 +7,8 @@
 #   optim   lockstep --optim: momentum, nesterov, adam within their bounds;
 #           a wrong beta (obeta) and a weight step from the old state
 #           (oswap) fail from the step they start at.
-#   upscale check and lockstep --upscale, --batch full on resampled images.
+#   upscale check, lockstep and model --upscale, --batch full on resampled
+#           images.
 # Usage: test_check_cli.sh PATH/TO/parity [mpi|optim|upscale ...] (needs
 # fashion-mnist: data/fetch.sh).
 set -u
@@ -100,6 +101,13 @@ upscale)
         test $rc = 0 -a "$(field "$T/l.json" violations)" = 0 -a "$(field "$T/l.json" steps)" = 2
     expect 2 "^parity lockstep: --model mlp:784-256-128-10 takes 784 inputs but dataset fashion-mnist has 196 features per sample after --upscale$" \
         lockstep --upscale 14
+    # parity model times the step on the resampled images, with adam's update.
+    "$P" model --upscale 14 --model mlp:196-32-10 --optim adam --validate '' --json >"$T/m.json" 2>"$T/err"
+    rc=$?
+    check "model --upscale 14 --optim adam: exit 0, a per-sample cost > 0" \
+        test $rc = 0 -a "$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['t_sample_s'] > 0)" "$T/m.json" 2>&1)" = True
+    expect 2 "^parity model: --model mlp:784-256-128-10 takes 784 inputs but dataset fashion-mnist has 196 features per sample after --upscale$" \
+        model --upscale 14 --validate ''
     expect 2 "^parity lockstep: --steps 2: expected at most 1, the steps of --epochs 1 \(54000 training records, batch 54000\); give --epochs 2$" \
         lockstep --batch full --steps 2
     ;;

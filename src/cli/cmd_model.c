@@ -125,15 +125,18 @@ static void launch_cmd(char *out, size_t n, const char *launcher, int R, const c
 }
 
 typedef struct model_opts {
-    const char *dataset, *model, *act, *dtype, *launcher, *validate;
-    int batch, chunk, steps, max_ranks, json, probe, help;
+    const char *dataset, *model, *act, *dtype, *launcher, *validate, *optim;
+    int batch, chunk, steps, max_ranks, json, probe, help, upscale;
+    double momentum, beta1, beta2, eps;   // NAN: not given (the defaults apply)
 } model_opts;
 
 // Serial seconds per step at batch b: median of `reps` steps of the engine.
-static par_status time_steps(const par_model *m, par_dtype dt, const par_dataset *ds,
-                             const void *w, size_t b, size_t C, int reps, double *sec)
+static par_status time_steps(const par_model *m, par_dtype dt, const par_optim *optim,
+                             const par_dataset *ds, const void *w, size_t b, size_t C, int reps,
+                             double *sec)
 {
-    const par_run_cfg cfg = {.model = m,
+    const par_run_cfg cfg = {.optim = optim,
+                             .model = m,
                              .dtype = dt,
                              .mode = PAR_MODE_EXACT,
                              .batch = b,
@@ -173,12 +176,19 @@ int cmd_model(int argc, char **argv)
 {
     model_opts o = {.dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
                     .dtype = "f32", .validate = "2,3", .batch = 64, .chunk = 8, .steps = 200,
-                    .max_ranks = 1024};
+                    .max_ranks = 1024, .optim = "sgd", .momentum = NAN, .beta1 = NAN,
+                    .beta2 = NAN, .eps = NAN};
     const cli_opt opts[] = {
         {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  dataset (fashion-mnist)"},
         {"--model", CLI_STR, &o.model, "SPEC      model (mlp:784-256-128-10)"},
         {"--act", CLI_STR, &o.act, "A         hidden activation (relu)"},
         {"--dtype", CLI_STR, &o.dtype, "f32|f64   (f32)"},
+        {"--upscale", CLI_INT, &o.upscale, "S         resample the images to S x S, as parity train does"},
+        {"--optim", CLI_STR, &o.optim, "NAME      sgd, momentum, nesterov or adam: its update is timed (sgd)"},
+        {"--momentum", CLI_DOUBLE, &o.momentum, "MU        momentum and nesterov (0.9)"},
+        {"--beta1", CLI_DOUBLE, &o.beta1, "B1        adam (0.9)"},
+        {"--beta2", CLI_DOUBLE, &o.beta2, "B2        adam (0.999)"},
+        {"--eps", CLI_DOUBLE, &o.eps, "EPS       adam (1e-8)"},
         {"--batch", CLI_INT, &o.batch, "B         batch of the validation runs and weak scaling (64)"},
         {"--chunk", CLI_INT, &o.chunk, "C         chunk (8)"},
         {"--steps", CLI_INT, &o.steps, "K         steps of each validation run (200)"},
@@ -212,9 +222,26 @@ int cmd_model(int argc, char **argv)
         fprintf(stderr, "parity model: --batch, --chunk, --steps and --max-ranks must be >= 1\n");
         return EXIT_USAGE;
     }
+    if (o.upscale < 0 || o.upscale > 1024) {
+        fprintf(stderr, "parity model: --upscale %d: expected 1 to 1024 (0: off)\n", o.upscale);
+        return EXIT_USAGE;
+    }
+    par_optim optim;
+    const cli_optim_flags of = {o.optim, o.momentum, o.beta1, o.beta2, o.eps};
+    rc = cli_optim_resolve("model", &of, &optim);
+    if (rc) return rc;
     par_dataset ds;
     par_status st = par_dataset_open(&ds, o.dataset, 10);
     if (st != PAR_OK) return cli_fail("model", st, "run data/fetch.sh to install the datasets");
+    if (o.upscale > 0) st = par_dataset_upscale(&ds, (size_t)o.upscale, dt);
+    if (st == PAR_OK && ds.train.n_features != m.n_inputs)
+        st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--model %s takes %zu inputs but "
+                           "dataset %s has %zu features per sample%s", m.spec, m.n_inputs, ds.name,
+                           ds.train.n_features, o.upscale > 0 ? " after --upscale" : "");
+    if (st != PAR_OK) {
+        par_dataset_free(&ds);
+        return cli_fail("model", st, NULL);
+    }
     void *w = malloc(m.n_params * par_dtype_size(dt));
     par_model_init(&m, dt, 42, w);
 
@@ -222,7 +249,7 @@ int cmd_model(int argc, char **argv)
     const size_t bs[] = {16, 64, 256};
     double tb[3], sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int k = 0; k < 3 && st == PAR_OK; k++) {
-        st = time_steps(&m, dt, &ds, w, bs[k], (size_t)o.chunk, 40, &tb[k]);
+        st = time_steps(&m, dt, &optim, &ds, w, bs[k], (size_t)o.chunk, 40, &tb[k]);
         sx += (double)bs[k], sy += tb[k], sxx += (double)bs[k] * (double)bs[k];
         sxy += (double)bs[k] * tb[k];
     }
@@ -266,6 +293,15 @@ int cmd_model(int argc, char **argv)
                      "--batch %d --chunk %d --steps %d --json --quiet --no-digest",
                      d ? "fast" : "exact", o.dataset, o.model, o.act, o.dtype, o.batch, o.chunk,
                      o.steps);
+            const size_t k = strlen(args);
+            if (optim.kind == PAR_OPTIM_ADAM)
+                snprintf(args + k, sizeof args - k, " --optim adam --beta1 %.17g --beta2 %.17g "
+                         "--eps %.17g", optim.beta1, optim.beta2, optim.eps);
+            else if (optim.kind != PAR_OPTIM_SGD)
+                snprintf(args + k, sizeof args - k, " --optim %s --momentum %.17g",
+                         par_optim_name(optim.kind), optim.momentum);
+            if (o.upscale > 0)
+                snprintf(args + strlen(args), sizeof args - strlen(args), " --upscale %d", o.upscale);
             launch_cmd(cmd, sizeof cmd, o.launcher, R, exe, args);
             double secs;
             if (run_json_number(cmd, "seconds", &secs) != 0) continue;
