@@ -4,7 +4,9 @@
 # suite (`parity verify verify/suites/default`, under 20 minutes on 2 cores)
 # and prints its table. Exits with parity verify's code: 0 passed and signed,
 # 1 a verdict failed (table printed, not signed), 2 suite error, 3 runtime.
-# Usage: ci/verify.sh [SUITE]   (default, quick, full or a suite file)
+# Usage: ci/verify.sh [SUITE]   (default, quick, full, studies, studies-quick
+# or a suite file). A suite that trains on results/cifar10-made (the studies)
+# gets that generated CIFAR-format data made first if it is not there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh
@@ -22,6 +24,13 @@ if [ ! -e "$key" ]; then
     ./build/parity table keygen --key "$key"
 fi
 echo "signing key: $key; public key (to check tables): $pub"
+
+file=$suite
+[ -e "$file" ] || file=verify/suites/$suite
+if grep -q '^dataset *= *results/cifar10-made' "$file" 2>/dev/null &&
+   [ ! -e results/cifar10-made/data_batch_1.bin ]; then
+    ./build/parity data make-cifar results/cifar10-made --records 1000
+fi
 
 out=results/$(date -u +%Y%m%d-%H%M%S)-$(basename "$suite")
 set +e

@@ -25,6 +25,9 @@ check "make-cifar writes six files of 40 records" \
 "$P" data make-cifar "$T/cifar2" --records 40 --seed 3 >/dev/null 2>&1
 check "make-cifar is deterministic" cmp -s "$C/data_batch_4.bin" "$T/cifar2/data_batch_4.bin"
 expect 2 "make-cifar needs a folder" data make-cifar
+"$P" data make-cifar "$T/new/deeper" --records 2 >/dev/null 2>&1
+check "make-cifar makes missing parent folders (like mkdir -p)" test -s "$T/new/deeper/test_batch.bin"
+expect 3 "^parity data: cannot create .*/make.out/x: Not a directory$" data make-cifar "$T/make.out/x"
 expect 2 "--records 0: expected 1..1000000" data make-cifar "$T/x" --records 0
 
 # serial, omp --threads 2 and the reference: the same weights, step by step.

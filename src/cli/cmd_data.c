@@ -11,15 +11,13 @@
 
 #include "cli.h"
 #include "par_data.h"
+#include "par_io.h"
 #include "par_run.h"
 
 static int make_cifar(const char *dir, int records, uint64_t seed)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "parity data: %s: cannot create the folder (%s)\n", dir, strerror(errno));
-        return EXIT_RUNTIME;
-    }
-    par_status st = par_cifar_make(dir, (size_t)records, seed);
+    par_status st = par_mkdirs(dir, 0777);
+    if (st == PAR_OK) st = par_cifar_make(dir, (size_t)records, seed);
     if (st != PAR_OK) return cli_fail("data", st, NULL);
     printf("%s: data_batch_1..5.bin and test_batch.bin, %d records each (seed %llu)\n", dir,
            records, (unsigned long long)seed);

@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "cli_sign.h"
+#include "par_io.h"
 #include "vf_harness.h"
 #include "vf_sign.h"
 
@@ -103,20 +104,12 @@ static int is_file(const char *p)
 // Creates dir (and parents) if missing; fails if it holds anything.
 static int prepare_out(const char *dir)
 {
-    char p[1300];
     if (strlen(dir) > 600) {
         fprintf(stderr, "parity verify: --out %.60s...: expected a path of at most 600 characters\n", dir);
         return EXIT_USAGE;
     }
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *q = p + 1; *q; q++) {
-        if (*q != '/') continue;
-        *q = '\0';
-        mkdir(p, 0755);
-        *q = '/';
-    }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "parity verify: cannot create --out %s: %s\n", dir, strerror(errno));
+    if (par_mkdirs(dir, 0755) != PAR_OK) {
+        fprintf(stderr, "parity verify: --out: %s\n", par_last_error());
         return EXIT_RUNTIME;
     }
     DIR *d = opendir(dir);

@@ -54,6 +54,24 @@ par_status par_sha256_file(char out[65], const char *path)
     return PAR_OK;
 }
 
+par_status par_mkdirs(const char *path, unsigned mode)
+{
+    char p[4096];
+    PAR_FAIL_IF(strlen(path) >= sizeof p, PAR_ERR_IO, "%.60s...: path too long", path);
+    snprintf(p, sizeof p, "%s", path);
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = '\0';
+        mkdir(p, (mode_t)mode);   // an existing parent is fine; the last mkdir reports the rest
+        *q = '/';
+    }
+    PAR_FAIL_IF(mkdir(p, (mode_t)mode) != 0 && errno != EEXIST, PAR_ERR_IO, "cannot create %s: %s",
+                path, strerror(errno));
+    struct stat sb;
+    PAR_FAIL_IF(stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode), PAR_ERR_IO, "%s: not a folder", path);
+    return PAR_OK;
+}
+
 par_status par_out_check(const char *path)
 {
     struct stat sb;

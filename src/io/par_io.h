@@ -54,6 +54,11 @@ par_status par_weights_load(const char *path, const par_model *m, par_dtype dt, 
 // otherwise; PAR_OK when the path does not exist yet.
 par_status par_out_check(const char *path);
 
+// Creates the folder path and any missing parents (mode & ~umask), like
+// `mkdir -p`; PAR_OK when it exists already. PAR_ERR_IO naming the path
+// when it cannot be made or is not a folder.
+par_status par_mkdirs(const char *path, unsigned mode);
+
 // SHA-256 of n bytes as 64 lowercase hex chars + NUL (libsodium).
 void par_sha256_hex(char out[65], const void *data, size_t n);
 // SHA-256 over n buffers in order, as one stream.

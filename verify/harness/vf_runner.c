@@ -68,21 +68,6 @@ static json_t *dataset_json(const par_dataset *ds)
                      "n_test", (json_int_t)ds->test.n, "sha256", files);
 }
 
-static par_status mkdirs(const char *path)
-{
-    char p[1024];
-    vf_fmt(p, sizeof p, "%s", path);
-    for (char *q = p + 1; *q; q++) {
-        if (*q != '/') continue;
-        *q = '\0';
-        mkdir(p, 0755);
-        *q = '/';
-    }
-    PAR_FAIL_IF(mkdir(p, 0755) != 0 && errno != EEXIST, PAR_ERR_IO, "cannot create %s: %s", p,
-                strerror(errno));
-    return PAR_OK;
-}
-
 // Runs `parity CMD --help` (its text in OUT/runs/CMD-help.txt) and reports
 // whether it lists --optim, --upscale and `--batch B|full`; returns whether
 // the command exists (exit 0).
@@ -125,7 +110,7 @@ static par_status plan_case(vf_runner *r, vf_case_run *cr, const vf_case *c, jso
              c->dataset, c->upscale, c->model, c->act, c->dtype, c->batch, c->chunk, c->lr, c->optim,
              c->momentum, c->beta1, c->beta2, c->eps, (unsigned long long)c->seed, cr->epochs, cr->N);
     vf_fmt(cr->dir, sizeof cr->dir, "%s/runs/%s", r->o->out_dir, c->name);
-    return mkdirs(cr->dir);
+    return par_mkdirs(cr->dir, 0755);
 }
 
 // Work units of a case for the progress estimate.
@@ -269,7 +254,7 @@ par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *
     {
         char runs[1100];
         vf_fmt(runs, sizeof runs, "%s/runs", o->out_dir);
-        PAR_TRY(mkdirs(runs));
+        PAR_TRY(par_mkdirs(runs, 0755));
         r.check_available = check_in_build(o);
         json_object_set_new(res, "mpfr_check", json_string(r.check_available ? "available"
                                                            : "missing: parity check is not in this build"));

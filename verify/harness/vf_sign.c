@@ -81,16 +81,15 @@ static par_status write_text(const char *path, int mode, int force, const char *
     return PAR_OK;
 }
 
-static void mkparents(const char *path)
+// The folders a key file goes in, made private (0700) if missing.
+static par_status mkparents(const char *path)
 {
     char p[1024];
     snprintf(p, sizeof p, "%s", path);
-    for (char *q = p + 1; *q; q++) {
-        if (*q != '/') continue;
-        *q = '\0';
-        mkdir(p, 0700);
-        *q = '/';
-    }
+    char *slash = strrchr(p, '/');
+    if (!slash || slash == p) return PAR_OK;
+    *slash = '\0';
+    return par_mkdirs(p, 0700);
 }
 
 static void seckey_chk(unsigned char chk[32], const unsigned char *sk_struct)
@@ -122,9 +121,9 @@ par_status vf_key_generate(const char *sk_path, const char *pk_path, int force, 
     key_id_hex(key_id, sk + 54);
     char comment[64];
     snprintf(comment, sizeof comment, "minisign public key %s", key_id);
-    mkparents(sk_path);
-    mkparents(pk_path);
-    par_status st = write_text(sk_path, 0600, force, "parity secret key (unencrypted minisign format)",
+    par_status st = mkparents(sk_path);
+    if (st == PAR_OK) st = mkparents(pk_path);
+    if (st == PAR_OK) st = write_text(sk_path, 0600, force, "parity secret key (unencrypted minisign format)",
                                sk, sizeof sk, NULL);
     sodium_memzero(sk, sizeof sk);
     if (st == PAR_OK) st = write_text(pk_path, 0644, force, comment, pk, sizeof pk, NULL);
