@@ -54,6 +54,13 @@ static void test_parse(void)
              m.max_width == 784 && m.n_params == n_expected &&
              strcmp(m.spec, "mlp:784-256-128-10") == 0;
     par_check(ok, "mlp:784-256-128-10: 3 layers, 6 views, n_params 235146, sizes");
+    par_check(par_model_macs(&m) == 784.0 * 256 + 256.0 * 128 + 128.0 * 10,
+              "mlp:784-256-128-10: 234752 multiply-adds per sample");
+    par_model bn;
+    // conv 4x8x8 outputs of 3x3x3 taps, batchnorm and max-pool one per input, fc 64x10
+    par_check(par_model_parse(&bn, "cnn:3x8x8-c4k3p1-bn-r-m2-f-fc10", PAR_ACT_RELU) == PAR_OK &&
+                  par_model_macs(&bn) == 4.0 * 64 * 27 + 256 + 256 + 64.0 * 10,
+              "cnn:3x8x8-c4k3p1-bn-r-m2-f-fc10: 8064 multiply-adds per sample");
 
     // Views in order weight, bias per layer; each starts where the last ended.
     size_t offset = 0;
@@ -114,6 +121,9 @@ static void test_parse_cnn(void)
         return;
     }
     const par_layer *c = &m.layers[0], *f1 = &m.layers[1], *f2 = &m.layers[2];
+    // by hand: conv 32x28x28 outputs of 1x3x3 taps, fc 25088x128, fc 128x10
+    par_check(par_model_macs(&m) == 225792.0 + 3211264.0 + 1280.0,
+              "MNIST CNN: 3438336 multiply-adds per sample");
     par_check(m.is_cnn && m.n_layers == 3 && m.n_views == 6 && m.n_inputs == 784 &&
                   m.n_classes == 10 && m.n_params == 3213002,
               "MNIST CNN: 3 layers, 6 views, 784 inputs, 10 classes, 3213002 parameters");

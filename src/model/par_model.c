@@ -305,3 +305,18 @@ void par_model_init(const par_model *m, par_dtype dt, uint64_t seed, void *param
         memset((char *)params + b->offset * sz, 0, b->count * sz);
     }
 }
+
+double par_model_macs(const par_model *m)
+{
+    double macs = 0;
+    for (int l = 0; l < m->n_layers; l++) {
+        const par_layer *L = &m->layers[l];
+        switch (L->kind) {
+        case PAR_LAYER_DENSE: macs += (double)L->n_in * (double)L->n_out; break;
+        case PAR_LAYER_CONV2D: macs += (double)L->n_out * (double)(L->c_in * L->K * L->K); break;
+        case PAR_LAYER_MAXPOOL:
+        case PAR_LAYER_BATCHNORM: macs += (double)L->n_in; break;
+        }
+    }
+    return macs;
+}

@@ -110,4 +110,9 @@ const char *par_act_name(par_act act);
 // layer l is a function of (seed, l, i) only: drawn in f64, rounded once.
 void par_model_init(const par_model *m, par_dtype dt, uint64_t seed, void *params);
 
+// Multiply-adds of one sample's forward pass (dense n_in n_out, conv2d
+// c_out h_out w_out c_in K K, max-pool and batchnorm one per input value): a
+// measure of work for estimates (the backward pass is about twice this).
+double par_model_macs(const par_model *m);
+
 #endif

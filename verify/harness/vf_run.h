@@ -30,6 +30,9 @@ typedef struct vf_case_run {
     int upscale_identity;       // upscale S leaves the images as they are (S = their side)
     int epochs;                 // --epochs passed to train
     long check_steps[VF_MAX_CHECKS];
+    double step_work;           // multiply-adds of one training step (batch x par_model_macs):
+                                //   the progress estimate's unit, so a full-batch step of
+                                //   study 1 and a batch-64 step of study 3 weigh what they cost
     json_t *res;                // the case's result object
 } vf_case_run;
 
@@ -52,8 +55,8 @@ void vf_config_label(char *buf, size_t n, const vf_config *cf);
 void vf_note(vf_runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // Work accounting of the estimate: a task of `kind` done (units of work,
 // seconds it took), or n tasks that will not run.
-void vf_task_done(vf_runner *r, int kind, double units, double seconds);
-void vf_task_skip(vf_runner *r, int kind, double units, long n);
+void vf_task_done(vf_runner *r, const vf_case_run *cr, int kind, double steps, double seconds);
+void vf_task_skip(vf_runner *r, const vf_case_run *cr, int kind, double steps, long n);
 // First non-empty, non-hint line of a file ("" if none).
 void vf_first_line(char *buf, size_t n, const char *path);
 // Runs `parity` with b (b->a[0] is replaced by the binary's path), stdout

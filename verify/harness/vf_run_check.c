@@ -65,7 +65,7 @@ static par_status weights_before(vf_runner *r, vf_case_run *cr, const json_t *re
     par_status st = vf_run_parity(r, &b, NULL, err, 0, &code, &wall, NULL);
     vf_args_free(&b);
     PAR_TRY(st);
-    vf_task_done(r, VF_T_REF, (double)(S - 1), wall);
+    vf_task_done(r, cr, VF_T_REF, (double)(S - 1), wall);
     if (code != 0) {
         char why[600];
         vf_first_line(why, sizeof why, err);
@@ -96,7 +96,7 @@ par_status vf_run_check(vf_runner *r, vf_case_run *cr, const json_t *ref, const 
     json_t *prev = json_object_get(done, key);
     if (prev) {
         json_array_append(checks, prev);
-        vf_task_skip(r, VF_T_CHECK, 1, 1);
+        vf_task_skip(r, cr, VF_T_CHECK, 1, 1);
         return PAR_OK;
     }
     const vf_case *c = cr->c;
@@ -156,7 +156,7 @@ par_status vf_run_check(vf_runner *r, vf_case_run *cr, const json_t *ref, const 
     par_status st = vf_run_parity(r, &b, out, err, vf_oversubscribed(r, k), &code, &wall, &cj);
     vf_args_free(&b);
     PAR_TRY(st);
-    vf_task_done(r, VF_T_CHECK, 1, wall);
+    vf_task_done(r, cr, VF_T_CHECK, 1, wall);
     json_t *e = json_object();
     json_object_set_new(e, "trainer", json_string(trainer));
     json_object_set_new(e, "mode", json_string(vf_mode_name(mode)));

@@ -28,7 +28,7 @@ par_status vf_run_reference(vf_runner *r, vf_case_run *cr, json_t **ref_out)
     json_t *refs = json_object_get(r->cache, "reference");
     json_t *ref = json_object_get(refs, cr->ref_key);
     if (ref) {
-        vf_task_skip(r, VF_T_REF, (double)cr->N, 1);
+        vf_task_skip(r, cr, VF_T_REF, (double)cr->N, 1);
         *ref_out = ref;
         return PAR_OK;
     }
@@ -59,7 +59,7 @@ par_status vf_run_reference(vf_runner *r, vf_case_run *cr, json_t **ref_out)
     par_status st = vf_run_parity(r, &b, out, err, 0, &code, &wall, &tj);
     vf_args_free(&b);
     PAR_TRY(st);
-    vf_task_done(r, VF_T_REF, (double)cr->N, wall);
+    vf_task_done(r, cr, VF_T_REF, (double)cr->N, wall);
     if (code != 0 || !tj) {
         char why[600];
         vf_first_line(why, sizeof why, err);
@@ -166,7 +166,7 @@ static par_status compare_fast(vf_runner *r, vf_case_run *cr, const vf_config *c
     par_status st = vf_run_parity(r, &b, out, err, oversubscribed, &code, &wall, &lj);
     vf_args_free(&b);
     PAR_TRY(st);
-    vf_task_done(r, VF_T_LOCKSTEP, (double)cr->N * cf->ranks, wall);
+    vf_task_done(r, cr, VF_T_LOCKSTEP, (double)cr->N * cf->ranks, wall);
     json_object_set_new(corr, "method", json_string("bound"));
     json_object_set_new(corr, "lockstep_wall_seconds", json_real(wall));
     const json_t *rl = json_object_get(ref, "losses");
@@ -236,7 +236,7 @@ par_status vf_run_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, con
     par_status st = vf_run_parity(r, &b, out, err, over, &code, &wall, &tj);
     vf_args_free(&b);
     PAR_TRY(st);
-    vf_task_done(r, VF_T_RUN, (double)cr->N * cf->ranks, wall);
+    vf_task_done(r, cr, VF_T_RUN, (double)cr->N * cf->ranks, wall);
     json_t *run = json_object(), *corr = json_object();
     json_object_set_new(cres, "run", run);
     json_object_set_new(cres, "correctness", corr);
@@ -249,7 +249,7 @@ par_status vf_run_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, con
         vf_set_verdict(corr, "error", "parity train failed (exit %d): %s", code,
                     why[0] ? why : "no message");
         json_decref(tj);
-        if (cf->mode == PAR_MODE_FAST) vf_task_skip(r, VF_T_LOCKSTEP, (double)cr->N * cf->ranks, 1);
+        if (cf->mode == PAR_MODE_FAST) vf_task_skip(r, cr, VF_T_LOCKSTEP, (double)cr->N * cf->ranks, 1);
         return PAR_OK;
     }
     vf_copy_train_fields(run, tj);
@@ -258,7 +258,7 @@ par_status vf_run_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, con
     st = vf_log_read(&lg, log);
     if (st != PAR_OK) {
         vf_set_verdict(corr, "error", "%s", par_last_error());
-        if (cf->mode == PAR_MODE_FAST) vf_task_skip(r, VF_T_LOCKSTEP, (double)cr->N * cf->ranks, 1);
+        if (cf->mode == PAR_MODE_FAST) vf_task_skip(r, cr, VF_T_LOCKSTEP, (double)cr->N * cf->ranks, 1);
         return PAR_OK;
     }
     json_object_set_new(cres, "losses", vf_losses_json(lg.loss, lg.n));

@@ -56,7 +56,7 @@ par_status vf_time_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, js
         st = vf_run_parity(r, &b, out, err, 0, &code, &wall, &tj);
         vf_args_free(&b);
         if (st != PAR_OK) break;
-        vf_task_done(r, VF_T_TIME, (double)cr->N * cf->ranks, wall);
+        vf_task_done(r, cr, VF_T_TIME, (double)cr->N * cf->ranks, wall);
         const double s = json_number_value(json_object_get(tj, "seconds"));
         if (code != 0 || !tj || !(s > 0)) {
             char why[600];
@@ -64,7 +64,7 @@ par_status vf_time_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, js
             json_object_set_new(timing, "error", json_string(why));
             json_decref(tj);
             ok = 0;
-            vf_task_skip(r, VF_T_TIME, (double)cr->N * cf->ranks, c->warmup + c->repeats - k - 1);
+            vf_task_skip(r, cr, VF_T_TIME, (double)cr->N * cf->ranks, c->warmup + c->repeats - k - 1);
             break;
         }
         json_array_append_new(is_warm ? warm : runs, json_real(s));

@@ -78,9 +78,9 @@ void vf_note(vf_runner *r, const char *fmt, ...)
     r->o->progress(r->o->ctx, &p);
 }
 
-void vf_task_done(vf_runner *r, int kind, double units, double seconds)
+void vf_task_done(vf_runner *r, const vf_case_run *cr, int kind, double steps, double seconds)
 {
-    if (units <= 0) units = 1;
+    double units = (steps > 0 ? steps : 1) * cr->step_work;
     const double u = r->units_done[kind] + units;
     r->unit_s[kind] = (r->unit_s[kind] * r->units_done[kind] + seconds) / u;
     r->units_done[kind] = u;
@@ -89,9 +89,9 @@ void vf_task_done(vf_runner *r, int kind, double units, double seconds)
     r->done++;
 }
 
-void vf_task_skip(vf_runner *r, int kind, double units, long n)
+void vf_task_skip(vf_runner *r, const vf_case_run *cr, int kind, double steps, long n)
 {
-    r->units_left[kind] -= units * (double)n;
+    r->units_left[kind] -= steps * cr->step_work * (double)n;
     if (r->units_left[kind] < 0) r->units_left[kind] = 0;
     r->total -= n;
 }

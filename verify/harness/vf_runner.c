@@ -68,9 +68,6 @@ static json_t *dataset_json(const par_dataset *ds)
                      "n_test", (json_int_t)ds->test.n, "sha256", files);
 }
 
-// Runs `parity CMD --help` (its text in OUT/runs/CMD-help.txt) and reports
-// whether it lists --optim, --upscale and `--batch B|full`; returns whether
-// the command exists (exit 0).
 // Whether `parity check` is in this build (it needs MPFR): its --help exits 0.
 static int check_in_build(const vf_run_opts *o)
 {
@@ -99,6 +96,10 @@ static par_status plan_case(vf_runner *r, vf_case_run *cr, const vf_case *c, jso
     cr->epochs = c->epochs > 0 ? c->epochs : (int)((c->steps + cr->per_epoch - 1) / cr->per_epoch);
     *ds_json = dataset_json(&ds);
     par_dataset_free(&ds);
+    par_model m;
+    const double batch = c->batch == 0 ? (double)cr->n_train : (double)c->batch;
+    cr->step_work = par_model_parse(&m, c->model, PAR_ACT_RELU) == PAR_OK ? batch * par_model_macs(&m)
+                                                                           : batch;
     for (int i = 0; i < c->n_check_steps; i++) {
         const long S = c->check_steps[i] == VF_STEP_FIRST ? 1
                        : c->check_steps[i] == VF_STEP_LAST ? cr->N : c->check_steps[i];
@@ -117,11 +118,12 @@ static par_status plan_case(vf_runner *r, vf_case_run *cr, const vf_case *c, jso
 static void count_case(vf_runner *r, const vf_case_run *cr)
 {
     const vf_case *c = cr->c;
+    const double w = cr->step_work;
     r->total += 1;
-    r->units_left[VF_T_REF] += (double)cr->N;
+    r->units_left[VF_T_REF] += (double)cr->N * w;
     for (int i = 0; i < c->n_configs; i++) {
         const vf_config *cf = &c->configs[i];
-        const double u = (double)cr->N * cf->ranks;
+        const double u = (double)cr->N * cf->ranks * w;
         r->total += 1;
         r->units_left[VF_T_RUN] += u;
         if (cf->mode == PAR_MODE_FAST) {
@@ -137,7 +139,7 @@ static void count_case(vf_runner *r, const vf_case_run *cr)
         vf_config keys[VF_MAX_CONFIGS + 1];
         const int n = vf_check_keys(c, keys) * c->n_check_steps;
         r->total += n;
-        r->units_left[VF_T_CHECK] += n;
+        r->units_left[VF_T_CHECK] += n * w;
         // reference runs to step S - 1 for the checks, once per setting
         json_t *planned = json_object_get(r->cache, "planned");
         if (!planned) {
@@ -150,7 +152,7 @@ static void count_case(vf_runner *r, const vf_case_run *cr)
             if (cr->check_steps[i] <= 1 || json_object_get(planned, key)) continue;
             json_object_set_new(planned, key, json_true());
             r->total += 1;
-            r->units_left[VF_T_REF] += (double)(cr->check_steps[i] - 1);
+            r->units_left[VF_T_REF] += (double)(cr->check_steps[i] - 1) * w;
         }
     }
 }
@@ -217,7 +219,7 @@ static par_status run_case(vf_runner *r, vf_case_run *cr, json_t *cres)
                 !pass ? "not timed: verification failed"
                 : over ? "correctness only: oversubscribed (threads x ranks > cores)"
                        : "correctness only: repeats = 0"));
-            if (counted) vf_task_skip(r, VF_T_TIME, (double)cr->N * cf->ranks, c->warmup + c->repeats);
+            if (counted) vf_task_skip(r, cr, VF_T_TIME, (double)cr->N * cf->ranks, c->warmup + c->repeats);
             continue;
         }
         PAR_TRY(vf_time_config(r, cr, cf, timing));
