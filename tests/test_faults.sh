@@ -57,7 +57,8 @@ for part in $parts; do
         check "NaN: the log holds the 2 good steps" test "$(grep -c '"type":"step"' "$d/l.jsonl")" = 2
         # The last good checkpoint is whole: resuming it up to its own step works.
         "$P" train --steps 2 --lr 1e6 --resume "$d/ck" --json >"$T/out" 2>"$T/err" </dev/null
-        check "NaN: last good checkpoint loads ($(head -c 200 "$T/err"))" test $? = 0
+        rc=$?   # before any $(...) below, which would set $? to its own status
+        check "NaN: last good checkpoint loads ($(head -c 200 "$T/err"))" test $rc = 0
         expect 3 'step [0-9]+ \(epoch 0\): loss = inf: not finite' train --steps 50 --lr 100
         # Weights overflow while the loss (computed before the update) is finite:
         # caught by the scan after the last step, and before a checkpoint.
@@ -110,8 +111,9 @@ PY
             test "$(ps -eo sid=,stat= | awk -v s=$pid '$1 == s && $2 !~ /^Z/' | wc -l)" = 0
         newest=$(ls "$d/ck" | sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.json$/\1/p' | sort -n | tail -n 1)
         "$P" train --steps "${newest:-1}" --resume "$d/ck" --log "$d/l.jsonl" >/dev/null 2>"$d/err2" </dev/null
+        rc=$?
         check "rank killed: checkpoints intact, newest ($newest) resumes with its log ($(head -c 200 "$d/err2"))" \
-            test $? = 0 -a "$(grep -c '"type":"step"' "$d/l.jsonl")" = "${newest:-x}"
+            test $rc = 0 -a "$(grep -c '"type":"step"' "$d/l.jsonl")" = "${newest:-x}"
         ;;
     disk)
         d="$T/disk"

@@ -286,11 +286,20 @@ trainers = serial'
     "$P" table keygen --key "$T/p.key" >/dev/null 2>&1
     printf '[case tiny]\nsteps = 2\ntrainers = serial\nthreads = 1\nrepeats = 1\nwarmup = 0\ncheck_steps = first\n' >"$T/tiny"
     "$P" verify "$T/tiny" --out "$T/p1" --key "$T/p.key" >/dev/null 2>"$T/err" </dev/null
-    check "verify off a terminal: a line per config ($(head -n 1 "$T/err"))" test $? = 0 -a \
+    rc=$?   # before the $(...) below, which set $? to their own status
+    check "verify off a terminal: a line per config ($(head -n 1 "$T/err"))" test $rc = 0 -a \
         "$(grep -c '^parity verify: case 1/1 tiny: task [0-9]*/[0-9]* serial exact T=1 R=1: training run (' "$T/err")" = 1 -a \
         "$(grep -c '^parity verify: case 1/1 tiny: task 1/[0-9]* reference (2 steps) (0:0' "$T/err")" = 1
     "$P" verify "$T/tiny" --out "$T/p2" --key "$T/p.key" --quiet >/dev/null 2>"$T/err" </dev/null
     check "verify --quiet: nothing on stderr" test $? = 0 -a ! -s "$T/err"
+    # A long task (an MPFR check of a batch-512 step, several seconds) keeps
+    # the log going: with --every 1, 'still running' lines of that task.
+    printf '[case slow]\nsteps = 1\nbatch = 512\ntrainers = serial\nrepeats = 0\ncheck_steps = first\n' >"$T/slow"
+    "$P" verify "$T/slow" --out "$T/p4" --key "$T/p.key" --every 1 >/dev/null 2>"$T/err" </dev/null
+    rc=$?
+    check "verify --every 1: a long task prints 'still running' lines ($(grep -c 'still running' "$T/err"))" \
+        test $rc = 0 -a "$(grep -c '^parity verify: case 1/1 slow: task [0-9]*/[0-9]* .*MPFR.*still running after 0:0[1-9])$' "$T/err")" -ge 1
+    EXPECT_TIMEOUT=20 expect 2 "^parity verify: --every 0: expected seconds >= 1$" verify "$T/slow" --every 0
     # Fast mode with adam: lockstep's bound for adam; a later step's MPFR
     # check starts from the reference's checkpoint (weights and state); an
     # MPI config is checked on its own step, under mpirun.

@@ -68,20 +68,28 @@ static void show_progress(void *ctx, const vf_progress *p)
 }
 
 // Off a terminal (a log file, CI): one plain line per config, when the task's
-// subject (the text before its first ':') changes.
+// subject (the text before its first ':') changes, and one every *ctx
+// seconds (--every) while a long task runs, so a log never goes quiet for long.
 static void show_progress_plain(void *ctx, const vf_progress *p)
 {
-    (void)ctx;
+    const int every = *(const int *)ctx;
     static char last[320];
+    static double last_at;
     char key[320];
     snprintf(key, sizeof key, "%d %s", p->i_case, p->what);
     key[strcspn(key, ":")] = '\0';
-    if (strcmp(key, last) == 0) return;
+    if (p->running_s > 0 ? p->elapsed_s < last_at + every : strcmp(key, last) == 0) return;
     snprintf(last, sizeof last, "%s", key);
-    char el[32], left[48];
+    last_at = p->elapsed_s;
+    char el[32], left[48], still[64] = "";
     times_text(p, el, left, "", ", ");
-    fprintf(stderr, "parity verify: case %d/%d %s: task %ld/%ld %s (%s%s)\n", p->i_case,
-            p->n_cases, p->case_name, p->done + 1, p->total, p->what, el, left);
+    if (p->running_s > 0) {
+        char t[32];
+        fmt_time(t, sizeof t, p->running_s);
+        snprintf(still, sizeof still, ", still running after %s", t);
+    }
+    fprintf(stderr, "parity verify: case %d/%d %s: task %ld/%ld %s (%s%s%s)\n", p->i_case,
+            p->n_cases, p->case_name, p->done + 1, p->total, p->what, el, left, still);
     fflush(stderr);
 }
 
@@ -133,11 +141,12 @@ static int prepare_out(const char *dir)
 int cmd_verify(int argc, char **argv)
 {
     const char *out = NULL, *key = NULL;
-    int help = 0, timeout = 3600, quiet = 0;
+    int help = 0, timeout = 3600, quiet = 0, every = 60;
     const cli_opt opts[] = {
         {"--out", CLI_STR, &out, "DIR       output folder, new or empty (results/<UTC time>-<suite>/)"},
         {"--key", CLI_STR, &key, "FILE      signing key (~/.config/parity/parity.key; make one with 'parity table keygen')"},
         {"--timeout", CLI_INT, &timeout, "S         limit of each run in seconds (3600)"},
+        {"--every", CLI_INT, &every, "S         off a terminal: a 'still running' line every S s of a long task (60)"},
         {"--quiet", CLI_FLAG, &quiet, "          no progress (on a terminal a status line, off one a line per config)"},
         {"--help", CLI_FLAG, &help, "          this text"},
         {NULL, CLI_FLAG, NULL, NULL},
@@ -150,6 +159,10 @@ int cmd_verify(int argc, char **argv)
                   "SUITE is a suite file, or the name of one in verify/suites/ (quick, default,\n"
                   "full). Format: verify/suites/README.md", opts);
         return EXIT_OK;
+    }
+    if (every < 1) {
+        fprintf(stderr, "parity verify: --every %d: expected seconds >= 1\n", every);
+        return EXIT_USAGE;
     }
     if (n_pos != 1) {
         fprintf(stderr, "parity verify: expected one SUITE (a file, or quick, default, full)\n"
@@ -220,7 +233,7 @@ int cmd_verify(int argc, char **argv)
         .build = {PARITY_SOURCE_DIR[0] ? PARITY_SOURCE_DIR : NULL, PARITY_C_COMPILER,
                   PARITY_C_FLAGS, PARITY_BUILD_TYPE, PARITY_MPIEXEC},
         .command_line = cmdline, .cores = cores > 0 ? (int)cores : 1,
-        .timeout_s = timeout > 0 ? timeout : 3600, .ctx = NULL,
+        .timeout_s = timeout > 0 ? timeout : 3600, .ctx = &every,
         .progress = quiet ? NULL : tty ? show_progress : show_progress_plain,
     };
     json_t *res = NULL;

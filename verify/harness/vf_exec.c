@@ -20,6 +20,15 @@ static volatile sig_atomic_t running_pid;
 
 pid_t vf_exec_running(void) { return (pid_t)running_pid; }
 
+static void (*wait_fn)(void *, double);
+static void *wait_ctx;
+
+void vf_exec_on_wait(void (*fn)(void *ctx, double waited_s), void *ctx)
+{
+    wait_fn = fn;
+    wait_ctx = ctx;
+}
+
 static void nap(double s)
 {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -72,7 +81,7 @@ par_status vf_exec(const char *const *argv, const char *const *env, const char *
     PAR_FAIL_IF(pid < 0, PAR_ERR_IO, "cannot start %s: %s", argv[0], strerror(errno));
     running_pid = (sig_atomic_t)pid;
     int status = 0, timed_out = 0;
-    double term_at = 0;
+    double term_at = 0, ticked = 0;
     for (;;) {
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid) break;
@@ -88,6 +97,10 @@ par_status vf_exec(const char *const *argv, const char *const *env, const char *
             kill(-pid, SIGTERM);
         } else if (timed_out && t > term_at + 5) {
             kill(-pid, SIGKILL);
+        }
+        if (wait_fn && t >= ticked + 1) {
+            ticked = t;
+            wait_fn(wait_ctx, t);
         }
         nap(t < 1 ? 0.005 : 0.05);
     }

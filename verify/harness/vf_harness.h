@@ -28,6 +28,11 @@ par_status vf_exec(const char *const *argv, const char *const *env, const char *
 // signal handler that ends the child's group before the harness exits.
 pid_t vf_exec_running(void);
 
+// While vf_exec waits for a child, it calls fn(ctx, seconds waited) about
+// once a second (the suite runner's heartbeat for its progress lines).
+// fn NULL: none (the default).
+void vf_exec_on_wait(void (*fn)(void *ctx, double waited_s), void *ctx);
+
 // ---- comparisons ------------------------------------------------------------
 
 // The step lines of a JSONL log of `parity train`: losses (index k = step
@@ -83,6 +88,7 @@ typedef struct vf_progress {
     const char *what;           // "serial exact T=1 R=1: correctness"
     long done, total;           // tasks
     double elapsed_s, left_s;   // left_s < 0: no estimate yet
+    double running_s;           // > 0: a heartbeat, the task `what` still running after this long
 } vf_progress;
 
 typedef struct vf_run_opts {

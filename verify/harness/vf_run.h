@@ -16,6 +16,7 @@ typedef struct vf_runner {
     // progress: done/total tasks and seconds per unit of work, per kind
     const char *case_name;
     int i_case;
+    char what[300];             // the task running now
     long done, total;
     double t0, unit_s[VF_T_KINDS], units_done[VF_T_KINDS], units_left[VF_T_KINDS];
 } vf_runner;
@@ -55,6 +56,8 @@ void vf_config_label(char *buf, size_t n, const vf_config *cf);
 void vf_note(vf_runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // Work accounting of the estimate: a task of `kind` done (units of work,
 // seconds it took), or n tasks that will not run.
+// vf_exec's wait hook (ctx: the runner): the running task's progress again.
+void vf_heartbeat(void *ctx, double running_s);
 void vf_task_done(vf_runner *r, const vf_case_run *cr, int kind, double steps, double seconds);
 void vf_task_skip(vf_runner *r, const vf_case_run *cr, int kind, double steps, long n);
 // First non-empty, non-hint line of a file ("" if none).

@@ -38,7 +38,7 @@ par_status vf_run_reference(vf_runner *r, vf_case_run *cr, json_t **ref_out)
     vf_fmt(init, sizeof init, "%s/init.npz", cr->dir);
     vf_fmt(out, sizeof out, "%s/reference.json", cr->dir);
     vf_fmt(err, sizeof err, "%s/reference.err", cr->dir);
-    vf_note(r, "reference (%ld steps)", cr->N);
+    vf_note(r, "reference (%ld step%s)", cr->N, cr->N == 1 ? "" : "s");
     vf_args b = {0};
     vf_arg(&b, "parity");
     vf_arg(&b, "train");

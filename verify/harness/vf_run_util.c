@@ -55,26 +55,41 @@ void vf_config_label(char *buf, size_t n, const vf_config *cf)
 
 // ---- progress --------------------------------------------------------------------
 
-void vf_note(vf_runner *r, const char *fmt, ...)
+// Seconds left: units of work left of each kind at that kind's measured rate
+// (or the overall rate for kinds not yet seen); -1 before any task is done.
+static double seconds_left(const vf_runner *r)
 {
-    if (!r->o->progress) return;
-    char what[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    // Seconds left: units of work left of each kind at that kind's measured
-    // rate (or the overall rate for kinds not yet seen).
     double all_s = 0, all_u = 0, left = 0;
     for (int k = 0; k < VF_T_KINDS; k++) {
         all_s += r->unit_s[k] * r->units_done[k];
         all_u += r->units_done[k];
     }
-    int known = all_u > 0;
-    for (int k = 0; k < VF_T_KINDS && known; k++)
+    if (all_u <= 0) return -1;
+    for (int k = 0; k < VF_T_KINDS; k++)
         left += r->units_left[k] * (r->units_done[k] > 0 ? r->unit_s[k] : all_s / all_u);
-    const vf_progress p = {r->case_name, r->i_case, r->s->n_cases, what, r->done, r->total,
-                           par_now() - r->t0, known ? left : -1};
+    return left;
+}
+
+void vf_note(vf_runner *r, const char *fmt, ...)
+{
+    if (!r->o->progress) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->what, sizeof r->what, fmt, ap);
+    va_end(ap);
+    const vf_progress p = {r->case_name, r->i_case, r->s->n_cases, r->what, r->done, r->total,
+                           par_now() - r->t0, seconds_left(r), 0};
+    r->o->progress(r->o->ctx, &p);
+}
+
+void vf_heartbeat(void *ctx, double running_s)
+{
+    vf_runner *r = ctx;
+    if (!r->o->progress || !r->what[0]) return;
+    double left = seconds_left(r);
+    if (left >= 0) left = left > running_s ? left - running_s : 0;
+    const vf_progress p = {r->case_name, r->i_case, r->s->n_cases, r->what, r->done, r->total,
+                           par_now() - r->t0, left, running_s};
     r->o->progress(r->o->ctx, &p);
 }
 

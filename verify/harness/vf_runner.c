@@ -276,11 +276,13 @@ par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *
                                settings_json(&crs[i]), "dataset", dsj);
         json_array_append_new(cases, crs[i].res);
     }
+    vf_exec_on_wait(vf_heartbeat, &r);
     for (int i = 0; st == PAR_OK && i < s->n_cases; i++) {
         r.case_name = s->cases[i].name;
         r.i_case = i + 1;
         st = run_case(&r, &crs[i], crs[i].res);
     }
+    vf_exec_on_wait(NULL, NULL);
     free(crs);
     json_decref(r.cache);
     iso_time(finished, sizeof finished);
