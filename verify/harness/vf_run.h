@@ -54,10 +54,11 @@ const char *vf_mode_name(int mode);
 void vf_config_label(char *buf, size_t n, const vf_config *cf);
 // Reports progress ("what") with the time left estimated from the work done.
 void vf_note(vf_runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-// Work accounting of the estimate: a task of `kind` done (units of work,
-// seconds it took), or n tasks that will not run.
 // vf_exec's wait hook (ctx: the runner): the running task's progress again.
 void vf_heartbeat(void *ctx, double running_s);
+// Work accounting of the estimate: a task of `kind` done (its training steps
+// of the case, each weighing cr->step_work; seconds it took), or n tasks that
+// will not run.
 void vf_task_done(vf_runner *r, const vf_case_run *cr, int kind, double steps, double seconds);
 void vf_task_skip(vf_runner *r, const vf_case_run *cr, int kind, double steps, long n);
 // First non-empty, non-hint line of a file ("" if none).
