@@ -3,11 +3,9 @@
 // elsewhere (e.g. PyTorch from the --init-save weights).
 // `parity data make-cifar DIR`: small synthetic CIFAR-10 binary files (for
 // tests; the real set is not packaged here). Tests: tests/test_cifar_cli.sh.
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
 #include "par_data.h"

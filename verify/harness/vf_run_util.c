@@ -70,6 +70,17 @@ static double seconds_left(const vf_runner *r)
     return left;
 }
 
+// The task r->what to the progress callback; running_s > 0 for a heartbeat
+// (the estimate then leaves out the time the task has already run).
+static void report(const vf_runner *r, double running_s)
+{
+    double left = seconds_left(r);
+    if (left >= 0) left = left > running_s ? left - running_s : 0;
+    const vf_progress p = {r->case_name, r->i_case, r->s->n_cases, r->what, r->done, r->total,
+                           par_now() - r->t0, left, running_s};
+    r->o->progress(r->o->ctx, &p);
+}
+
 void vf_note(vf_runner *r, const char *fmt, ...)
 {
     if (!r->o->progress) return;
@@ -77,20 +88,13 @@ void vf_note(vf_runner *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(r->what, sizeof r->what, fmt, ap);
     va_end(ap);
-    const vf_progress p = {r->case_name, r->i_case, r->s->n_cases, r->what, r->done, r->total,
-                           par_now() - r->t0, seconds_left(r), 0};
-    r->o->progress(r->o->ctx, &p);
+    report(r, 0);
 }
 
 void vf_heartbeat(void *ctx, double running_s)
 {
-    vf_runner *r = ctx;
-    if (!r->o->progress || !r->what[0]) return;
-    double left = seconds_left(r);
-    if (left >= 0) left = left > running_s ? left - running_s : 0;
-    const vf_progress p = {r->case_name, r->i_case, r->s->n_cases, r->what, r->done, r->total,
-                           par_now() - r->t0, left, running_s};
-    r->o->progress(r->o->ctx, &p);
+    const vf_runner *r = ctx;
+    if (r->o->progress && r->what[0]) report(r, running_s);
 }
 
 void vf_task_done(vf_runner *r, const vf_case_run *cr, int kind, double steps, double seconds)

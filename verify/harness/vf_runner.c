@@ -7,7 +7,6 @@
 #include "vf_run.h"
 #include "par_time.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
