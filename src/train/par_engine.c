@@ -195,6 +195,30 @@ void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *
 
 #define own_rows par_engine_own_rows
 
+// Every layer with parameters, whole: r[0..n), returns n.
+static int all_rows(const par_model *m, par_rows *r)
+{
+    int n = 0;
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].n_rows > 0) r[n++] = (par_rows){l, 0, m->layers[l].n_rows};
+    return n;
+}
+
+// Thread t of T's share of rows r: whole layers go by par_engine_own_rows
+// (the rows this thread reads next step), pieces are split evenly.
+static void share_of(const par_engine *e, const par_rows *r, int t, int T, size_t *lo, size_t *hi)
+{
+    const par_layer *ly = &e->m->layers[r->layer];
+    if (r->o0 == 0 && r->o1 == ly->n_rows) {
+        own_rows(ly, t, T, lo, hi);
+        return;
+    }
+    split(r->o1 - r->o0, 4, t, T, lo, hi);
+    *lo += r->o0;
+    *hi += r->o0;
+}
+
+
 void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s0, size_t s1,
                                  int backward)
 {
@@ -321,21 +345,26 @@ par_status par_engine_set_params_op(void *state, const void *w)
     return PAR_OK;
 }
 
-void par_engine_sync_wt(par_engine *e)
+void par_engine_sync_rows(par_engine *e, const par_rows *r, int n)
 {
-    const par_model *m = e->m;
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
     {
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        for (int l = 0; l < m->n_layers; l++) {
-            const par_layer *ly = &m->layers[l];
+        for (int i = 0; i < n; i++) {
+            const par_layer *ly = &e->m->layers[r[i].layer];
             size_t lo, hi;
-            own_rows(ly, t, T, &lo, &hi);
+            share_of(e, &r[i], t, T, &lo, &hi);
             if (hi > lo)
-                KCALL(e->dt, par_dense_transpose, e->wt[l], at(e, e->w, m->views[ly->w_view].offset),
-                      ly->row_len, ly->n_rows, lo, hi);
+                KCALL(e->dt, par_dense_transpose, e->wt[r[i].layer],
+                      at(e, e->w, e->m->views[ly->w_view].offset), ly->row_len, ly->n_rows, lo, hi);
         }
     }
+}
+
+void par_engine_sync_wt(par_engine *e)
+{
+    par_rows r[PAR_MAX_LAYERS];
+    par_engine_sync_rows(e, r, all_rows(e->m, r));
 }
 
 par_status par_engine_grad_op(void *state, const void **g)
@@ -393,48 +422,79 @@ par_status par_engine_set_optim_op(void *state, const par_optim_state *in)
     return PAR_OK;
 }
 
-// PAR_FAULT_OPT_SWAP (tests only): copies of w and the state before the
-// update; then w = w0 - lr * step(state before), in double, the state kept
-// as the update left it. Allocation failure: no fault.
-static void fault_swap_save(par_engine *e, void **w0, void *s0[2])
+// The two flat ranges of rows r: its W rows and its bias entries.
+static void rows_ranges(const par_engine *e, const par_rows *r, size_t i0[2], size_t i1[2])
 {
-    const size_t bytes = e->m->n_params * par_dtype_size(e->dt);
+    const par_model *m = e->m;
+    const par_layer *ly = &m->layers[r->layer];
+    const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
+    i0[0] = wo + r->o0 * ly->row_len;
+    i1[0] = wo + r->o1 * ly->row_len;
+    i0[1] = bo + r->o0;
+    i1[1] = bo + r->o1;
+}
+
+// PAR_FAULT_OPT_SWAP (tests only): copies of w and the state of rows r before
+// the update; then w = w0 - lr * step(state before), in double, the state
+// kept as the update left it. Allocation failure: no fault.
+typedef struct swap_copy {
+    void *w0, *s0[2];
+} swap_copy;
+
+static void fault_swap_save(par_engine *e, const par_rows *r, swap_copy *c)
+{
+    const size_t sz = par_dtype_size(e->dt);
     const int n = par_optim_n_state(e->optim.kind);
-    *w0 = malloc(bytes);
-    for (int i = 0; i < n && *w0; i++) {
-        s0[i] = malloc(bytes);
-        if (s0[i]) memcpy(s0[i], e->os[i], bytes);
-        else {
-            free(*w0);
-            *w0 = NULL;
+    size_t i0[2], i1[2];
+    rows_ranges(e, r, i0, i1);
+    const size_t len = (i1[0] - i0[0]) + (i1[1] - i0[1]);
+    void *buf[3] = {NULL, NULL, NULL};
+    int ok = 1;
+    for (int a = 0; a <= n && ok; a++) {
+        buf[a] = malloc(len * sz);
+        ok = buf[a] != NULL;
+    }
+    if (!ok) {
+        for (int a = 0; a < 3; a++) free(buf[a]);
+        memset(c, 0, sizeof *c);
+        return;
+    }
+    for (int a = 0; a <= n; a++) {
+        const void *src = a == 0 ? e->w : e->os[a - 1];
+        memcpy(buf[a], at(e, src, i0[0]), (i1[0] - i0[0]) * sz);
+        memcpy(at(e, buf[a], i1[0] - i0[0]), at(e, src, i0[1]), (i1[1] - i0[1]) * sz);
+    }
+    *c = (swap_copy){buf[0], {buf[1], buf[2]}};
+}
+
+static void fault_swap_apply(par_engine *e, const par_optim_coef *k, const par_rows *r,
+                             swap_copy *c)
+{
+    if (!c->w0) return;
+    size_t i0[2], i1[2];
+    rows_ranges(e, r, i0, i1);
+    size_t j = 0;   // index into the copies: the W rows, then the biases
+    for (int part = 0; part < 2; part++)
+        for (size_t i = i0[part]; i < i1[part]; i++, j++) {
+            const double m = par_get_real(e->dt, c->s0[0], j), g = par_get_real(e->dt, e->g, i);
+            double st = m;
+            if (k->kind == PAR_UPDATE_NESTEROV) st = g + k->mu * m;
+            if (k->kind == PAR_UPDATE_ADAM)
+                st = (m / k->bc1) / (sqrt(par_get_real(e->dt, c->s0[1], j) / k->bc2) + k->eps);
+            par_put_real(e->dt, e->w, i, par_get_real(e->dt, c->w0, j) - k->lr * st);
         }
-    }
-    if (*w0) memcpy(*w0, e->w, bytes);
-    else for (int i = 0; i < n; i++) free(s0[i]), s0[i] = NULL;
+    free(c->w0);
+    free(c->s0[0]);
+    free(c->s0[1]);
+    par_engine_sync_rows(e, r, 1);
 }
 
-static void fault_swap_apply(par_engine *e, const par_optim_coef *k, void *w0, void *s0[2])
+void par_engine_update_begin(par_engine *e, par_update *u)
 {
-    for (size_t i = 0; i < e->m->n_params; i++) {
-        const double m = par_get_real(e->dt, s0[0], i), g = par_get_real(e->dt, e->g, i);
-        double st = m;
-        if (k->kind == PAR_UPDATE_NESTEROV) st = g + k->mu * m;
-        if (k->kind == PAR_UPDATE_ADAM)
-            st = (m / k->bc1) / (sqrt(par_get_real(e->dt, s0[1], i) / k->bc2) + k->eps);
-        const double w = par_get_real(e->dt, w0, i) - k->lr * st;
-        par_put_real(e->dt, e->w, i, w);
-    }
-    free(w0);
-    free(s0[0]);
-    free(s0[1]);
-    par_engine_sync_wt(e);
-}
-
-// Update number e->opt_t + 1 of a stateful optimizer.
-static void optim_update(par_engine *e)
-{
+    memset(u, 0, sizeof *u);
+    u->sgd = e->optim.kind == PAR_OPTIM_SGD;
+    if (u->sgd) return;
     const long t = ++e->opt_t;
-    par_optim_coef k;
     if (e->optim.kind == PAR_OPTIM_ADAM) {
         const double b1 = par_round_real(e->dt, e->optim.beta1),
                      b2 = par_round_real(e->dt, e->optim.beta2);
@@ -447,66 +507,83 @@ static void optim_update(par_engine *e)
         }
         e->pow_t = t;
     }
-    par_optim_coefs(&k, &e->optim, e->dt, e->lr, e->p1, e->p2);
+    par_optim_coefs(&u->k, &e->optim, e->dt, e->lr, e->p1, e->p2);
     if (fault_on(e, PAR_FAULT_OPT_BETA)) {   // mu, b1 in [0.5, 1): + 2^-10 stays exact
-        k.mu += 0x1p-10;
-        k.b1 += 0x1p-10;
+        u->k.mu += 0x1p-10;
+        u->k.b1 += 0x1p-10;
     }
-    void *w0 = NULL, *s0[2] = {NULL, NULL};
-    if (fault_on(e, PAR_FAULT_OPT_SWAP)) fault_swap_save(e, &w0, s0);
+}
+
+// PAR_FAULT_GRAD_ULP: the gradient element fi + 1 ulp, if it lies in rows r.
+static void fault_grad_ulp(par_engine *e, const par_rows *r)
+{
+    const size_t fi = fault_of(e)->index;
+    size_t i0[2], i1[2];
+    rows_ranges(e, r, i0, i1);
+    if (!((fi >= i0[0] && fi < i1[0]) || (fi >= i0[1] && fi < i1[1]))) return;
+    if (e->dt == PAR_F32) {
+        float *g = e->g;
+        g[fi] = nextafterf(g[fi], INFINITY);
+    } else {
+        double *g = e->g;
+        g[fi] = nextafter(g[fi], INFINITY);
+    }
+}
+
+// Rows [lo, hi) of layer l: the update of weights, biases and state (and the
+// panel columns), by the calling thread.
+static void update_part(par_engine *e, const par_update *u, int l, size_t lo, size_t hi)
+{
     const par_model *m = e->m;
+    const par_layer *ly = &m->layers[l];
+    const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
+    if (u->sgd) {
+        KCALL(e->dt, par_sgd_dense, at(e, e->w, wo), e->wt[l], at(e, e->g, wo), ly->row_len,
+              ly->n_rows, lo, hi, e->lr);
+        KCALL(e->dt, par_sgd, at(e, e->w, bo + lo), at(e, e->g, bo + lo), hi - lo, e->lr);
+        return;
+    }
+    void *v_w = e->os[1] ? at(e, e->os[1], wo) : NULL;
+    void *v_b = e->os[1] ? at(e, e->os[1], bo + lo) : NULL;
+    KCALL(e->dt, par_optim_dense, at(e, e->w, wo), e->wt[l], at(e, e->os[0], wo), v_w,
+          at(e, e->g, wo), ly->row_len, ly->n_rows, lo, hi, &u->k);
+    KCALL(e->dt, par_optim, at(e, e->w, bo + lo), at(e, e->os[0], bo + lo), v_b,
+          at(e, e->g, bo + lo), hi - lo, &u->k);
+}
+
+static void update_region(par_engine *e, const par_update *u, const par_rows *r, int n)
+{
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
     {
-        const int th = omp_get_thread_num(), T = omp_get_num_threads();
-        for (int l = 0; l < m->n_layers; l++) {
-            const par_layer *ly = &m->layers[l];
-            if (ly->n_rows == 0) continue;
-            const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        for (int i = 0; i < n; i++) {
             size_t lo, hi;
-            own_rows(ly, th, T, &lo, &hi);
-            if (hi == lo) continue;
-            void *v_w = e->os[1] ? at(e, e->os[1], wo) : NULL;
-            void *v_b = e->os[1] ? at(e, e->os[1], bo + lo) : NULL;
-            KCALL(e->dt, par_optim_dense, at(e, e->w, wo), e->wt[l], at(e, e->os[0], wo), v_w,
-                  at(e, e->g, wo), ly->row_len, ly->n_rows, lo, hi, &k);
-            KCALL(e->dt, par_optim, at(e, e->w, bo + lo), at(e, e->os[0], bo + lo), v_b,
-                  at(e, e->g, bo + lo), hi - lo, &k);
+            share_of(e, &r[i], t, T, &lo, &hi);
+            if (hi > lo) update_part(e, u, r[i].layer, lo, hi);
         }
     }
-    if (w0) fault_swap_apply(e, &k, w0, s0);
+}
+
+void par_engine_update_rows(par_engine *e, const par_update *u, const par_rows *r, int n)
+{
+    for (int i = 0; i < n && fault_on(e, PAR_FAULT_GRAD_ULP); i++) fault_grad_ulp(e, &r[i]);
+    if (u->sgd || !fault_on(e, PAR_FAULT_OPT_SWAP)) {
+        update_region(e, u, r, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        swap_copy c;
+        fault_swap_save(e, &r[i], &c);
+        update_region(e, u, &r[i], 1);
+        fault_swap_apply(e, &u->k, &r[i], &c);
+    }
 }
 
 void par_engine_update(par_engine *e)
 {
-    const size_t n = e->m->n_params;
-    const size_t fi = fault_of(e)->index;
-    if (fault_on(e, PAR_FAULT_GRAD_ULP) && fi < n) {
-        if (e->dt == PAR_F32) {
-            float *g = e->g;
-            g[fi] = nextafterf(g[fi], INFINITY);
-        } else {
-            double *g = e->g;
-            g[fi] = nextafter(g[fi], INFINITY);
-        }
-    }
-    if (e->optim.kind != PAR_OPTIM_SGD) {
-        optim_update(e);
-        return;
-    }
-    const par_model *m = e->m;
-#pragma omp parallel num_threads(e->threads) if (e->threads > 1)
-    {
-        const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        for (int l = 0; l < m->n_layers; l++) {
-            const par_layer *ly = &m->layers[l];
-            if (ly->n_rows == 0) continue;
-            const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
-            size_t lo, hi;
-            own_rows(ly, t, T, &lo, &hi);
-            if (hi == lo) continue;
-            KCALL(e->dt, par_sgd_dense, at(e, e->w, wo), e->wt[l], at(e, e->g, wo), ly->row_len,
-                  ly->n_rows, lo, hi, e->lr);
-            KCALL(e->dt, par_sgd, at(e, e->w, bo + lo), at(e, e->g, bo + lo), hi - lo, e->lr);
-        }
-    }
+    par_rows r[PAR_MAX_LAYERS];
+    const int n = all_rows(e->m, r);
+    par_update u;
+    par_engine_update_begin(e, &u);
+    par_engine_update_rows(e, &u, r, n);
 }

@@ -111,9 +111,31 @@ par_status par_engine_set_optim_op(void *state, const par_optim_state *in);
 // other than by par_engine_update (init, set_params, a broadcast).
 void par_engine_sync_wt(par_engine *e);
 
+// Rows [o0, o1) of layer `layer` (which has parameters): its weight rows,
+// their bias entries, optimizer state and transposed panel columns.
+typedef struct par_rows {
+    int layer;
+    size_t o0, o1;
+} par_rows;
+
+// Recomputes the panel columns of rows r[0..n) from e->w (rows received from
+// another rank).
+void par_engine_sync_rows(par_engine *e, const par_rows *r, int n);
+
 // The optimizer update elementwise (and the transposed panels kept in
-// step): SGD w = w - lr * g, or e->optim with its state (same on every rank).
+// step): SGD w = w - lr * g, or e->optim with its state.
 void par_engine_update(par_engine *e);
+
+// The same update in pieces (the sharded MPI update): begin counts the update
+// and rounds its coefficients, once per step; then every row is updated
+// exactly once, by par_engine_update_rows calls in any order. The update is
+// elementwise, so the pieces give the bits of par_engine_update.
+typedef struct par_update {
+    int sgd;
+    par_optim_coef k;
+} par_update;
+void par_engine_update_begin(par_engine *e, par_update *u);
+void par_engine_update_rows(par_engine *e, const par_update *u, const par_rows *r, int n);
 
 static inline size_t par_n_chunks(size_t B, size_t C) { return (B + C - 1) / C; }
 
