@@ -322,21 +322,23 @@ typedef struct grab {
     par_run_point pt;
     void *w;
     void *os[2];
-    par_optim_state st;   // filled by par_run_ex (optim_now)
     par_optim_state copy;
     size_t bytes;
 } grab;
 
-static par_status after(void *ctx, const par_run_point *pt, const void *params)
+static par_status after(void *ctx, const par_run_point *pt, const void *params,
+                        const par_run_now *now)
 {
     grab *g = ctx;
     if (pt->step == g->at) {
+        par_optim_state st;
+        PAR_TRY(par_run_optim(now, &st));
         g->pt = *pt;
         memcpy(g->w, params, g->bytes);
-        g->copy.n = g->st.n;
-        g->copy.t = g->st.t;
-        for (int i = 0; i < g->st.n; i++) {
-            memcpy(g->os[i], g->st.arr[i], g->bytes);
+        g->copy.n = st.n;
+        g->copy.t = st.t;
+        for (int i = 0; i < st.n; i++) {
+            memcpy(g->os[i], st.arr[i], g->bytes);
             g->copy.arr[i] = g->os[i];
         }
     }
@@ -368,7 +370,7 @@ static void resume(const par_dataset *ds, const par_model *m)
             g.os[0] = malloc(bytes);
             g.os[1] = malloc(bytes);
             const par_run_hooks h = {.ctx = &g};
-            const par_run_ext x = {.after_step = after, .optim_now = &g.st};
+            const par_run_ext x = {.after_step = after};
             st = par_run_ex(&ro, &x, &h, NULL, &done, NULL);
             par_run_opts o2 = ro;
             o2.trainer = with[p];

@@ -22,8 +22,10 @@ typedef struct grab {
     long stop_at;         // return PAR_RUN_STOP after this step (0: never)
 } grab;
 
-static par_status after(void *ctx, const par_run_point *pt, const void *params)
+static par_status after(void *ctx, const par_run_point *pt, const void *params,
+                        const par_run_now *now)
 {
+    (void)now;
     grab *g = ctx;
     if (pt->step == g->at) {
         g->pt = *pt;

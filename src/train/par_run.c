@@ -114,6 +114,15 @@ static par_status check_finite(const par_run_opts *o, const par_run_ext *x, void
                          "%s: not finite (learning rate too large?)", msg);
 }
 
+par_status par_run_optim(const par_run_now *now, par_optim_state *out)
+{
+    memset(out, 0, sizeof *out);
+    if (now->optim == PAR_OPTIM_SGD) return PAR_OK;
+    PAR_FAIL_IF(!now->trainer->get_optim, PAR_ERR_CONFIG, "trainer %s has no optimizer state access",
+                now->trainer->name);
+    return now->trainer->get_optim(now->state, out);
+}
+
 static par_status check_start(const par_run_opts *o, const par_run_point *p)
 {
     const size_t n_train = o->ds->n_train, B = o->cfg.batch;
@@ -141,7 +150,7 @@ par_status par_run(const par_run_opts *o, const par_run_hooks *h, void *final_pa
 par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run_hooks *h,
                       void *final_params, long *steps_done, par_trainer_stats *stats)
 {
-    const par_run_ext none = {NULL, 0, 0, NULL, NULL, NULL};
+    const par_run_ext none = {0};
     if (!x) x = &none;
     if (stats) memset(stats, 0, sizeof *stats);
     const par_model *m = o->cfg.model;
@@ -170,7 +179,7 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
     const par_optim_kind okind = o->cfg.optim ? o->cfg.optim->kind : PAR_OPTIM_SGD;
     PAR_FAIL_IF(x->start && !x->start_optim && okind != PAR_OPTIM_SGD, PAR_ERR_CONFIG,
                 "resuming optimizer %s needs its state", par_optim_name(okind));
-    PAR_FAIL_IF((x->start_optim || x->optim_now) && okind != PAR_OPTIM_SGD &&
+    PAR_FAIL_IF(x->start_optim && okind != PAR_OPTIM_SGD &&
                     (!o->trainer->get_optim || !o->trainer->set_optim),
                 PAR_ERR_CONFIG, "trainer %s has no optimizer state access", o->trainer->name);
 
@@ -214,13 +223,10 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
             if (st == PAR_OK && ((h && h->on_step) || x->after_step))
                 st = o->trainer->params(state, &w, &n);
             if (st == PAR_OK && h && h->on_step) st = h->on_step(h->ctx, epoch, step, B, loss, w);
-            if (st == PAR_OK && x->optim_now) {
-                memset(x->optim_now, 0, sizeof *x->optim_now);
-                if (o->trainer->get_optim) st = o->trainer->get_optim(state, x->optim_now);
-            }
             if (st == PAR_OK && x->after_step) {
                 const par_run_point pt = {epoch, pos + B, step};
-                st = x->after_step(h ? h->ctx : NULL, &pt, w);
+                const par_run_now now = {o->trainer, state, okind};
+                st = x->after_step(h ? h->ctx : NULL, &pt, w, &now);
             }
         }
         const void *w;

@@ -43,6 +43,19 @@ typedef struct par_run_opts {
     long max_steps;                // 0: no limit; else stop after this many steps
 } par_run_opts;
 
+// The trainer of a running loop, as after_step sees it.
+typedef struct par_run_now {
+    const par_trainer_ops *trainer;
+    void *state;
+    par_optim_kind optim;
+} par_run_now;
+
+// The trainer's optimizer state now (pointers into the trainer, valid during
+// the hook; n = 0 for SGD), so that a checkpoint can store it. Collective for
+// the MPI trainers, whose ranks each keep the state of their own parameters
+// current (the sharded update): call it on every rank or on none.
+par_status par_run_optim(const par_run_now *now, par_optim_state *out);
+
 // What par_run_ex adds (zero-initialise for nothing): resume, clean stops,
 // NaN/Inf checks.
 typedef struct par_run_ext {
@@ -59,15 +72,13 @@ typedef struct par_run_ext {
     int check_finite;
     long weights_every;            // 0 or 1: every step; N > 1: every N; < 0: never
     // Optional: after on_step, with the point reached (what a checkpoint
-    // records); ctx is the hooks' ctx. May return PAR_RUN_STOP.
-    par_status (*after_step)(void *ctx, const par_run_point *pt, const void *params);
+    // records) and the trainer (par_run_optim); ctx is the hooks' ctx. May
+    // return PAR_RUN_STOP.
+    par_status (*after_step)(void *ctx, const par_run_point *pt, const void *params,
+                             const par_run_now *now);
     // With start: the optimizer state at that point (NULL: a fresh state,
     // right for SGD only). Given to every rank alike.
     const par_optim_state *start_optim;
-    // Optional: filled before every after_step with the trainer's optimizer
-    // state (pointers into the trainer, valid during the hook), so that a
-    // checkpoint can store it.
-    par_optim_state *optim_now;
 } par_run_ext;
 
 // Runs the loop; copies the final parameters into final_params (n_params of

@@ -44,7 +44,6 @@ struct par_session {
     // --select best-val (rank 0): the weights and evaluation of the best epoch so far.
     void *best_w;
     double best_val_loss, best_val_acc, best_test_loss, best_test_acc;
-    par_optim_state optim_now;     // the trainer's optimizer state, filled before after_step
     char skipped[1024], steps_hint[96];
 };
 
@@ -111,7 +110,8 @@ static par_status on_step(void *ctx, int epoch, long step, size_t B, double loss
 }
 
 // Rank 0 writes the checkpoint of point pt.
-static par_status write_checkpoint(par_session *s, const par_run_point *pt, const void *params)
+static par_status write_checkpoint(par_session *s, const par_run_point *pt, const void *params,
+                                   const par_optim_state *now)
 {
     // Weights are scanned every check_every steps only: never save a bad one.
     char where[160];
@@ -124,8 +124,7 @@ static par_status write_checkpoint(par_session *s, const par_run_point *pt, cons
     mt->pos = pt->pos;
     mt->has_log = s->track != NULL;
     if (s->track) PAR_TRY(par_ckpt_log_sync(s->track, &mt->log));
-    par_ckpt_optim os = {s->optim_now.n, {NULL, NULL}, {s->optim_now.arr[0], s->optim_now.arr[1]},
-                         s->optim_now.t};
+    par_ckpt_optim os = {now->n, {NULL, NULL}, {now->arr[0], now->arr[1]}, now->t};
     for (int i = 0; i < os.n; i++) os.names[i] = par_optim_state_name(s->cfg.optim.kind, i);
     mt->has_best = s->best_w && s->res.best_epoch >= 0;   // --select best-val: the best so far
     mt->best_epoch = s->res.best_epoch;
@@ -141,7 +140,8 @@ static par_status write_checkpoint(par_session *s, const par_run_point *pt, cons
 
 // After every step: the ranks agree on stop requests and failures, and a
 // checkpoint is written every s->every steps, at the last step, and on stop.
-static par_status after_step(void *ctx, const par_run_point *pt, const void *params)
+static par_status after_step(void *ctx, const par_run_point *pt, const void *params,
+                             const par_run_now *now)
 {
     par_session *s = ctx;
     int v[2] = {s->stop ? *s->stop : 0, s->pending != PAR_OK};
@@ -153,7 +153,9 @@ static par_status after_step(void *ctx, const par_run_point *pt, const void *par
     }
     const int due = s->every > 0 && (pt->step % s->every == 0 || pt->step == s->total_steps);
     if ((due || v[0]) && s->checkpointing) {
-        par_status st = s->cfg.rank == 0 && s->ck ? write_checkpoint(s, pt, params) : PAR_OK;
+        par_optim_state os;   // every rank: collective for the MPI trainers
+        par_status st = par_run_optim(now, &os);
+        if (st == PAR_OK && s->cfg.rank == 0 && s->ck) st = write_checkpoint(s, pt, params, &os);
         PAR_TRY(agree_status(s, st));
     }
     if (v[0]) {
@@ -514,7 +516,7 @@ par_status par_session_run(par_session *s, const volatile sig_atomic_t *stop)
     };
     const par_run_ext rx = {c->resume ? &s->start : NULL, 1,
                             c->check_every > 0 ? c->check_every : -1, after_step,
-                            c->resume ? &start_os : NULL, &s->optim_now};
+                            c->resume ? &start_os : NULL};
     const par_run_hooks hooks = {s, on_step, on_epoch};
     s->t_start = par_now();
     par_status st = par_run_ex(&ro, &rx, &hooks, s->final, &r->steps, &r->stats);

@@ -7,10 +7,16 @@
 // exact, mpi/hybrid: the left fold over chunks runs as an ordered pipelined
 //   chain over parameter segments: rank 0 starts each segment's fold with
 //   its chunks, rank r continues the fold it receives from r-1 with its own
-//   chunks, and the last rank's result travels back round the ring
-//   (P-1 -> 0 -> 1 -> ... -> P-2). Each rank sends at most 2 x (N + 1)
-//   values per step, like a ring allreduce, and every rank gets the serial
-//   fold bit for bit whatever P is.
+//   chunks, so the last rank finishes every segment with the serial fold bit
+//   for bit whatever P is. The update is sharded: each rank owns a
+//   contiguous block of segments (about N / P parameters); the last rank
+//   sends each finished segment's gradient to its owner, the owner updates
+//   it (optimizer state included) and sends the new weights to every other
+//   rank, which recomputes their transposed panel columns. The update is
+//   elementwise, so every rank ends the step with the serial weights. A rank
+//   sends at most N + (P - 1) N / P values per step (under 2 N, like a ring
+//   allreduce). The gradient and optimizer state of the segments a rank does
+//   not own are current only on their owner: grad and get_optim gather them.
 // exact, root: ranks send each of their chunk gradients to rank 0, which
 //   folds them in chunk order, updates and broadcasts the weights (the
 //   classic design made exact, at the price of one message per chunk).
@@ -37,6 +43,9 @@ typedef struct mpi_state {
     MPI_Datatype real_t;
     segment *seg;
     int n_seg;
+    int *owner;                  // segment -> the rank that updates it (exact mpi/hybrid)
+    int *seg_req;                // segment -> index of its first phase-1 send request
+    int g_partial, os_partial;   // other ranks' segments of e.g / e.os not current here
     void *chunk_g;               // root exact: one chunk's gradient + its loss
     MPI_Request *reqs;
     int n_reqs, cap_reqs;
@@ -80,13 +89,30 @@ static par_status make_segments(mpi_state *s)
             }
         }
         if (pass == 0) {
+            // Per segment at most: 2 phase-1 sends, 2 to its owner, 2 x (P - 1) weights.
+            const int cap = (2 * s->size + 2) * n + s->size + 4;
             s->seg = malloc((size_t)n * sizeof *s->seg);
-            s->reqs = malloc((size_t)(4 * n + 4) * sizeof *s->reqs);
-            PAR_FAIL_IF(!s->seg || !s->reqs, PAR_ERR_ALLOC, "out of memory for %d segments", n);
-            s->cap_reqs = 4 * n + 4;
+            s->owner = malloc((size_t)n * sizeof *s->owner);
+            s->seg_req = malloc((size_t)n * sizeof *s->seg_req);
+            s->reqs = malloc((size_t)cap * sizeof *s->reqs);
+            PAR_FAIL_IF(!s->seg || !s->owner || !s->seg_req || !s->reqs, PAR_ERR_ALLOC,
+                        "out of memory for %d segments", n);
+            s->cap_reqs = cap;
         }
     }
     s->n_seg = n;
+    // Owners: contiguous blocks of segments, rank r from parameter r N / P on,
+    // so the last rank owns the segments it finishes last.
+    size_t N = 0, done = 0;
+    for (int k = 0; k < n; k++)
+        N += (s->seg[k].o1 - s->seg[k].o0) * (m->layers[s->seg[k].layer].row_len + 1);
+    for (int k = 0; k < n; k++) {
+        const par_layer *L = &m->layers[s->seg[k].layer];
+        const size_t mid = done + (s->seg[k].o1 - s->seg[k].o0) * (L->row_len + 1) / 2;
+        s->owner[k] = (int)(mid * (size_t)s->size / N);
+        if (s->owner[k] >= s->size) s->owner[k] = s->size - 1;
+        done += (s->seg[k].o1 - s->seg[k].o0) * (L->row_len + 1);
+    }
     return PAR_OK;
 }
 
@@ -99,18 +125,6 @@ static void isend(mpi_state *s, const void *buf, size_t count, int to, int tag)
 static void recv(mpi_state *s, void *buf, size_t count, int from, int tag)
 {
     MPI_Recv(buf, (int)count, s->real_t, from, tag, s->comm, MPI_STATUS_IGNORE);
-}
-
-// The W rows and bias entries of segment k inside the gradient buffer.
-static void seg_parts(const mpi_state *s, int k, void **w, size_t *nw, void **b, size_t *nb)
-{
-    const par_model *m = s->e.m;
-    const segment *g = &s->seg[k];
-    const par_layer *L = &m->layers[g->layer];
-    *w = at(s, s->e.g, m->views[L->w_view].offset + g->o0 * L->row_len);
-    *nw = (g->o1 - g->o0) * L->row_len;
-    *b = at(s, s->e.g, m->views[L->b_view].offset + g->o0);
-    *nb = g->o1 - g->o0;
 }
 
 // Batchnorm's batch sums (par_batch_ring): the same ordered chain as the
@@ -194,76 +208,122 @@ static par_status root_create(const par_run_cfg *cfg, void **state)
     return create(cfg, state, cfg->threads, 1);
 }
 
-// exact mpi/hybrid: the ordered chain fold, then the result round the ring.
-static double ring_fold(mpi_state *s, size_t B, size_t c0, size_t c1)
+// The W rows and bias entries of segment k in buffer base (parameter layout).
+static void seg_at(const mpi_state *s, const void *base, int k, void **w, size_t *nw, void **b,
+                   size_t *nb)
 {
-    const int r = s->rank, P = s->size, last = P - 1;
+    const par_model *m = s->e.m;
+    const segment *g = &s->seg[k];
+    const par_layer *L = &m->layers[g->layer];
+    *w = at(s, base, m->views[L->w_view].offset + g->o0 * L->row_len);
+    *nw = (g->o1 - g->o0) * L->row_len;
+    *b = at(s, base, m->views[L->b_view].offset + g->o0);
+    *nb = g->o1 - g->o0;
+}
+
+static void isend_seg(mpi_state *s, const void *base, int k, int to, int tag)
+{
+    void *w, *b;
+    size_t nw, nb;
+    seg_at(s, base, k, &w, &nw, &b, &nb);
+    isend(s, w, nw, to, tag);
+    isend(s, b, nb, to, tag + 1);
+}
+
+static void recv_seg(mpi_state *s, void *base, int k, int from, int tag)
+{
+    void *w, *b;
+    size_t nw, nb;
+    seg_at(s, base, k, &w, &nw, &b, &nb);
+    const double t0 = MPI_Wtime();
+    recv(s, w, nw, from, tag);
+    recv(s, b, nb, from, tag + 1);
+    s->comm_s += MPI_Wtime() - t0;
+}
+
+// Segment k updated here, its new weights sent to every other rank.
+static void update_own(mpi_state *s, const par_update *u, int k, int tag)
+{
+    const par_rows r = {s->seg[k].layer, s->seg[k].o0, s->seg[k].o1};
+    par_engine_update_rows(&s->e, u, &r, 1);
+    for (int q = 0; q < s->size; q++)
+        if (q != s->rank) isend_seg(s, s->e.w, k, q, tag);
+}
+
+// exact mpi/hybrid: the ordered chain fold and the sharded update (see the
+// top of the file). Returns the folded loss sum, the same on every rank.
+static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
+{
+    const int r = s->rank, P = s->size, last = P - 1, n = s->n_seg;
     const int has = c1 > c0;
-    const int prev = r - 1, next = r + 1 < P ? r + 1 : -1;
-    // Phase 2 chain: last -> 0 -> 1 -> ... -> P-2.
-    const int bprev = r == last ? -1 : (r == 0 ? last : r - 1);
-    int bnext;
-    if (P == 1 || r == P - 2) bnext = -1;   // the tail of the chain
-    else if (r == last) bnext = 0;
-    else bnext = r + 1;
-    char lossbuf[3][8];   // [0] phase 1 in, [1] phase 1 out, [2] phase 2
-    const int base = 2 * s->n_seg + 2;   // tags of phase 2
+    // Tags: [0, 2n] the chain (segments, then the loss), [T_OWN, T_OWN + 2n]
+    // the final gradients to their owners (and the loss to everyone),
+    // [T_NEW, T_NEW + 2n) the updated weights.
+    const int T_OWN = 2 * n + 2, T_NEW = 4 * n + 4;
+    par_update u;
+    par_engine_update_begin(&s->e, &u);
     s->n_reqs = 0;
-    for (int k = 0; k < s->n_seg; k++) {
-        void *w, *b;
-        size_t nw, nb;
-        seg_parts(s, k, &w, &nw, &b, &nb);
-        double t0 = MPI_Wtime();
-        if (r > 0) {
-            recv(s, w, nw, prev, 2 * k);
-            recv(s, b, nb, prev, 2 * k + 1);
-        }
-        s->comm_s += MPI_Wtime() - t0;
+    for (int k = 0; k < n; k++) {
+        if (r > 0) recv_seg(s, s->e.g, k, r - 1, 2 * k);
         if (has)
             par_engine_layer_grads(&s->e, s->seg[k].layer, B, c0, c1, s->seg[k].o0,
                                    s->seg[k].o1, r > 0);
-        if (next >= 0) {
-            isend(s, w, nw, next, 2 * k);
-            isend(s, b, nb, next, 2 * k + 1);
-        } else if (bnext >= 0) {
-            // The last rank holds the final values: start them round the ring now.
-            isend(s, w, nw, bnext, base + 2 * k);
-            isend(s, b, nb, bnext, base + 2 * k + 1);
-        }
+        s->seg_req[k] = s->n_reqs;
+        if (r < last) isend_seg(s, s->e.g, k, r + 1, 2 * k);
+        else if (s->owner[k] != last) isend_seg(s, s->e.g, k, s->owner[k], T_OWN + 2 * k);
+        else update_own(s, &u, k, T_NEW + 2 * k);   // final here: no gradient to send
     }
-    // The loss rides the same chain as one more value.
+    // The loss rides the chain as one more value; the last rank sends the sum to all.
+    char lossbuf[2][8];
     double acc = 0;
     double t0 = MPI_Wtime();
     if (r > 0) {
-        recv(s, lossbuf[0], 1, prev, 2 * s->n_seg);
+        recv(s, lossbuf[0], 1, r - 1, 2 * n);
         acc = par_get_real(s->e.dt, lossbuf[0], 0);
     }
     if (has) acc = par_engine_loss_fold(&s->e, B, c0, c1, acc, r > 0);
     par_put_real(s->e.dt, lossbuf[1], 0, acc);
-    if (next >= 0) isend(s, lossbuf[1], 1, next, 2 * s->n_seg);
+    if (r < last) isend(s, lossbuf[1], 1, r + 1, 2 * n);
+    else
+        for (int q = 0; q < last; q++) isend(s, lossbuf[1], 1, q, T_OWN + 2 * n);
+    s->comm_s += MPI_Wtime() - t0;
 
-    // Phase 2: the final gradient from the last rank to everyone (the last
-    // rank already sent its segments as they were finished).
-    for (int k = 0; k < s->n_seg && r != last; k++) {
-        void *w, *b;
-        size_t nw, nb;
-        seg_parts(s, k, &w, &nw, &b, &nb);
-        if (bprev >= 0) {
-            recv(s, w, nw, bprev, base + 2 * k);
-            recv(s, b, nb, bprev, base + 2 * k + 1);
-        }
-        if (bnext >= 0) {
-            isend(s, w, nw, bnext, base + 2 * k);
-            isend(s, b, nb, bnext, base + 2 * k + 1);
-        }
+    // Own segments: their final gradient from the last rank (after this rank's
+    // chain send of the same buffer completed), the update, the new weights out.
+    for (int k = 0; k < n && r != last; k++) {
+        if (s->owner[k] != r) continue;
+        t0 = MPI_Wtime();
+        MPI_Waitall(2, &s->reqs[s->seg_req[k]], MPI_STATUSES_IGNORE);
+        s->comm_s += MPI_Wtime() - t0;
+        recv_seg(s, s->e.g, k, last, T_OWN + 2 * k);
+        update_own(s, &u, k, T_NEW + 2 * k);
     }
-    if (bprev >= 0) {   // phase 2 has its own buffer: phase 1's send may be in flight
-        recv(s, lossbuf[2], 1, bprev, base + 2 * s->n_seg);
-        acc = par_get_real(s->e.dt, lossbuf[2], 0);
+    t0 = MPI_Wtime();
+    if (r != last) {
+        recv(s, lossbuf[0], 1, last, T_OWN + 2 * n);
+        acc = par_get_real(s->e.dt, lossbuf[0], 0);
     }
-    if (bnext >= 0) isend(s, lossbuf[r == last ? 1 : 2], 1, bnext, base + 2 * s->n_seg);
+    s->comm_s += MPI_Wtime() - t0;
+    // Everyone else's segments: their new weights, then the panel columns.
+    for (int k = 0; k < n; k++)
+        if (s->owner[k] != r) recv_seg(s, s->e.w, k, s->owner[k], T_NEW + 2 * k);
+    // Adjacent segments of a layer as one piece: the segments before and after
+    // this rank's block, cut at layer ends, one layer possibly twice.
+    par_rows rows[PAR_MAX_LAYERS + 1];
+    int n_rows = 0;
+    for (int k = 0; k < n; k++) {
+        if (s->owner[k] == r) continue;
+        const segment *g = &s->seg[k];
+        par_rows *p = n_rows > 0 ? &rows[n_rows - 1] : NULL;
+        if (p && p->layer == g->layer && p->o1 == g->o0) p->o1 = g->o1;
+        else rows[n_rows++] = (par_rows){g->layer, g->o0, g->o1};
+    }
+    par_engine_sync_rows(&s->e, rows, n_rows);
+    t0 = MPI_Wtime();
     MPI_Waitall(s->n_reqs, s->reqs, MPI_STATUSES_IGNORE);
     s->comm_s += MPI_Wtime() - t0;
+    s->g_partial = 1;
+    s->os_partial = s->e.os[0] != NULL;
     return acc;
 }
 
@@ -334,7 +394,7 @@ static par_status step(void *state, const par_batch *batch, double *loss)
         par_engine_weight_grads(e, B, c0, c1, 0);
         sum = par_engine_loss_fold(e, B, c0, c1, 0, 0);
     } else if (e->mode == PAR_MODE_EXACT && !s->is_root_design) {
-        sum = ring_fold(s, B, c0, c1);
+        sum = ring_step(s, B, c0, c1);
     } else if (e->mode == PAR_MODE_EXACT) {
         sum = root_fold(s, B, c0, c1, n_chunks);
     } else {
@@ -371,7 +431,7 @@ static par_status step(void *state, const par_batch *batch, double *loss)
         MPI_Bcast(&sum, 1, MPI_DOUBLE, 0, s->comm);
         s->comm_s += MPI_Wtime() - t1;
         if (s->rank == 0) s->bytes += (double)(N * par_dtype_size(e->dt));
-    } else {
+    } else if (e->mode != PAR_MODE_EXACT || s->size == 1) {
         par_engine_update(e);
     }
     *loss = par_engine_loss_mean(e, sum, B);
@@ -391,6 +451,46 @@ static par_status stats(void *state, par_trainer_stats *out)
     return PAR_OK;
 }
 
+// Every segment's current values of buf (e.g or a state array) from its
+// owner to every rank. Collective.
+static void gather_segs(mpi_state *s, void *buf)
+{
+    for (int k = 0; k < s->n_seg; k++) {
+        void *w, *b;
+        size_t nw, nb;
+        seg_at(s, buf, k, &w, &nw, &b, &nb);
+        MPI_Bcast(w, (int)nw, s->real_t, s->owner[k], s->comm);
+        MPI_Bcast(b, (int)nb, s->real_t, s->owner[k], s->comm);
+    }
+}
+
+// The batch gradient of the last step, complete on every rank (collective
+// after an exact step of the sharded update).
+static par_status grad_op(void *state, const void **g)
+{
+    mpi_state *s = state;
+    if (s->g_partial) gather_segs(s, s->e.g);
+    s->g_partial = 0;
+    *g = s->e.g;
+    return PAR_OK;
+}
+
+static par_status get_optim_op(void *state, par_optim_state *out)
+{
+    mpi_state *s = state;
+    for (int i = 0; i < 2 && s->os_partial; i++)
+        if (s->e.os[i]) gather_segs(s, s->e.os[i]);
+    s->os_partial = 0;
+    return par_engine_get_optim_op(state, out);
+}
+
+static par_status set_optim_op(void *state, const par_optim_state *in)
+{
+    mpi_state *s = state;
+    s->os_partial = 0;
+    return par_engine_set_optim_op(state, in);
+}
+
 static void destroy(void *state)
 {
     mpi_state *s = state;
@@ -400,6 +500,8 @@ static void destroy(void *state)
     if (!fin && s->comm != MPI_COMM_NULL && s->comm != 0) MPI_Comm_free(&s->comm);
     par_engine_free(&s->e);
     free(s->seg);
+    free(s->owner);
+    free(s->seg_req);
     free(s->reqs);
     free(s->chunk_g);
     free(s);
@@ -414,10 +516,10 @@ const par_trainer_ops par_trainer_mpi = {
     .params = par_engine_params_op,
     .destroy = destroy,
     .set_params = par_engine_set_params_op,
-    .grad = par_engine_grad_op,
+    .grad = grad_op,
     .stats = stats,
-    .get_optim = par_engine_get_optim_op,
-    .set_optim = par_engine_set_optim_op,
+    .get_optim = get_optim_op,
+    .set_optim = set_optim_op,
 };
 
 const par_trainer_ops par_trainer_hybrid = {
@@ -429,10 +531,10 @@ const par_trainer_ops par_trainer_hybrid = {
     .params = par_engine_params_op,
     .destroy = destroy,
     .set_params = par_engine_set_params_op,
-    .grad = par_engine_grad_op,
+    .grad = grad_op,
     .stats = stats,
-    .get_optim = par_engine_get_optim_op,
-    .set_optim = par_engine_set_optim_op,
+    .get_optim = get_optim_op,
+    .set_optim = set_optim_op,
 };
 
 const par_trainer_ops par_trainer_root = {
@@ -444,10 +546,10 @@ const par_trainer_ops par_trainer_root = {
     .params = par_engine_params_op,
     .destroy = destroy,
     .set_params = par_engine_set_params_op,
-    .grad = par_engine_grad_op,
+    .grad = grad_op,
     .stats = stats,
-    .get_optim = par_engine_get_optim_op,
-    .set_optim = par_engine_set_optim_op,
+    .get_optim = get_optim_op,
+    .set_optim = set_optim_op,
 };
 
 #endif
