@@ -45,6 +45,8 @@ typedef struct trajectory {
     size_t n_params;
     double *loss;        // steps
     void *w;             // steps x n_params of dtype: weights after each step
+    void *g;             // n_params of dtype: the gradient of the last step
+    double bytes_max;    // MPI trainers: the most bytes a rank sent per step
 } trajectory;
 
 // Runs `steps` steps of trainer ops from cfg (batch cfg->batch, shuffled
@@ -59,10 +61,12 @@ static inline par_status run_trajectory(trajectory *tr, const par_trainer_ops *o
     tr->n_params = N;
     tr->loss = calloc((size_t)steps, sizeof(double));
     tr->w = malloc((size_t)steps * N * sz);
+    tr->g = calloc(N, sz);
+    tr->bytes_max = 0;
     void *x = malloc(B * 784 * sz);
     int32_t *labels = malloc(B * sizeof *labels);
     void *state = NULL;
-    par_status st = tr->loss && tr->w && x && labels ? PAR_OK : PAR_ERR_ALLOC;
+    par_status st = tr->loss && tr->w && tr->g && x && labels ? PAR_OK : PAR_ERR_ALLOC;
     if (st == PAR_OK) st = ops->create(cfg, &state);
     if (st != PAR_OK) {
         free(x);
@@ -89,6 +93,12 @@ static inline par_status run_trajectory(trajectory *tr, const par_trainer_ops *o
         if (st == PAR_OK) st = ops->params(state, &w, &n);
         if (st == PAR_OK) memcpy((char *)tr->w + (size_t)k * N * sz, w, N * sz);
     }
+    const void *g = NULL;
+    if (st == PAR_OK && ops->grad) st = ops->grad(state, &g);   // collective for MPI trainers
+    if (st == PAR_OK && g) memcpy(tr->g, g, N * sz);
+    par_trainer_stats stats;
+    if (st == PAR_OK && ops->stats && ops->stats(state, &stats) == PAR_OK)
+        tr->bytes_max = stats.bytes_sent_max;
     ops->destroy(state);
     free(order);
     free(x);
@@ -100,6 +110,7 @@ static inline void trajectory_free(trajectory *tr)
 {
     free(tr->loss);
     free(tr->w);
+    free(tr->g);
 }
 
 // Bitwise comparison of two trajectories; reports the first differing step,

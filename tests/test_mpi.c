@@ -5,6 +5,7 @@
 // fast mode: within the derived per-step bound (par_fixtures.h), and not
 // within it when the learning rate is off by 1e-3.
 #include <stdlib.h>
+#include <string.h>
 
 #include "mpi_fixture.h"
 #include "par_fixtures.h"
@@ -50,6 +51,25 @@ int main(int argc, char **argv)
                      trajectory_equal(&t, &ref, &m, dt, "  (this rank)"), all;
             MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
             par_check(all, name);
+            // The last step's gradient, gathered from the ranks that own its
+            // segments (mpi, hybrid), equal to the reference's on every rank
+            // (root: on rank 0, where it folds the chunks).
+            const size_t sz = par_dtype_size(dt), N = m.n_params;
+            ok = st == PAR_OK && (memcmp(t.g, ref.g, N * sz) == 0 ||
+                                  (strcmp(ops->name, "root") == 0 && rank != 0));   // rank 0's
+            MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+            snprintf(name, sizeof name, "%s R=%d T=%d exact: last gradient == reference's, %s, "
+                     "B=%zu", ops->name, size, T, par_dtype_name(dt), cfg.batch);
+            par_check(all, name);
+            // Bytes: a ring allreduce sends 2 N (P - 1) / P values per rank; the
+            // chain and the sharded update at most N + N (P - 1) / P (+ the loss
+            // and segment rounding). root sends N per chunk: not bounded so.
+            if (strcmp(ops->name, "root") != 0 && size > 1) {
+                const double cap = 1.1 * 2.0 * (double)(N * sz);
+                snprintf(name, sizeof name, "%s R=%d exact: %.0f bytes per step per rank <= "
+                         "1.1 x 2 N x %zu = %.0f", ops->name, size, t.bytes_max, sz, cap);
+                par_check(t.bytes_max > (double)(N * sz) && t.bytes_max <= cap, name);
+            }
             trajectory_free(&t);
             trajectory_free(&ref);
 

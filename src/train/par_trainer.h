@@ -127,12 +127,15 @@ typedef struct par_trainer_ops {
     // step from given weights (fast-mode checks, bisect, resume).
     par_status (*set_params)(void *state, const void *w);
     // The gradient of the last step (n_params of dtype), owned by the state.
-    // MPI trainers: complete on every rank, except root fast (rank 0 only).
+    // MPI trainers: complete on every rank, except root fast (rank 0 only);
+    // collective for mpi and hybrid (exact mode gathers the segments other
+    // ranks updated): call it on every rank or on none.
     par_status (*grad)(void *state, const void **g);
     // Optional (NULL for single-process trainers). Collective over the ranks.
     par_status (*stats)(void *state, par_trainer_stats *out);
     // The optimizer state (par_optim_state: pointers into the trainer, valid
-    // until its next step). root: current on rank 0 only (it updates there).
+    // until its next step). root: current on rank 0 only (it updates there);
+    // mpi, hybrid: collective, like grad (each rank updates its own segments).
     par_status (*get_optim)(void *state, par_optim_state *out);
     // Replaces the optimizer state (copies in; resume). Every rank must be
     // given the same state; in->n must be the optimizer's.

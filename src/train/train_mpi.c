@@ -11,11 +11,11 @@
 //   for bit whatever P is. The update is sharded: each rank owns a
 //   contiguous block of segments (about N / P parameters); the last rank
 //   sends each finished segment's gradient to its owner, the owner updates
-//   it (optimizer state included) and sends the new weights to every other
-//   rank, which recomputes their transposed panel columns. The update is
-//   elementwise, so every rank ends the step with the serial weights. A rank
-//   sends at most N + (P - 1) N / P values per step (under 2 N, like a ring
-//   allreduce). The gradient and optimizer state of the segments a rank does
+//   it (optimizer state included) and its new weights go round the ring to
+//   every other rank, which recomputes their transposed panel columns. The
+//   update is elementwise, so every rank ends the step with the serial
+//   weights. A rank sends each segment at most once per phase: under 2 N
+//   values per step, like a ring allreduce. The gradient and optimizer state of the segments a rank does
 //   not own are current only on their owner: grad and get_optim gather them.
 // exact, root: ranks send each of their chunk gradients to rank 0, which
 //   folds them in chunk order, updates and broadcasts the weights (the
@@ -89,8 +89,8 @@ static par_status make_segments(mpi_state *s)
             }
         }
         if (pass == 0) {
-            // Per segment at most: 2 phase-1 sends, 2 to its owner, 2 x (P - 1) weights.
-            const int cap = (2 * s->size + 2) * n + s->size + 4;
+            // Per segment at most 2 chain sends, 2 to its owner and 2 of weights; the loss to all.
+            const int cap = 6 * n + s->size + 4;
             s->seg = malloc((size_t)n * sizeof *s->seg);
             s->owner = malloc((size_t)n * sizeof *s->owner);
             s->seg_req = malloc((size_t)n * sizeof *s->seg_req);
@@ -241,13 +241,12 @@ static void recv_seg(mpi_state *s, void *base, int k, int from, int tag)
     s->comm_s += MPI_Wtime() - t0;
 }
 
-// Segment k updated here, its new weights sent to every other rank.
+// Segment k updated here, its new weights sent on round the ring.
 static void update_own(mpi_state *s, const par_update *u, int k, int tag)
 {
     const par_rows r = {s->seg[k].layer, s->seg[k].o0, s->seg[k].o1};
     par_engine_update_rows(&s->e, u, &r, 1);
-    for (int q = 0; q < s->size; q++)
-        if (q != s->rank) isend_seg(s, s->e.w, k, q, tag);
+    isend_seg(s, s->e.w, k, (s->rank + 1) % s->size, tag);
 }
 
 // exact mpi/hybrid: the ordered chain fold and the sharded update (see the
@@ -304,9 +303,14 @@ static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
         acc = par_get_real(s->e.dt, lossbuf[0], 0);
     }
     s->comm_s += MPI_Wtime() - t0;
-    // Everyone else's segments: their new weights, then the panel columns.
-    for (int k = 0; k < n; k++)
-        if (s->owner[k] != r) recv_seg(s, s->e.w, k, s->owner[k], T_NEW + 2 * k);
+    // Everyone else's segments: their new weights round the ring (r - 1 -> r
+    // -> r + 1, up to the rank before the owner), then the panel columns.
+    const int from = (r + P - 1) % P, to = (r + 1) % P;
+    for (int k = 0; k < n; k++) {
+        if (s->owner[k] == r) continue;
+        recv_seg(s, s->e.w, k, from, T_NEW + 2 * k);
+        if (s->owner[k] != to) isend_seg(s, s->e.w, k, to, T_NEW + 2 * k);
+    }
     // Adjacent segments of a layer as one piece: the segments before and after
     // this rank's block, cut at layer ends, one layer possibly twice.
     par_rows rows[PAR_MAX_LAYERS + 1];
