@@ -680,6 +680,21 @@ static void test_log(void)
     par_check(parsed && k == n + 1, "log: every line is one JSON object");
     par_check(fields, "log: fields round-trip bitwise, non-finite -> null");
 
+    // With a weights digest: the line carries it as "weights_xxh128" and the
+    // loss's XXH3-128 as "loss_xxh128" (golden: `xxh128sum` of the 8 bytes
+    // python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<d', 0.25))"
+    // writes), and no SHA-256 field.
+    const char *w = "0123456789abcdef0123456789abcdef";
+    ok = par_log_open(&lg, tpath("digest.jsonl")) == PAR_OK &&
+         par_log_step(lg, 0, 1, 0.25, w) == PAR_OK && par_log_close(lg) == PAR_OK;
+    f = ok ? fopen(tpath("digest.jsonl"), "r") : NULL;
+    ok = f && fgets(line, sizeof line, f);
+    if (f) fclose(f);
+    par_check(ok && !strcmp(line, "{\"type\":\"step\",\"epoch\":0,\"step\":1,\"loss\":0.25,"
+                                  "\"weights_xxh128\":\"0123456789abcdef0123456789abcdef\","
+                                  "\"loss_xxh128\":\"2558257cbc896adb3cc8d20217661d61\"}\n"),
+              "log: step line with weights_xxh128 and the loss's XXH3-128 (xxh128sum's value)");
+
     ok = par_log_open(&lg, tpath("dropped.jsonl")) == PAR_OK &&
          par_log_step(lg, 0, 0, 1.0, NULL) == PAR_OK;
     if (ok) par_log_discard(lg);
