@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what parity needs on a fresh Debian machine (as root): build tools,
-# zlib, MPFR, Open MPI, jansson, libzip, libsodium, gcovr, numpy (for the
-# .npz interop test), gnuplot-nox (loss plots of `parity verify`), minisign
-# (signature interop test), then the datasets (data/fetch.sh). Idempotent:
-# installs only what is missing, and works offline once everything is there.
+# zlib, MPFR, Open MPI, jansson, libzip, libsodium, libxxhash (the step log's
+# XXH3-128 digests) and xxhash (xxh128sum: tests check those digests with
+# it), gcovr, numpy (for the .npz interop test), gnuplot-nox (loss plots of
+# `parity verify`), minisign (signature interop test), then the datasets
+# (data/fetch.sh). Idempotent: installs only what is missing, and works
+# offline once everything is there.
 # Usage: ci/setup.sh [--ci]   (--ci, as ci/test.sh asks: also python3-torch
 # for the PyTorch cross-checks of ctest's torch label, and clang with LLVM's
 # libomp for the clang build)
@@ -11,8 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config zlib1g-dev libmpfr-dev libgmp-dev libopenmpi-dev
-      openmpi-bin libjansson-dev libzip-dev libsodium-dev gcovr python3-numpy
-      gnuplot-nox minisign)
+      openmpi-bin libjansson-dev libzip-dev libsodium-dev libxxhash-dev xxhash gcovr
+      python3-numpy gnuplot-nox minisign)
 if [ "${1:-}" = --ci ]; then pkgs+=(python3-torch clang libomp-14-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -310,28 +310,42 @@ static void write_log(const char *path, int n, int bad, int digest)
     par_log *lg;
     PAR_REQUIRE(par_log_open(&lg, path));
     for (int k = 1; k <= n; k++) {
-        char sha[65];
+        char xxh[33];
         const int w = k + (k >= bad && bad > 0 ? 1000 : 0);
-        par_sha256_hex(sha, &w, sizeof w);
-        PAR_REQUIRE(par_log_step(lg, 0, k, 1.0 / k, digest ? sha : NULL));
+        par_xxh128_hex(xxh, &w, sizeof w);
+        PAR_REQUIRE(par_log_step(lg, 0, k, 1.0 / k, digest ? xxh : NULL));
     }
     PAR_REQUIRE(par_log_close(lg));
 }
 
 static void test_logs(void)
 {
-    char a[64], b[64], c[64], d[64], e[64];
+    char a[64], b[64], c[64], d[64], e[64], o[64], x[64];
     snprintf(a, sizeof a, "/tmp/test_bisect_%d_a.jsonl", (int)getpid());
     snprintf(b, sizeof b, "/tmp/test_bisect_%d_b.jsonl", (int)getpid());
     snprintf(c, sizeof c, "/tmp/test_bisect_%d_c.jsonl", (int)getpid());
     snprintf(d, sizeof d, "/tmp/test_bisect_%d_d.jsonl", (int)getpid());
     snprintf(e, sizeof e, "/tmp/test_bisect_%d_e.jsonl", (int)getpid());
+    snprintf(o, sizeof o, "/tmp/test_bisect_%d_o.jsonl", (int)getpid());
+    snprintf(x, sizeof x, "/tmp/test_bisect_%d_x.jsonl", (int)getpid());
     write_log(a, 6, 0, 1);
     write_log(b, 6, 4, 1);
     write_log(c, 4, 0, 1);
     write_log(d, 6, 0, 0);
     FILE *f = fopen(e, "w");
     fputs("{\"type\":\"step\",\"step\":1}\n", f);
+    fclose(f);
+    // A log of parity before XXH3-128 step digests (SHA-256, 64 hex), and a
+    // digest of the wrong length under the new name.
+    f = fopen(o, "w");
+    fputs("{\"type\":\"step\",\"epoch\":0,\"step\":1,\"loss\":1.0,\"weights_sha256\":\""
+          "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\",\"loss_sha256\":\""
+          "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\"}\n", f);
+    fclose(f);
+    f = fopen(x, "w");
+    fputs("{\"type\":\"step\",\"epoch\":0,\"step\":1,\"loss\":1.0,\"weights_xxh128\":\""
+          "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\",\"loss_xxh128\":\""
+          "99aa06d3014798d86001c324468d497f\"}\n", f);
     fclose(f);
     bis_log_result r;
     par_check(bis_logs(&r, a, a) == PAR_OK && !r.diverged && r.digests && r.steps_a == 6,
@@ -345,9 +359,17 @@ static void test_logs(void)
     par_check(bis_logs(&r, b, d) == PAR_OK && !r.diverged && !r.digests,
               "logs: without digests the losses are compared");
     par_check(bis_logs(&r, a, e) == PAR_ERR_FORMAT, "logs: a bad line is a format error");
+    par_check(bis_logs(&r, a, o) == PAR_ERR_FORMAT && strstr(par_last_error(), o) &&
+                  strstr(par_last_error(), "weights_sha256") &&
+                  strstr(par_last_error(), "expected \"weights_xxh128\""),
+              "logs: an older log (SHA-256 step digests) is refused, naming file and field");
+    par_check(bis_logs(&r, o, o) == PAR_ERR_FORMAT,
+              "logs: two older logs are refused too (no SHA-256 comparison path left)");
+    par_check(bis_logs(&r, a, x) == PAR_ERR_FORMAT && strstr(par_last_error(), "32 lowercase hex"),
+              "logs: a weights_xxh128 that is not 32 hex characters is a format error");
     par_check(bis_logs(&r, a, "/nonexistent/x.jsonl") == PAR_ERR_IO,
               "logs: a missing file is an I/O error");
-    remove(a), remove(b), remove(c), remove(d), remove(e);
+    remove(a), remove(b), remove(c), remove(d), remove(e), remove(o), remove(x);
 }
 
 int main(void)

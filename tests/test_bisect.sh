@@ -142,15 +142,42 @@ assert all(r['n_diff'] == 0 for r in rows if not r['name'].endswith('.new')), ro
         "$P" train --steps 6 --trainer omp --threads 2 --fault half:4:1 --log "$T/c.jsonl" </dev/null &&
         "$P" train --steps 6 --trainer omp --threads 2 --fault half:4:1 --no-digest --log "$T/d.jsonl" </dev/null
     check "four step logs written" test $? = 0
+    # Step lines carry XXH3-128 digests (32 hex) of weights and loss, no SHA-256.
+    /usr/bin/python3 - "$T/a.jsonl" "$T/d.jsonl" <<'PY'
+import json, re, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l]
+steps = [s for s in steps if s["type"] == "step"]
+assert len(steps) == 6, steps
+for s in steps:
+    assert re.fullmatch("[0-9a-f]{32}", s["weights_xxh128"]), s
+    assert re.fullmatch("[0-9a-f]{32}", s["loss_xxh128"]), s
+    assert not any(k.endswith("sha256") for k in s), s
+assert len({s["weights_xxh128"] for s in steps}) == 6, "weights change every step"
+nd = [json.loads(l) for l in open(sys.argv[2])]
+assert all("weights_xxh128" not in s for s in nd), "--no-digest: no digest"
+PY
+    check "step lines carry weights_xxh128 and loss_xxh128 (32 hex), no *_sha256" test $? = 0
     bisect logs_same 0 --logs "$T/a.jsonl" "$T/b.jsonl"
     check "logs_same: by digests" test "$(field logs_same digests)" = True
     bisect logs_half 1 --logs "$T/a.jsonl" "$T/c.jsonl"
     check "logs_half: step 4, loss and weights" test "$(field logs_half step) $(field logs_half what)" = "4 loss and weights"
+    check "logs_half: the two XXH3-128 weight digests of step 4, 32 hex each, differ" /usr/bin/python3 -c "
+import re, sys
+a, b = sys.argv[1:]
+sys.exit(not (re.fullmatch('[0-9a-f]{32}', a) and re.fullmatch('[0-9a-f]{32}', b) and a != b))" \
+        "$(field logs_half weights_xxh128_a)" "$(field logs_half weights_xxh128_b)"
     bisect logs_nodigest 1 --logs "$T/a.jsonl" "$T/d.jsonl"
     check "logs without digests: step 4 by the loss" test \
         "$(field logs_nodigest step) $(field logs_nodigest what) $(field logs_nodigest digests)" = "4 loss False"
     timeout 60 "$P" bisect --logs "$T/a.jsonl" "$T/c.jsonl" >"$T/human" 2>&1
     check "logs human report names step 4" grep -q "first difference at step 4" "$T/human"
+    check "logs human report: compared by XXH3-128" grep -q "compared by the XXH3-128 of loss and weights" "$T/human"
+    # A log of parity before XXH3-128 step digests (SHA-256): refused with one
+    # line naming the file and what was expected, never compared.
+    sed 's/"weights_xxh128":"[0-9a-f]*"/"weights_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"/' \
+        "$T/a.jsonl" >"$T/old.jsonl"
+    expect 3 "^parity bisect: $T/old.jsonl:1: \"weights_sha256\": a log of parity before XXH3-128 step digests; expected \"weights_xxh128\"" \
+        bisect --logs "$T/a.jsonl" "$T/old.jsonl"
 fi
 
 if [ "$MODE" = mpi ]; then

@@ -565,6 +565,51 @@ static void test_sha256(void)
               "sha256: missing file -> i/o error naming it");
 }
 
+// ---- xxh128 ----
+
+// Golden values computed independently with the xxh128sum CLI (Debian's
+// xxhash 0.8.1), not by parity: each input written to a file with printf or
+// python3 and hashed, e.g.
+//   printf '' >e.bin; printf 'abc' >abc.bin
+//   python3 -c "import sys; sys.stdout.buffer.write(bytes(range(37)))" >r37.bin
+//   python3 -c "import sys; sys.stdout.buffer.write(bytes(range(256))*4)" >r1024.bin
+//   python3 -c "import sys; sys.stdout.buffer.write(bytes((i*7)%251 for i in range(N)))" >mN.bin
+//   python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<3f', 1.0, -2.5, 0.1))" >f3.bin
+//   xxh128sum e.bin abc.bin r37.bin r1024.bin m200.bin m1000.bin f3.bin
+// The lengths cover each of XXH3's length classes (0, 1-3, 9-16, 17-128,
+// 129-240, > 240), lengths that are not multiples of 16 among them.
+static void test_xxh128(void)
+{
+    char h[33];
+    unsigned char b[1024];
+    par_xxh128_hex(h, NULL, 0);
+    par_check(!strcmp(h, "99aa06d3014798d86001c324468d497f"), "xxh128: empty input (NULL, 0)");
+    par_xxh128_hex(h, "", 0);
+    par_check(!strcmp(h, "99aa06d3014798d86001c324468d497f"), "xxh128: empty string");
+    par_xxh128_hex(h, "abc", 3);
+    par_check(!strcmp(h, "06b05ab6733a618578af5f94892f3950"), "xxh128: abc (3 bytes)");
+    for (int i = 0; i < 37; i++) b[i] = (unsigned char)i;
+    par_xxh128_hex(h, b, 37);
+    par_check(!strcmp(h, "cc6e83c764fa520307489954a096ebe6"), "xxh128: bytes 0..36 (37 bytes)");
+    for (int i = 0; i < 1024; i++) b[i] = (unsigned char)(i % 256);
+    par_xxh128_hex(h, b, 1024);
+    par_check(!strcmp(h, "83885e853bb6640ca870f92984398d22"), "xxh128: 0..255 four times (1024)");
+    for (int i = 0; i < 1000; i++) b[i] = (unsigned char)(i * 7 % 251);
+    par_xxh128_hex(h, b, 200);
+    par_check(!strcmp(h, "5451071ed36ad47079ad90815b45bbd9"), "xxh128: i*7 mod 251 (200 bytes)");
+    par_xxh128_hex(h, b, 1000);
+    par_check(!strcmp(h, "5ed35fc6b4f0ef20d1eb8367bf3294e7"), "xxh128: i*7 mod 251 (1000 bytes)");
+    // A weight buffer as it lies in memory: three little-endian f32 (12 bytes).
+    const float w[3] = {1.0f, -2.5f, 0.1f};
+    par_xxh128_hex(h, w, sizeof w);
+    par_check(!strcmp(h, "ac0b8302e4cbe4860b7a70f9f88ce992"),
+              "xxh128: f32 {1, -2.5, 0.1} as in memory (12 bytes)");
+    b[999] ^= 1;
+    par_xxh128_hex(h, b, 1000);
+    par_check(strcmp(h, "5ed35fc6b4f0ef20d1eb8367bf3294e7") != 0 && strlen(h) == 32,
+              "xxh128: one flipped bit changes the digest");
+}
+
 // ---- log ----
 
 static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
@@ -635,6 +680,21 @@ static void test_log(void)
     par_check(parsed && k == n + 1, "log: every line is one JSON object");
     par_check(fields, "log: fields round-trip bitwise, non-finite -> null");
 
+    // With a weights digest: the line carries it as "weights_xxh128" and the
+    // loss's XXH3-128 as "loss_xxh128" (golden: `xxh128sum` of the 8 bytes
+    // python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<d', 0.25))"
+    // writes), and no SHA-256 field.
+    const char *w = "0123456789abcdef0123456789abcdef";
+    ok = par_log_open(&lg, tpath("digest.jsonl")) == PAR_OK &&
+         par_log_step(lg, 0, 1, 0.25, w) == PAR_OK && par_log_close(lg) == PAR_OK;
+    f = ok ? fopen(tpath("digest.jsonl"), "r") : NULL;
+    ok = f && fgets(line, sizeof line, f);
+    if (f) fclose(f);
+    par_check(ok && !strcmp(line, "{\"type\":\"step\",\"epoch\":0,\"step\":1,\"loss\":0.25,"
+                                  "\"weights_xxh128\":\"0123456789abcdef0123456789abcdef\","
+                                  "\"loss_xxh128\":\"2558257cbc896adb3cc8d20217661d61\"}\n"),
+              "log: step line with weights_xxh128 and the loss's XXH3-128 (xxh128sum's value)");
+
     ok = par_log_open(&lg, tpath("dropped.jsonl")) == PAR_OK &&
          par_log_step(lg, 0, 0, 1.0, NULL) == PAR_OK;
     if (ok) par_log_discard(lg);
@@ -662,6 +722,7 @@ int main(void)
     test_atomic_writes();
     test_numpy();
     test_sha256();
+    test_xxh128();
     test_log();
     int rc = par_test_exit();
     if (rc == 0) {

@@ -72,7 +72,7 @@ fi
 # for the best (1-based), so best-val keeps epoch 1, not 3 and not the last.
 "$P" train "${COMMON[@]}" --batch full --epochs 8 --lr 2 --select best-val --log "$T/l.jsonl" \
     --save "$T/best.npz" >"$T/best.json"
-$PY - "$T/l.jsonl" "$T/best.json" >"$T/sel.txt" <<'PY'
+$PY - "$T/l.jsonl" "$T/best.json" "$T/best_step.xxh" >"$T/sel.txt" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 s = json.load(open(sys.argv[2]))
@@ -80,28 +80,33 @@ ep = [l for l in lines if l["type"] == "epoch"]
 acc = [e["val_accuracy"] for e in ep]
 first = acc.index(max(acc))                       # 0-based, ties: the earliest
 tie_later = any(a == max(acc) for a in acc[first + 1:])
-# the weights after the last step of that epoch, from the step log
-sha = [l["weights_sha256"] for l in lines if l["type"] == "step" and l["step"] == ep[first]["step"]][0]
+# the step log's digest (XXH3-128) of the weights after the last step of that epoch
+xxh = [l["weights_xxh128"] for l in lines if l["type"] == "step" and l["step"] == ep[first]["step"]][0]
+open(sys.argv[3], "w").write(xxh)
 print(s["select"], s["best_epoch"] == first + 1, first + 1 < len(ep), tie_later,
-      s["val_accuracy"] == acc[first], s["test_accuracy"] == ep[first]["test_accuracy"],
-      s["weights_sha256"] == sha)
+      s["val_accuracy"] == acc[first], s["test_accuracy"] == ep[first]["test_accuracy"])
 PY
 check "--select best-val: the first epoch of the best validation accuracy, a tie after it, not the last" \
-    test "$(cat "$T/sel.txt")" = "best-val True True True True True True"
-# The .npz members in order are the parameter buffer: its SHA-256 is weights_sha256.
-npz_sha=$($PY - "$T/best.npz" <<'PY'
+    test "$(cat "$T/sel.txt")" = "best-val True True True True True"
+# The .npz members in order are the parameter buffer: its SHA-256 is the
+# summary's weights_sha256 (the artefact's identity), and its XXH3-128, by
+# xxh128sum (independent of parity), the step log's weights_xxh128.
+npz_sha=$($PY - "$T/best.npz" "$T/best.bin" <<'PY'
 import hashlib, struct, sys, zipfile
 h = hashlib.sha256()
-with zipfile.ZipFile(sys.argv[1]) as z:
+with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as raw:
     for n in z.namelist():
         b = z.read(n)
         hl = struct.unpack("<H", b[8:10])[0]      # .npy format 1.0 header length
         h.update(b[10 + hl:])
+        raw.write(b[10 + hl:])
 print(h.hexdigest())
 PY
 )
-check "--select best-val: --save wrote those weights" \
+check "--select best-val: --save wrote those weights (SHA-256 = weights_sha256)" \
     test "$npz_sha" = "$(field "$T/best.json" weights_sha256)"
+check "--select best-val: the step log's weights_xxh128 of that epoch = xxh128sum of the saved weights" \
+    test -s "$T/best_step.xxh" -a "$(xxh128sum "$T/best.bin" | cut -d' ' -f1)" = "$(cat "$T/best_step.xxh")"
 # Checkpointed after step 2 (its best so far: epoch 1) and resumed: the same choice.
 rm -rf "$T/ckb"
 "$P" train "${COMMON[@]}" --batch full --epochs 8 --lr 2 --select best-val --steps 2 \

@@ -5,7 +5,8 @@
 # of --json and the whole JSONL log, byte for byte. Also: SIGINT/SIGTERM
 # stop cleanly (exit 130/143, checkpoint, hint), a resumed run under another
 # trainer, a damaged newest checkpoint skipped, a checkpoint of another
-# config refused (exit 2), --keep, a fresh run refusing a used folder.
+# config refused (exit 2), --keep, a fresh run refusing a used folder, a log
+# of an older parity (SHA-256 step digests) refused with one line.
 # Usage: test_resume.sh PATH/TO/parity [serial|omp|cnn|mpi|signals|misc ...]
 # (default: all). Needs fashion-mnist (data/fetch.sh). ~40 s in all.
 set -u
@@ -21,8 +22,7 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 sha() { sed -n 's/.*"weights_sha256": *"\([0-9a-f]*\)".*/\1/p' "$1"; }
 # The run of every test: 2 epochs would be 1688 steps; 1000 steps cross the
 # end of epoch 0 (step 844, with its evaluation line) and stop mid-epoch 1.
-# A narrow model (50,890 parameters, 4 ring segments) keeps the per-step
-# weight digests of the logs cheap.
+# A narrow model (50,890 parameters, 4 ring segments) keeps the run short.
 RUN=(train --steps 1000 --epochs 2 --seed 7 --quiet --model mlp:784-64-10)
 
 # Live processes (not zombies) of session $1.
@@ -216,6 +216,26 @@ for part in $parts; do
         check "--resume DIR --steps 1000 --trainer serial: goes on to step 1000, exact ($(head -n 1 "$d/err"))" \
             test "$(sha "$d/fa.json")" = "$(sha "$d/rb.json")" -a "$(grep -c '"resumed_from_step": 600' "$d/rb.json")" = 1
         check "--resume DIR --steps 1000: log exact" cmp -s "$d/fa.jsonl" "$d/rb.jsonl"
+        # A log of parity before XXH3-128 step digests ("weights_sha256" step
+        # lines, made here by renaming the field, of the same length, and
+        # recording the log's new SHA-256 in the checkpoints) cannot be
+        # continued: one line naming the log and the field expected.
+        "$P" "${RA[@]}" --steps 200 --log "$d/ro.jsonl" --checkpoint-dir "$d/cko" \
+            --checkpoint-every 100 >/dev/null 2>&1 </dev/null
+        sed -i 's/"weights_xxh128"/"weights_sha256"/' "$d/ro.jsonl"
+        python3 - "$d/cko" "$d/ro.jsonl" <<'PY'
+import glob, hashlib, json, sys
+for f in glob.glob(sys.argv[1] + "/ckpt-*.json"):
+    j = json.load(open(f))
+    j["log"]["sha256"] = hashlib.sha256(open(sys.argv[2], "rb").read()[:j["log"]["bytes"]]).hexdigest()
+    json.dump(j, open(f, "w"), indent=2)
+PY
+        "$P" train --resume "$d/cko" --steps 300 >/dev/null 2>"$d/err" </dev/null
+        rc=$?
+        check "--resume with a log of SHA-256 step digests: exit 3, the log and the field named ($rc: $(head -n 1 "$d/err"))" \
+            test $rc = 3 -a "$(grep -c "^parity train: .*ro.jsonl: its step lines carry \"weights_sha256\" .*expected \"weights_xxh128\"" "$d/err")" = 1
+        check "--resume with a log of SHA-256 step digests: the log is left as it was" \
+            test "$(grep -c '"weights_sha256"' "$d/ro.jsonl")" = 200
         # Two writers: the second is refused while the first holds the lock.
         "$P" train --epochs 4 --steps 3000 --quiet --checkpoint-dir "$d/ck2" >/dev/null 2>&1 </dev/null &
         pid=$!

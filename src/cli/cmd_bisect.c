@@ -149,17 +149,17 @@ static int bisect_logs(int argc, char **argv)
         json_object_set_new(j, "b", jnum(r.loss_b));
         json_object_set_new(j, "ulps", jnum(ulps));
         json_object_set_new(j, "closer", json_null());
-        json_object_set_new(j, "weights_sha256_a", r.weights_a[0] ? json_string(r.weights_a)
+        json_object_set_new(j, "weights_xxh128_a", r.weights_a[0] ? json_string(r.weights_a)
                                                                   : json_null());
-        json_object_set_new(j, "weights_sha256_b", r.weights_b[0] ? json_string(r.weights_b)
+        json_object_set_new(j, "weights_xxh128_b", r.weights_b[0] ? json_string(r.weights_b)
                                                                   : json_null());
         print_json(j);
         return r.diverged ? EXIT_VERIFY : EXIT_OK;
     }
     printf("logs: a = %s (%ld steps), b = %s (%ld steps), compared by %s\n", pos[0], r.steps_a,
            pos[1], r.steps_b,
-           r.digests ? "the SHA-256 of loss and weights per step" : "the loss per step (bitwise; "
-                                                                    "a log has no digests)");
+           r.digests ? "the XXH3-128 of loss and weights per step" : "the loss per step (bitwise; "
+                                                                     "a log has no digests)");
     if (!r.diverged) {
         printf("no divergence: every step agrees\n");
         return EXIT_OK;
@@ -174,7 +174,7 @@ static int bisect_logs(int argc, char **argv)
     if (isfinite(ulps)) printf(" (%.0f ulps)", ulps);
     printf("\n");
     if (r.digests)
-        printf("  weights_sha256 a = %s\n                 b = %s\n", r.weights_a, r.weights_b);
+        printf("  weights_xxh128 a = %s\n                 b = %s\n", r.weights_a, r.weights_b);
     printf("hint: replay it in lockstep with `parity bisect A B --steps %ld` to name the tensor\n",
            r.step);
     return EXIT_VERIFY;

@@ -56,7 +56,7 @@ int cli_train_parse(train_opts *o, int argc, char **argv)
         {"--keep", CLI_INT, &o->keep, "K         keep the newest K checkpoints (3)"},
         {"--resume", CLI_STR, &o->resume, "DIR       continue the run of DIR's newest valid checkpoint; flags not given come from it (--steps, --epochs, --trainer, --threads, --ranks, --mode, --log may differ; the others must agree)"},
         {"--check-every", CLI_INT, &o->check_every, "N         NaN/Inf check of all weights every N steps and at the end (100; 0: loss only)"},
-        {"--no-digest", CLI_FLAG, &o->no_digest, "          no per-step SHA-256 of the weights in --log (saves ~2 ms/step)"},
+        {"--no-digest", CLI_FLAG, &o->no_digest, "          no per-step XXH3-128 digests of weights and loss in --log"},
         {"--json", CLI_FLAG, &o->json, "          print a JSON summary on stdout"},
         {"--quiet", CLI_FLAG, &o->quiet, "          no progress: none on a terminal, and off one no lines every 5 s nor the final summary"},
         {"--help", CLI_FLAG, &o->help, "          this text"},

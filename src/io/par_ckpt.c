@@ -863,6 +863,15 @@ static char *read_prefix(const char *path, uint64_t n, const char *sha)
     return buf;
 }
 
+// A log of parity before XXH3-128 step digests: its step lines, written
+// again, would change, so it cannot be continued.
+static par_status old_digests(const char *src)
+{
+    return par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__, "%s: its step lines carry "
+                         "\"weights_sha256\" (a log of parity before XXH3-128 step digests); "
+                         "expected \"weights_xxh128\": cannot continue it", src);
+}
+
 static double num_or_nan(json_t *v) { return json_is_number(v) ? json_number_value(v) : NAN; }
 
 // One line of the log again through par_log.
@@ -877,8 +886,10 @@ static par_status replay_line(par_log *log, const char *line, size_t len, const 
     if (!type || !json_is_integer(ep) || !json_is_integer(st)) {
         s = par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__, "%s: a log line has no type, "
                           "epoch or step", src);
+    } else if (strcmp(type, "step") == 0 && json_object_get(j, "weights_sha256")) {
+        s = old_digests(src);   // par_ckpt_log_find refused it already, for prefixes it read
     } else if (strcmp(type, "step") == 0) {
-        const char *w = json_string_value(json_object_get(j, "weights_sha256"));
+        const char *w = json_string_value(json_object_get(j, "weights_xxh128"));
         s = par_log_step(log, (int)json_integer_value(ep), (long)json_integer_value(st),
                          num_or_nan(json_object_get(j, "loss")), w);
     } else if (strcmp(type, "epoch") == 0) {
@@ -904,6 +915,14 @@ par_status par_ckpt_log_find(char **prefix, char *used, size_t cap, const par_ck
         if (!cands[i] || !*cands[i]) continue;
         *prefix = read_prefix(cands[i], from->bytes, from->sha256);
         if (*prefix) snprintf(used, cap, "%s", cands[i]);
+    }
+    // Refused here, before the log is opened (and truncated) to be written
+    // again. par_log writes compact JSON whose only strings are type names
+    // and hex digests, so this key text is a step line's SHA-256 digest.
+    if (*prefix && strstr(*prefix, "\"weights_sha256\":")) {
+        free(*prefix);
+        *prefix = NULL;
+        return old_digests(used);
     }
     PAR_FAIL_IF(!*prefix, PAR_ERR_IO,
                 "cannot continue log %s: none of %s, %s%s%s holds its first %" PRIu64

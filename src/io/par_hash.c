@@ -1,12 +1,21 @@
-// SHA-256 of memory and of files via libsodium, for dataset manifests and
-// the provenance in results.json. No hashing code of our own.
-// Tested by tests/test_io.c (known answers for "" and "abc").
+// SHA-256 of memory and of files via libsodium, for dataset manifests,
+// checkpoints, final weights and the provenance in results.json; XXH3-128
+// via libxxhash for the per-step digests of the step log only (fast, not an
+// artefact identity). No hashing code of our own.
+// Tested by tests/test_io.c (known answers: SHA-256 of "" and "abc",
+// XXH3-128 as computed by xxh128sum).
 #include "par_io.h"
 
 #include <errno.h>
 #include <sodium.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <xxhash.h>
+
+// XXH3's output is stable from 0.8.0 on; earlier versions give other digests.
+#if XXH_VERSION_NUMBER < 800
+#error "libxxhash >= 0.8.0 needed (XXH3-128 is not stable before it)"
+#endif
 
 // SHA-256 needs no state from sodium_init; call it anyway, as libsodium
 // asks. It is safe to call repeatedly and from several threads.
@@ -31,6 +40,14 @@ void par_sha256_parts(char out[65], const void *const *parts, const size_t *size
     unsigned char h[crypto_hash_sha256_BYTES];
     crypto_hash_sha256_final(&st, h);
     sodium_bin2hex(out, 65, h, sizeof h);
+}
+
+void par_xxh128_hex(char out[33], const void *data, size_t n)
+{
+    // The canonical form: big-endian, high 64 bits first, as xxh128sum prints it.
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(data, n));
+    sodium_bin2hex(out, 33, c.digest, sizeof c.digest);
 }
 
 par_status par_sha256_file(char out[65], const char *path)

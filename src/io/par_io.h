@@ -65,16 +65,25 @@ void par_sha256_hex(char out[65], const void *data, size_t n);
 void par_sha256_parts(char out[65], const void *const *parts, const size_t *sizes, int n);
 // SHA-256 of a file's bytes.
 par_status par_sha256_file(char out[65], const char *path);
+// XXH3-128 (seed 0) of n bytes as 32 lowercase hex chars + NUL (libxxhash),
+// in the canonical byte order `xxh128sum` prints. Fast (about 10 us for the
+// default MLP's 0.94 MB) but not cryptographic: for the per-step digests of
+// the step log only; artefacts (weights, checkpoints, .npz, results) keep
+// SHA-256. data may be NULL when n is 0.
+void par_xxh128_hex(char out[33], const void *data, size_t n);
 
 // JSONL step log: one JSON object per line, written to the path as it goes
 // (each line flushed; the file is truncated on open).
 typedef struct par_log par_log;
 par_status par_log_open(par_log **log, const char *path);
-// {"type":"step","epoch":e,"step":s,"loss":l} and, if weights_sha256 is not
-// NULL, "weights_sha256" (of the weights after the step) and "loss_sha256"
-// (of the loss's 8 f64 bytes): the per-step digest `parity bisect --logs` reads.
+// {"type":"step","epoch":e,"step":s,"loss":l} and, if weights_xxh128 is not
+// NULL, "weights_xxh128" (par_xxh128_hex of the weight buffer after the step)
+// and "loss_xxh128" (of the loss's 8 f64 bytes): the per-step digests
+// `parity bisect --logs` and the harness compare. XXH3-128, not SHA-256: one
+// digest of all weights every step must cost little beside the step
+// (docs/train.md); logs of parity before it carried "weights_sha256".
 par_status par_log_step(par_log *log, int epoch, long step, double loss,
-                        const char *weights_sha256);
+                        const char *weights_xxh128);
 // {"type":"epoch","epoch":e,"step":s,"val_loss":..,"val_accuracy":..,"test_loss":..,"test_accuracy":..}
 par_status par_log_epoch(par_log *log, int epoch, long step, double val_loss, double val_acc,
                          double test_loss, double test_acc);
@@ -252,6 +261,9 @@ void par_ckpt_log_untrack(par_ckpt_logtrack *t);
 // SHA-256; par_ckpt_log_replay writes those lines again through `log`
 // (par_log_step and par_log_epoch write the same bytes for the same values)
 // and checks that the tracked temp file now holds exactly those bytes.
+// Both refuse (PAR_ERR_FORMAT naming the file) a log of parity before
+// XXH3-128 step digests ("weights_sha256" step lines): written again, its
+// lines would change; par_ckpt_log_find does so before anything is opened.
 par_status par_ckpt_log_find(char **prefix, char *used, size_t cap, const par_ckpt_log *from,
                              const char *also_path);
 par_status par_ckpt_log_replay(par_log *log, par_ckpt_logtrack *t, const par_ckpt_log *from,

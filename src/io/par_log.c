@@ -108,18 +108,18 @@ static par_status write_line(par_log *lg, json_t *obj)
 }
 
 par_status par_log_step(par_log *log, int epoch, long step, double loss,
-                        const char *weights_sha256)
+                        const char *weights_xxh128)
 {
     assert(log);
     json_t *j = json_pack("{s:s, s:i, s:I, s:o}", "type", "step", "epoch", epoch, "step",
                           (json_int_t)step, "loss", real_or_null(loss));
-    if (j && weights_sha256) {
-        // The loss digest: SHA-256 of the 8 bytes of the f64 value, so two logs
-        // can be compared without parsing decimals.
-        char loss_sha[65];
-        par_sha256_hex(loss_sha, &loss, sizeof loss);
-        json_object_set_new(j, "weights_sha256", json_string(weights_sha256));
-        json_object_set_new(j, "loss_sha256", json_string(loss_sha));
+    if (j && weights_xxh128) {
+        // The loss digest: XXH3-128 of the 8 bytes of the f64 value, so two
+        // logs can be compared without parsing decimals.
+        char loss_xxh[33];
+        par_xxh128_hex(loss_xxh, &loss, sizeof loss);
+        json_object_set_new(j, "weights_xxh128", json_string(weights_xxh128));
+        json_object_set_new(j, "loss_xxh128", json_string(loss_xxh));
     }
     return write_line(log, j);
 }

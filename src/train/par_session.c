@@ -100,9 +100,12 @@ static par_status on_step(void *ctx, int epoch, long step, size_t B, double loss
     s->res.last_loss = loss;
     if (s->cfg.rank != 0) return PAR_OK;
     if (s->log) {
-        char sha[65];
-        if (!s->cfg.no_digest) par_sha256_hex(sha, params, weight_bytes(s));
-        s->pending = par_log_step(s->log, epoch, step, loss, s->cfg.no_digest ? NULL : sha);
+        // XXH3-128 of the weight buffer's bytes as they lie in memory (so equal
+        // weights give equal digests across trainers and ranks): the step
+        // log's digest, cheap beside a step; artefacts keep SHA-256.
+        char xxh[33];
+        if (!s->cfg.no_digest) par_xxh128_hex(xxh, params, weight_bytes(s));
+        s->pending = par_log_step(s->log, epoch, step, loss, s->cfg.no_digest ? NULL : xxh);
         if (s->pending != PAR_OK) return s->mpi ? PAR_OK : s->pending;
     }
     progress(s, 0, epoch, step, par_now());

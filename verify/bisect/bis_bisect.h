@@ -119,19 +119,20 @@ par_status bis_lockstep(bis_result *r, const bis_opts *o);
 typedef struct bis_log_result {
     int diverged;
     long steps_a, steps_b;      // step lines in each log
-    int digests;                // both logs carry weights_sha256 and loss_sha256
+    int digests;                // both logs carry weights_xxh128 and loss_xxh128
     long step;                  // first differing step (1-based), 0 if none
     int epoch;                  // its epoch (-1 when past the end of one log)
     const char *what;           // "loss", "weights", "loss and weights", "length" (static)
     double loss_a, loss_b;      // NaN where a log has no such step or a null loss
-    char weights_a[65], weights_b[65];   // digests at that step ("" when absent)
+    char weights_a[33], weights_b[33];   // XXH3-128 digests at that step ("" when absent)
 } bis_log_result;
 
 // Compares the step lines of two `parity train --log` files step by step:
-// loss_sha256 and weights_sha256 where both logs carry them, else the loss
-// values bitwise. A log that ends first differs at the step after its last
-// ("length"). PAR_ERR_IO when a file cannot be read, PAR_ERR_FORMAT for a
-// line that is not a step log line; the message names file and line.
+// loss_xxh128 and weights_xxh128 (XXH3-128) where both logs carry them, else
+// the loss values bitwise. A log that ends first differs at the step after
+// its last ("length"). PAR_ERR_IO when a file cannot be read, PAR_ERR_FORMAT
+// for a line that is not a step log line or a step line of an older parity
+// (SHA-256 digests, "weights_sha256"); the message names file and line.
 par_status bis_logs(bis_log_result *r, const char *path_a, const char *path_b);
 
 // ---- helpers (public for tests) -----------------------------------------------

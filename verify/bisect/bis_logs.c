@@ -1,7 +1,9 @@
 // `parity bisect --logs`: the first differing step of two JSONL step logs of
-// `parity train --log`, by their per-step SHA-256 digests (or the loss values
-// when a log has none); see bis_bisect.h. Epoch lines are skipped. Not a
-// replay: a log holds no tensors. Tests: tests/test_bisect.sh.
+// `parity train --log`, by their per-step XXH3-128 digests (or the loss
+// values when a log has none); see bis_bisect.h. Epoch lines are skipped. A
+// log of an older parity (SHA-256 step digests) is refused, never compared
+// with XXH3 digests. Not a replay: a log holds no tensors.
+// Tests: tests/test_bisect.c, tests/test_bisect.sh.
 #define _POSIX_C_SOURCE 200809L
 #include "bis_bisect.h"
 
@@ -16,7 +18,7 @@ typedef struct log_step {
     long step;
     int epoch;
     double loss; // NaN for null
-    char weights[65], loss_sha[65];
+    char weights[33], loss_xxh[33];
 } log_step;
 
 typedef struct step_log {
@@ -25,12 +27,13 @@ typedef struct step_log {
     int digests; // every step line has both digests
 } step_log;
 
-static par_status copy_hex(char dst[65], json_t *v, const char *path, long line, const char *key)
+static par_status copy_hex(char dst[33], json_t *v, const char *path, long line, const char *key)
 {
     const char *s = json_string_value(v);
-    PAR_FAIL_IF(!s || strlen(s) != 64, PAR_ERR_FORMAT, "%s:%ld: \"%s\": expected 64 hex characters",
-                path, line, key);
-    memcpy(dst, s, 65);
+    PAR_FAIL_IF(!s || strlen(s) != 32 || strspn(s, "0123456789abcdef") != 32, PAR_ERR_FORMAT,
+                "%s:%ld: \"%s\": expected 32 lowercase hex characters (XXH3-128)", path, line,
+                key);
+    memcpy(dst, s, 33);
     return PAR_OK;
 }
 
@@ -71,10 +74,15 @@ static par_status parse_line(step_log *lg, const char *text, const char *path, l
     s->step = (long)json_integer_value(step);
     s->epoch = json_is_integer(epoch) ? (int)json_integer_value(epoch) : -1;
     s->loss = json_is_null(loss) ? NAN : json_number_value(loss);
-    json_t *w = json_object_get(j, "weights_sha256"), *l = json_object_get(j, "loss_sha256");
-    if (w && l) {
-        st = copy_hex(s->weights, w, path, line, "weights_sha256");
-        if (st == PAR_OK) st = copy_hex(s->loss_sha, l, path, line, "loss_sha256");
+    json_t *w = json_object_get(j, "weights_xxh128"), *l = json_object_get(j, "loss_xxh128");
+    if (json_object_get(j, "weights_sha256") || json_object_get(j, "loss_sha256")) {
+        st = par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__,
+                           "%s:%ld: \"weights_sha256\": a log of parity before XXH3-128 step "
+                           "digests; expected \"weights_xxh128\" (write the log again)",
+                           path, line);
+    } else if (w && l) {
+        st = copy_hex(s->weights, w, path, line, "weights_xxh128");
+        if (st == PAR_OK) st = copy_hex(s->loss_xxh, l, path, line, "loss_xxh128");
     } else {
         lg->digests = 0;
     }
@@ -142,7 +150,7 @@ par_status bis_logs(bis_log_result *r, const char *path_a, const char *path_b)
         }
         int dl, dw = 0;
         if (r->digests) {
-            dl = strcmp(a->loss_sha, b->loss_sha) != 0;
+            dl = strcmp(a->loss_xxh, b->loss_xxh) != 0;
             dw = strcmp(a->weights, b->weights) != 0;
         } else {
             dl = !same_bits(a->loss, b->loss) && !(isnan(a->loss) && isnan(b->loss));
@@ -154,8 +162,8 @@ par_status bis_logs(bis_log_result *r, const char *path_a, const char *path_b)
         r->what = dl && dw ? "loss and weights" : dl ? "loss" : "weights";
         r->loss_a = a->loss;
         r->loss_b = b->loss;
-        memcpy(r->weights_a, a->weights, 65);
-        memcpy(r->weights_b, b->weights, 65);
+        memcpy(r->weights_a, a->weights, 33);
+        memcpy(r->weights_b, b->weights, 33);
     }
     if (st == PAR_OK && !r->diverged && la.n != lb.n) {
         // Equal as far as both go: the shorter log ends first.
@@ -167,10 +175,10 @@ par_status bis_logs(bis_log_result *r, const char *path_a, const char *path_b)
         r->what = "length";
         if (longer == &la) {
             r->loss_a = s->loss;
-            memcpy(r->weights_a, s->weights, 65);
+            memcpy(r->weights_a, s->weights, 33);
         } else {
             r->loss_b = s->loss;
-            memcpy(r->weights_b, s->weights, 65);
+            memcpy(r->weights_b, s->weights, 33);
         }
     }
     free(la.s);

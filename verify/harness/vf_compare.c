@@ -1,7 +1,7 @@
 // Comparisons of the harness: step losses read back from JSONL logs
 // (written with 17 significant digits, so they round-trip bit for bit) and
-// the logs' per-step weight digests, and .npz weights array by array,
-// bitwise, naming the first differing element.
+// the logs' per-step weight digests (XXH3-128), and .npz weights array by
+// array, bitwise, naming the first differing element.
 #define _POSIX_C_SOURCE 200809L
 #include "vf_harness.h"
 
@@ -16,7 +16,7 @@
 void vf_log_free(vf_log *log)
 {
     free(log->loss);
-    free(log->wsha);
+    free(log->wxxh);
     memset(log, 0, sizeof *log);
 }
 
@@ -28,15 +28,15 @@ static par_status add_step(vf_log *l, size_t *cap, const json_t *j)
         double *w = realloc(l->loss, c * sizeof *w);
         PAR_FAIL_IF(!w, PAR_ERR_ALLOC, "out of memory");
         l->loss = w;
-        char(*h)[65] = realloc(l->wsha, c * sizeof *h);
+        char(*h)[33] = realloc(l->wxxh, c * sizeof *h);
         PAR_FAIL_IF(!h, PAR_ERR_ALLOC, "out of memory");
-        l->wsha = h;
+        l->wxxh = h;
         *cap = c;
     }
     const json_t *v = json_object_get(j, "loss");
-    const char *sha = json_string_value(json_object_get(j, "weights_sha256"));
+    const char *xxh = json_string_value(json_object_get(j, "weights_xxh128"));
     l->loss[l->n] = json_is_number(v) ? json_number_value(v) : NAN;   // null: NaN/Inf
-    snprintf(l->wsha[l->n], 65, "%s", sha ? sha : "");
+    snprintf(l->wxxh[l->n], 33, "%s", xxh ? xxh : "");
     l->n++;
     return PAR_OK;
 }
@@ -49,7 +49,7 @@ par_status vf_log_read(vf_log *l, const char *path)
     char *line = NULL;
     size_t line_cap = 0, cap = 0;
     long lineno = 0;
-    int all_sha = 1;
+    int all_xxh = 1;
     par_status st = PAR_OK;
     while (st == PAR_OK && getline(&line, &line_cap, f) > 0) {
         lineno++;
@@ -61,12 +61,16 @@ par_status vf_log_read(vf_log *l, const char *path)
                                path, lineno);
         else if (type && strcmp(type, "step") == 0) {
             const json_int_t step = json_integer_value(json_object_get(j, "step"));
-            if (step != (json_int_t)l->n + 1)
+            if (json_object_get(j, "weights_sha256"))   // never compared with XXH3 digests
+                st = par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__,
+                                   "%s:%ld: \"weights_sha256\": a log of parity before XXH3-128 "
+                                   "step digests; expected \"weights_xxh128\"", path, lineno);
+            else if (step != (json_int_t)l->n + 1)
                 st = par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__,
                                    "%s:%ld: step %lld, expected %ld", path, lineno,
                                    (long long)step, l->n + 1);
             else st = add_step(l, &cap, j);
-            if (st == PAR_OK && !l->wsha[l->n - 1][0]) all_sha = 0;
+            if (st == PAR_OK && !l->wxxh[l->n - 1][0]) all_xxh = 0;
         }
         json_decref(j);
     }
@@ -76,9 +80,9 @@ par_status vf_log_read(vf_log *l, const char *path)
         vf_log_free(l);
         return st;
     }
-    if (!all_sha || l->n == 0) {
-        free(l->wsha);
-        l->wsha = NULL;
+    if (!all_xxh || l->n == 0) {
+        free(l->wxxh);
+        l->wxxh = NULL;
     }
     return PAR_OK;
 }
@@ -93,10 +97,10 @@ long vf_losses_first_diff(const vf_log *a, const vf_log *b)
 
 long vf_weights_first_diff(const vf_log *a, const vf_log *b)
 {
-    if (!a->wsha || !b->wsha) return 0;
+    if (!a->wxxh || !b->wxxh) return 0;
     const long n = a->n < b->n ? a->n : b->n;
     for (long k = 0; k < n; k++)
-        if (strcmp(a->wsha[k], b->wsha[k]) != 0) return k + 1;
+        if (strcmp(a->wxxh[k], b->wxxh[k]) != 0) return k + 1;
     return a->n == b->n ? 0 : n + 1;
 }
 

@@ -36,12 +36,13 @@ void vf_exec_on_wait(void (*fn)(void *ctx, double waited_s), void *ctx);
 // ---- comparisons ------------------------------------------------------------
 
 // The step lines of a JSONL log of `parity train`: losses (index k = step
-// k + 1) and, when the log has them, the SHA-256 of the weights after each
-// step (wsha NULL otherwise).
+// k + 1) and, when the log has them, the XXH3-128 of the weights after each
+// step ("weights_xxh128"; wxxh NULL otherwise). A log of an older parity
+// (step lines with "weights_sha256") is PAR_ERR_FORMAT naming the file.
 typedef struct vf_log {
     long n;
     double *loss;
-    char (*wsha)[65];
+    char (*wxxh)[33];
 } vf_log;
 par_status vf_log_read(vf_log *log, const char *path);
 void vf_log_free(vf_log *log);

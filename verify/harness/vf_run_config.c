@@ -110,7 +110,7 @@ static par_status compare_exact(json_t *corr, const json_t *ref, const vf_log *l
     }
     json_object_set_new(corr, "method", json_string("bitwise"));
     json_object_set_new(corr, "steps_compared", json_integer(lg->n < rl.n ? lg->n : rl.n));
-    json_object_set_new(corr, "weight_digests_compared", json_boolean(lg->wsha && rl.wsha));
+    json_object_set_new(corr, "weight_digests_compared", json_boolean(lg->wxxh && rl.wxxh));
     json_object_set_new(corr, "first_loss_diff_step", json_integer(first));
     json_object_set_new(corr, "first_weights_diff_step", json_integer(first_w));
     json_object_set_new(corr, "weights_equal", json_boolean(d.equal));
@@ -135,7 +135,7 @@ static par_status compare_exact(json_t *corr, const json_t *ref, const vf_log *l
                  d.max_abs);
     if (first == 0 && first_w == 0 && d.equal)
         vf_set_verdict(corr, "pass", "bitwise: %ld losses%s, %zu final weights", rl.n,
-                    lg->wsha && rl.wsha ? " and weight digests" : "", d.n_elements);
+                    lg->wxxh && rl.wxxh ? " and weight digests" : "", d.n_elements);
     else
         vf_set_verdict(corr, "fail", "%s%s%s", steps, steps[0] ? "; " : "", final);
     vf_log_free(&rl);
