@@ -14,10 +14,12 @@ int main(void)
                   .elem_bytes = 4, .chunk = 8, .seg_params = 250};
     // mpi fast, P = 2: 2 (1) 1us + 2 (1/2) 4000 B 1ns = 2us + 4us
     par_check(near(sm_comm_seconds(&c, SM_MPI_FAST, 2, 64), 6e-6), "ring allreduce P=2");
-    // mpi exact, P = 2: 4 segments of 1000 B: 2 (4 + 0) (1us + 1us) = 16us
-    par_check(near(sm_comm_seconds(&c, SM_MPI_EXACT, 2, 64), 16e-6), "ordered chain P=2");
-    // mpi exact, P = 5: 2 (4 + 3) (2us) = 28us
-    par_check(near(sm_comm_seconds(&c, SM_MPI_EXACT, 5, 64), 28e-6), "ordered chain P=5");
+    // mpi exact, P = 2: 4 segments of 1000 B, 1us + 1us each: the chain
+    // (4 + 0) 2us = 8us, the weights (1/2 4 + 0) 2us = 4us: 12us
+    par_check(near(sm_comm_seconds(&c, SM_MPI_EXACT, 2, 64), 12e-6), "ordered chain P=2");
+    // mpi exact, P = 5: the chain (4 + 3) 2us = 14us, the weights
+    // (4/5 4 + 3) 2us = 12.4us: 26.4us
+    par_check(near(sm_comm_seconds(&c, SM_MPI_EXACT, 5, 64), 26.4e-6), "ordered chain P=5");
     // root fast, P = 4: 2 log2(4) (1us + 4us) = 20us
     par_check(near(sm_comm_seconds(&c, SM_ROOT_FAST, 4, 64), 20e-6), "reduce + bcast P=4");
     // root exact, P = 4, B = 64: 8 chunks, rank 0 owns 2: 6 (5us) + 2 (5us) = 40us
@@ -31,6 +33,19 @@ int main(void)
     par_check(near(sm_step_seconds(&c, SM_MPI_FAST, 16, 64) - sm_comm_seconds(&c, SM_MPI_FAST, 16, 64),
                    100e-6 + 80e-6),
               "ranks beyond the chunk count add no compute saving");
+    // mpi exact shards the update: t_update = 60us of t0 = 100us, t_panel = 20us;
+    // P = 4, B = 64: 2 chunks = 16 samples: 40us + 60us/4 + 20us 3/4 = 70us,
+    // + 160us, + comm (4 + 2) 2us + (3/4 4 + 2) 2us = 22us
+    sm_costs u = c;
+    u.t_update = 60e-6;
+    u.t_panel = 20e-6;
+    par_check(near(sm_step_seconds(&u, SM_MPI_EXACT, 4, 64), 70e-6 + 160e-6 + 22e-6),
+              "sharded update P=4");
+    par_check(near(sm_step_seconds(&u, SM_MPI_EXACT, 1, 64), 100e-6 + 640e-6),
+              "one rank: the whole update");
+    par_check(near(sm_step_seconds(&u, SM_MPI_FAST, 4, 64) - sm_comm_seconds(&u, SM_MPI_FAST, 4, 64),
+                   100e-6 + 160e-6),
+              "fast mode: every rank updates everything");
     // a short last batch: B = 20, P = 1: all 20 samples
     par_check(near(sm_step_seconds(&c, SM_MPI_FAST, 1, 20), 100e-6 + 200e-6), "short batch P=1");
     return par_test_exit();

@@ -130,10 +130,12 @@ typedef struct model_opts {
     double momentum, beta1, beta2, eps;   // NAN: not given (the defaults apply)
 } model_opts;
 
-// Serial seconds per step at batch b: median of `reps` steps of the engine.
+// Serial seconds per step at batch b: median of `reps` steps of the engine;
+// and the medians of its update and of recomputing every panel (not a part
+// of the step: what a rank of the sharded update does for weights it receives).
 static par_status time_steps(const par_model *m, par_dtype dt, const par_optim *optim,
                              const par_dataset *ds, const void *w, size_t b, size_t C, int reps,
-                             double *sec)
+                             double *sec, double *upd, double *pan)
 {
     const par_run_cfg cfg = {.optim = optim,
                              .model = m,
@@ -149,7 +151,7 @@ static par_status time_steps(const par_model *m, par_dtype dt, const par_optim *
     void *x = malloc(b * m->n_inputs * par_dtype_size(dt));
     int32_t *labels = malloc(b * sizeof *labels);
     size_t *idx = malloc(b * sizeof *idx);
-    double *t = malloc((size_t)reps * sizeof *t);
+    double *t = malloc(3 * (size_t)reps * sizeof *t);
     if (!x || !labels || !idx || !t) {
         free(x), free(labels), free(idx), free(t);
         par_engine_free(&e);
@@ -162,11 +164,20 @@ static par_status time_steps(const par_model *m, par_dtype dt, const par_optim *
         const double t0 = par_now();
         par_engine_forward_backward(&e, &batch, 0, b, 1);
         par_engine_weight_grads(&e, b, 0, par_n_chunks(b, C), 0);
+        const double t1 = par_now();
         par_engine_update(&e);
-        if (r >= 0) t[r] = par_now() - t0;
+        const double t2 = par_now();
+        par_engine_sync_wt(&e);
+        if (r >= 0) {
+            t[r] = t2 - t0;
+            t[reps + r] = t2 - t1;
+            t[2 * reps + r] = par_now() - t2;
+        }
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    for (int k = 0; k < 3; k++) qsort(t + k * reps, (size_t)reps, sizeof *t, cmp_double);
     *sec = t[reps / 2];
+    *upd = t[reps + reps / 2];
+    *pan = t[2 * reps + reps / 2];
     free(x), free(labels), free(idx), free(t);
     par_engine_free(&e);
     return PAR_OK;
@@ -247,9 +258,10 @@ int cmd_model(int argc, char **argv)
 
     // 1. Compute: t(b) = t0 + b t_sample, least squares over b = 16, 64, 256.
     const size_t bs[] = {16, 64, 256};
-    double tb[3], sx = 0, sy = 0, sxx = 0, sxy = 0;
+    double tb[3], upd[3] = {0}, pan[3] = {0}, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int k = 0; k < 3 && st == PAR_OK; k++) {
-        st = time_steps(&m, dt, &optim, &ds, w, bs[k], (size_t)o.chunk, 40, &tb[k]);
+        st = time_steps(&m, dt, &optim, &ds, w, bs[k], (size_t)o.chunk, 40, &tb[k], &upd[k],
+                        &pan[k]);
         sx += (double)bs[k], sy += tb[k], sxx += (double)bs[k] * (double)bs[k];
         sxy += (double)bs[k] * tb[k];
     }
@@ -262,6 +274,8 @@ int cmd_model(int argc, char **argv)
     c.t_sample = (3 * sxy - sx * sy) / (3 * sxx - sx * sx);
     c.t0 = (sy - c.t_sample * sx) / 3;
     if (c.t0 < 0) c.t0 = 0;
+    c.t_update = upd[1] < c.t0 ? upd[1] : c.t0;   // at b = 64; part of t0
+    c.t_panel = pan[1];
     c.n_params = m.n_params;
     c.elem_bytes = par_dtype_size(dt);
     c.chunk = (size_t)o.chunk;
@@ -343,8 +357,9 @@ int cmd_model(int argc, char **argv)
     }
 
     if (o.json) {
-        json_t *j = json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:b, s:o, s:o}", "model", m.spec,
-                              "n_params", (json_int_t)m.n_params, "t0_s", c.t0, "t_sample_s",
+        json_t *j = json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:o, s:o}", "model",
+                              m.spec, "n_params", (json_int_t)m.n_params, "t0_s", c.t0,
+                              "t_update_s", c.t_update, "t_panel_s", c.t_panel, "t_sample_s",
                               c.t_sample, "alpha_s", c.alpha, "beta_s_per_byte", c.beta,
                               "comm_measured", have_comm, "validation", val, "predicted", pred);
         char *s = json_dumps(j, JSON_REAL_PRECISION(6));
@@ -357,6 +372,8 @@ int cmd_model(int argc, char **argv)
         printf("  compute  t(b) = t0 + b t_sample: t0 = %.1f us, t_sample = %.2f us "
                "(measured at b = 16, 64, 256: %.3f, %.3f, %.3f ms)\n",
                c.t0 * 1e6, c.t_sample * 1e6, tb[0] * 1e3, tb[1] * 1e3, tb[2] * 1e3);
+        printf("           of t0: the update %.1f us (mpi exact shards it); recomputing every "
+               "panel %.1f us\n", c.t_update * 1e6, c.t_panel * 1e6);
         printf("  network  alpha = %.2f us, beta = %.3f ns/byte (%.2f GB/s)%s\n", c.alpha * 1e6,
                c.beta * 1e9, c.beta > 0 ? 1e-9 / c.beta : 0.0, have_comm ? "" : " (not measured)");
         printf("\nvalidation (measured vs PREDICTED seconds per step, batch %d):\n", o.batch);

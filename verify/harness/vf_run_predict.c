@@ -64,6 +64,8 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
     const size_t B = (size_t)c->batch;
     sm_costs k = {
         .t0 = get_num(mj, "t0_s"),
+        .t_update = get_num(mj, "t_update_s"),
+        .t_panel = get_num(mj, "t_panel_s"),
         .t_sample = get_num(mj, "t_sample_s"),
         .alpha = get_num(mj, "alpha_s"),
         .beta = get_num(mj, "beta_s_per_byte"),
@@ -88,6 +90,8 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
         }
     }
     k.t0 *= scale;
+    k.t_update *= scale;
+    k.t_panel *= scale;
     k.t_sample *= scale;
     json_object_set_new(pr, "calibration",
                         json_pack("{s:o, s:s}", "compute_scale", vf_jnum(scale), "to",

@@ -22,7 +22,8 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
     case SM_MPI_EXACT: {
         const double n_seg = ceil((double)c->n_params / (double)c->seg_params);
         const double S = Ns / n_seg;
-        return 2.0 * (n_seg + P - 2) * (c->alpha + S * c->beta);
+        const double one = c->alpha + S * c->beta;
+        return (n_seg + P - 2) * one + ((double)(P - 1) / P * n_seg + P - 2) * one;
     }
     case SM_ROOT_FAST:
         return 2.0 * log2_ceil(P) * full;
@@ -41,7 +42,10 @@ double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B)
     const size_t per_rank = (n_chunks + (size_t)P - 1) / (size_t)P;
     size_t samples = per_rank * c->chunk;
     if (samples > B) samples = B;
-    return c->t0 + (double)samples * c->t_sample + sm_comm_seconds(c, d, P, B);
+    double t0 = c->t0;
+    if (d == SM_MPI_EXACT && P > 1)
+        t0 += -c->t_update + c->t_update / P + c->t_panel * (double)(P - 1) / P;
+    return t0 + (double)samples * c->t_sample + sm_comm_seconds(c, d, P, B);
 }
 
 const char *sm_design_name(sm_design d)

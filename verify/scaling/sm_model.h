@@ -9,6 +9,8 @@
 
 typedef struct sm_costs {
     double t0;            // seconds per step that do not shrink with samples (update, panels)
+    double t_update;      // the optimizer update's part of t0 (mpi exact shards it over P ranks)
+    double t_panel;       // seconds to recompute every transposed panel from the weights
     double t_sample;      // seconds per sample (forward, backward, weight gradient)
     double alpha;         // seconds per message (latency)
     double beta;          // seconds per byte (inverse bandwidth)
@@ -22,8 +24,10 @@ typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST 
 
 // Seconds of communication per step on P ranks, global batch B.
 //   mpi fast (ring allreduce):     2 (P-1) a + 2 (P-1)/P N s b
-//   mpi exact (ordered chain, then the result round the ring; each pipelined
-//   over n_seg segments of S bytes): 2 (n_seg + P - 2) (a + S b)
+//   mpi exact (ordered chain, then the updated weights round the ring, both
+//   pipelined over n_seg segments of S bytes; the gradients the last rank
+//   sends to their owners overlap the chain):
+//     (n_seg + P - 2) (a + S b) + ((P-1)/P n_seg + P - 2) (a + S b)
 //   root fast (reduce + broadcast, binomial trees): 2 ceil(log2 P) (a + N s b)
 //   root exact (rank 0 receives every chunk it does not own, then broadcasts):
 //     (n_chunks - own_0) (a + N s b) + ceil(log2 P) (a + N s b)
@@ -31,6 +35,8 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 
 // Seconds per step: t0 + (samples of the busiest rank) t_sample + comm.
 // The busiest rank holds ceil(n_chunks / P) chunks of C samples (at most B).
+// mpi exact shards the update: t0 - t_update + t_update / P, plus
+// t_panel (P-1)/P for the panels of the weights received (P > 1).
 double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 
 const char *sm_design_name(sm_design d);
