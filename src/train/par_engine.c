@@ -195,45 +195,56 @@ void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *
 
 #define own_rows par_engine_own_rows
 
-void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s0, size_t s1,
-                                 int backward)
+// Forward, loss and input gradients of samples [s0, s1): thread t of T's
+// share, inside a parallel region; returns its correct predictions.
+static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, int backward,
+                   int t, int T)
 {
     const par_model *m = e->m;
     const par_dtype dt = e->dt;
     const int L = m->n_layers;
     const size_t B = batch->B;
+    size_t hits = 0;
+    // Forward, layer by layer; each kind splits its work among the threads.
+    for (int l = 0; l < L; l++) {
+        par_layer_ops_of(m->layers[l].kind)->forward(e, l, s0, s1, t, T);
+#pragma omp barrier
+    }
+    // Loss and input gradients: each thread takes its own samples, top down;
+    // a thread needs no other thread's samples, so no barrier between layers.
+    size_t lo, hi;
+    split(s1 - s0, 4, t, T, &lo, &hi);
+    lo += s0;
+    hi += s0;
+    if (hi > lo)
+        hits += KCALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo, hi,
+                      m->n_classes, B);
+    for (int l = L - 1; l >= 0 && backward; l--) {   // every thread: layers may sync
+        const par_layer *ly = &m->layers[l];
+        par_layer_ops_of(ly->kind)->backward(e, l, lo, hi, t);
+        if (l > 0)
+            KCALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
+                  at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
+    }
+    return hits;
+}
+
+static void pass_begin(par_engine *e, const par_batch *batch, size_t s0, size_t s1, int backward)
+{
     e->a[0] = (void *)batch->x;   // read only: layer 0's input
     e->bn_train = backward;       // batchnorm: batch statistics when training
     e->fb_s0 = s0;
     e->fb_s1 = s1;
-    e->fb_B = B;
-    size_t hits = 0;
+    e->fb_B = batch->B;
+}
 
+void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s0, size_t s1,
+                                 int backward)
+{
+    pass_begin(e, batch, s0, s1, backward);
+    size_t hits = 0;
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1) reduction(+ : hits)
-    {
-        const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        // Forward, layer by layer; each kind splits its work among the threads.
-        for (int l = 0; l < L; l++) {
-            par_layer_ops_of(m->layers[l].kind)->forward(e, l, s0, s1, t, T);
-#pragma omp barrier
-        }
-        // Loss and input gradients: each thread takes its own samples, top down;
-        // a thread needs no other thread's samples, so no barrier between layers.
-        size_t lo, hi;
-        split(s1 - s0, 4, t, T, &lo, &hi);
-        lo += s0;
-        hi += s0;
-        if (hi > lo)
-            hits += KCALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo,
-                          hi, m->n_classes, B);
-        for (int l = L - 1; l >= 0 && backward; l--) {   // every thread: layers may sync
-            const par_layer *ly = &m->layers[l];
-            par_layer_ops_of(ly->kind)->backward(e, l, lo, hi, t);
-            if (l > 0)
-                KCALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
-                      at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
-        }
-    }
+    hits += pass(e, batch, s0, s1, backward, omp_get_thread_num(), omp_get_num_threads());
     e->hits = hits;
 }
 
@@ -277,18 +288,21 @@ void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1
     }
 }
 
-void par_engine_weight_grads(par_engine *e, size_t B, size_t c0, size_t c1, int cont)
+// The weight gradients of thread t of T's rows of every layer.
+static void grad_rows(par_engine *e, size_t B, size_t c0, size_t c1, int cont, int t, int T)
 {
     const par_model *m = e->m;
-#pragma omp parallel num_threads(e->threads) if (e->threads > 1)
-    {
-        const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        for (int l = 0; l < m->n_layers; l++) {
-            size_t lo, hi;
-            own_rows(&m->layers[l], t, T, &lo, &hi);
-            if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
-        }
+    for (int l = 0; l < m->n_layers; l++) {
+        size_t lo, hi;
+        own_rows(&m->layers[l], t, T, &lo, &hi);
+        if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
     }
+}
+
+void par_engine_weight_grads(par_engine *e, size_t B, size_t c0, size_t c1, int cont)
+{
+#pragma omp parallel num_threads(e->threads) if (e->threads > 1)
+    grad_rows(e, B, c0, c1, cont, omp_get_thread_num(), omp_get_num_threads());
 }
 
 double par_engine_loss_fold(const par_engine *e, size_t B, size_t c0, size_t c1, double acc,
@@ -430,11 +444,11 @@ static void fault_swap_apply(par_engine *e, const par_optim_coef *k, void *w0, v
     par_engine_sync_wt(e);
 }
 
-// Update number e->opt_t + 1 of a stateful optimizer.
-static void optim_update(par_engine *e)
+// The coefficients of update number e->opt_t + 1 of a stateful optimizer;
+// counts the update.
+static void optim_begin(par_engine *e, par_optim_coef *k)
 {
     const long t = ++e->opt_t;
-    par_optim_coef k;
     if (e->optim.kind == PAR_OPTIM_ADAM) {
         const double b1 = par_round_real(e->dt, e->optim.beta1),
                      b2 = par_round_real(e->dt, e->optim.beta2);
@@ -447,66 +461,103 @@ static void optim_update(par_engine *e)
         }
         e->pow_t = t;
     }
-    par_optim_coefs(&k, &e->optim, e->dt, e->lr, e->p1, e->p2);
+    par_optim_coefs(k, &e->optim, e->dt, e->lr, e->p1, e->p2);
     if (fault_on(e, PAR_FAULT_OPT_BETA)) {   // mu, b1 in [0.5, 1): + 2^-10 stays exact
-        k.mu += 0x1p-10;
-        k.b1 += 0x1p-10;
+        k->mu += 0x1p-10;
+        k->b1 += 0x1p-10;
     }
-    void *w0 = NULL, *s0[2] = {NULL, NULL};
-    if (fault_on(e, PAR_FAULT_OPT_SWAP)) fault_swap_save(e, &w0, s0);
+}
+
+// The update of thread t of T's rows of every layer (and their transposed
+// panels): SGD (k NULL) or the optimizer with coefficients k.
+static void update_rows(par_engine *e, const par_optim_coef *k, int t, int T)
+{
     const par_model *m = e->m;
-#pragma omp parallel num_threads(e->threads) if (e->threads > 1)
-    {
-        const int th = omp_get_thread_num(), T = omp_get_num_threads();
-        for (int l = 0; l < m->n_layers; l++) {
-            const par_layer *ly = &m->layers[l];
-            if (ly->n_rows == 0) continue;
-            const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
-            size_t lo, hi;
-            own_rows(ly, th, T, &lo, &hi);
-            if (hi == lo) continue;
-            void *v_w = e->os[1] ? at(e, e->os[1], wo) : NULL;
-            void *v_b = e->os[1] ? at(e, e->os[1], bo + lo) : NULL;
-            KCALL(e->dt, par_optim_dense, at(e, e->w, wo), e->wt[l], at(e, e->os[0], wo), v_w,
-                  at(e, e->g, wo), ly->row_len, ly->n_rows, lo, hi, &k);
-            KCALL(e->dt, par_optim, at(e, e->w, bo + lo), at(e, e->os[0], bo + lo), v_b,
-                  at(e, e->g, bo + lo), hi - lo, &k);
+    for (int l = 0; l < m->n_layers; l++) {
+        const par_layer *ly = &m->layers[l];
+        if (ly->n_rows == 0) continue;
+        const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
+        size_t lo, hi;
+        own_rows(ly, t, T, &lo, &hi);
+        if (hi == lo) continue;
+        if (!k) {
+            KCALL(e->dt, par_sgd_dense, at(e, e->w, wo), e->wt[l], at(e, e->g, wo), ly->row_len,
+                  ly->n_rows, lo, hi, e->lr);
+            KCALL(e->dt, par_sgd, at(e, e->w, bo + lo), at(e, e->g, bo + lo), hi - lo, e->lr);
+            continue;
         }
+        void *v_w = e->os[1] ? at(e, e->os[1], wo) : NULL;
+        void *v_b = e->os[1] ? at(e, e->os[1], bo + lo) : NULL;
+        KCALL(e->dt, par_optim_dense, at(e, e->w, wo), e->wt[l], at(e, e->os[0], wo), v_w,
+              at(e, e->g, wo), ly->row_len, ly->n_rows, lo, hi, k);
+        KCALL(e->dt, par_optim, at(e, e->w, bo + lo), at(e, e->os[0], bo + lo), v_b,
+              at(e, e->g, bo + lo), hi - lo, k);
     }
-    if (w0) fault_swap_apply(e, &k, w0, s0);
+}
+
+// PAR_FAULT_GRAD_ULP (tests only): one gradient element + 1 ulp, before the update.
+static void fault_bump(par_engine *e)
+{
+    const size_t fi = fault_of(e)->index;
+    if (!fault_on(e, PAR_FAULT_GRAD_ULP) || fi >= e->m->n_params) return;
+    if (e->dt == PAR_F32) {
+        float *g = e->g;
+        g[fi] = nextafterf(g[fi], INFINITY);
+    } else {
+        double *g = e->g;
+        g[fi] = nextafter(g[fi], INFINITY);
+    }
 }
 
 void par_engine_update(par_engine *e)
 {
-    const size_t n = e->m->n_params;
-    const size_t fi = fault_of(e)->index;
-    if (fault_on(e, PAR_FAULT_GRAD_ULP) && fi < n) {
-        if (e->dt == PAR_F32) {
-            float *g = e->g;
-            g[fi] = nextafterf(g[fi], INFINITY);
-        } else {
-            double *g = e->g;
-            g[fi] = nextafter(g[fi], INFINITY);
-        }
+    fault_bump(e);
+    par_optim_coef k;
+    void *w0 = NULL, *s0[2] = {NULL, NULL};
+    const int stateful = e->optim.kind != PAR_OPTIM_SGD;
+    if (stateful) {
+        optim_begin(e, &k);
+        if (fault_on(e, PAR_FAULT_OPT_SWAP)) fault_swap_save(e, &w0, s0);
     }
-    if (e->optim.kind != PAR_OPTIM_SGD) {
-        optim_update(e);
-        return;
-    }
-    const par_model *m = e->m;
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
+    update_rows(e, stateful ? &k : NULL, omp_get_thread_num(), omp_get_num_threads());
+    if (w0) fault_swap_apply(e, &k, w0, s0);
+}
+
+void par_engine_step(par_engine *e, const par_batch *batch)
+{
+    const size_t B = batch->B, n_chunks = par_n_chunks(B, e->C);
+    par_optim_coef k;
+    const int stateful = e->optim.kind != PAR_OPTIM_SGD;
+    if (stateful) optim_begin(e, &k);   // reads no tensor: may come first
+    // A test fault between the gradient and the update takes the region's
+    // threads through two more barriers; otherwise there are none.
+    const int bump = fault_on(e, PAR_FAULT_GRAD_ULP);
+    const int swap = stateful && fault_on(e, PAR_FAULT_OPT_SWAP);
+    void *w0 = NULL, *s0[2] = {NULL, NULL};
+    pass_begin(e, batch, 0, B, 1);
+    size_t hits = 0;
+#pragma omp parallel num_threads(e->threads) if (e->threads > 1) reduction(+ : hits)
     {
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        for (int l = 0; l < m->n_layers; l++) {
-            const par_layer *ly = &m->layers[l];
-            if (ly->n_rows == 0) continue;
-            const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
-            size_t lo, hi;
-            own_rows(ly, t, T, &lo, &hi);
-            if (hi == lo) continue;
-            KCALL(e->dt, par_sgd_dense, at(e, e->w, wo), e->wt[l], at(e, e->g, wo), ly->row_len,
-                  ly->n_rows, lo, hi, e->lr);
-            KCALL(e->dt, par_sgd, at(e, e->w, bo + lo), at(e, e->g, bo + lo), hi - lo, e->lr);
+        hits += pass(e, batch, 0, B, 1, t, T);
+#pragma omp barrier
+        // (every sample's activations and input gradients are there; the
+        // backward pass no longer reads any weight)
+        grad_rows(e, B, 0, n_chunks, 0, t, T);
+        if (bump || swap) {
+#pragma omp barrier
+#pragma omp master
+            {
+                fault_bump(e);
+                if (swap) fault_swap_save(e, &w0, s0);
+            }
+#pragma omp barrier
         }
+        // Each thread updates the rows whose gradient it has just computed:
+        // no other thread reads them before the region ends.
+        update_rows(e, stateful ? &k : NULL, t, T);
     }
+    e->hits = hits;
+    if (w0) fault_swap_apply(e, &k, w0, s0);
 }

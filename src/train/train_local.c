@@ -39,10 +39,8 @@ static par_status local_step(void *state, const par_batch *batch, double *loss)
     PAR_FAIL_IF(B == 0 || B > e->B_cap, PAR_ERR_CONFIG, "batch of %zu samples, expected 1..%zu", B,
                 e->B_cap);
     par_engine_begin_step(e);
-    par_engine_forward_backward(e, batch, 0, B, 1);
-    par_engine_weight_grads(e, B, 0, n_chunks, 0);
+    par_engine_step(e, batch);
     *loss = par_engine_loss_mean(e, par_engine_loss_fold(e, B, 0, n_chunks, 0, 0), B);
-    par_engine_update(e);
     return PAR_OK;
 }
 
