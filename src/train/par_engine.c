@@ -184,16 +184,28 @@ void par_engine_free(par_engine *e)
     memset(e, 0, sizeof *e);
 }
 
-// The same rows in every phase (transpose, dense forward outputs, weight
-// gradient, update), so the weights a core updates are the ones it reads next
-// step and parameters do not move between the cores' caches. Dense layers
-// take multiples of PAR_DENSE_OB rows, conv layers (few, long rows) of 4.
+// The same rows in every phase (transpose, weight gradient, update), so that
+// a thread updates the rows whose gradient it computed, with no barrier
+// between. Dense layers take multiples of PAR_DENSE_OB rows, conv layers
+// (few, long rows) of 4. (The dense forward once took these rows too, keeping
+// each core's weights in its cache; splitting it by samples instead costs no
+// measurable time and saves a barrier per layer: docs/performance.md.)
 void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi)
 {
     split(ly->n_rows, ly->kind == PAR_LAYER_DENSE ? PAR_DENSE_OB : 4, t, T, lo, hi);
 }
 
 #define own_rows par_engine_own_rows
+
+// Multiples of 4 samples (a thread's per-sample losses stay off the other
+// thread's cache lines), the same in forward and backward: a thread's samples
+// go from the input to the loss and back without waiting for another thread.
+void par_engine_own_samples(size_t s0, size_t s1, int t, int T, size_t *lo, size_t *hi)
+{
+    split(s1 - s0, 4, t, T, lo, hi);
+    *lo += s0;
+    *hi += s0;
+}
 
 // Forward, loss and input gradients of samples [s0, s1): thread t of T's
 // share, inside a parallel region; returns its correct predictions.
@@ -206,16 +218,20 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     const size_t B = batch->B;
     size_t hits = 0;
     // Forward, layer by layer; each kind splits its work among the threads.
+    // Between two per_sample layers (and after the last, the loss being per
+    // sample too) a thread reads only what it wrote itself: no barrier.
     for (int l = 0; l < L; l++) {
-        par_layer_ops_of(m->layers[l].kind)->forward(e, l, s0, s1, t, T);
+        const par_layer_ops *ops = par_layer_ops_of(m->layers[l].kind);
+        ops->forward(e, l, s0, s1, t, T);
+        const int next = l + 1 == L || par_layer_ops_of(m->layers[l + 1].kind)->per_sample;
+        if (!ops->per_sample || !next) {
 #pragma omp barrier
+        }
     }
     // Loss and input gradients: each thread takes its own samples, top down;
     // a thread needs no other thread's samples, so no barrier between layers.
     size_t lo, hi;
-    split(s1 - s0, 4, t, T, &lo, &hi);
-    lo += s0;
-    hi += s0;
+    par_engine_own_samples(s0, s1, t, T, &lo, &hi);
     if (hi > lo)
         hits += KCALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo, hi,
                       m->n_classes, B);
