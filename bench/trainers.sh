@@ -7,8 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EPOCHS=${1:-1}
-# No config here has more threads than cores, so OpenMP keeps its default
-# wait policy (passive would add a futex wake to every parallel region).
+# No config here has more threads than cores, so OpenMP keeps parity's own
+# wait policy, a bounded spin (passive would add a futex wake to every
+# parallel region; docs/performance.md, "Threads on a busy machine"; on a
+# busy machine see bench/contention.sh).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 P=./build/parity
 [ -x "$P" ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }

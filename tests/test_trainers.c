@@ -1,7 +1,8 @@
 // serial and omp trainers equal the reference bit for bit: every step's loss
 // and the weights after every step, for f32 and f64, batch 64 / chunk 8 and
 // batch 50 / chunk 7 (a short last chunk), omp threads 1, 2, 3, 4, 8, both
-// kernel variants. Also: fast mode is a different order (so not bitwise).
+// kernel variants, and omp changing its thread count every step. Also: fast
+// mode is a different order (so not bitwise).
 #include "par_fixtures.h"
 #include "par_kernels.h"
 
@@ -66,6 +67,18 @@ int main(void)
                     trajectory_equal(&t, &ref, &m, dt, name);
                 trajectory_free(&t);
             }
+            // The governor may change omp's thread count between any two steps
+            // (a busy machine): one thread and T on alternate steps, the same bits.
+            for (int T = 2; T <= 3; T++) {
+                cfg.threads = T;
+                cfg.threads_policy = PAR_THREADS_ALTERNATE;
+                snprintf(name, sizeof name, "omp 1 and %d threads alternating == reference, %s, "
+                         "B=%zu C=%zu", T, dn, cfg.batch, cfg.chunk);
+                if (par_ran(run_trajectory(&t, &par_trainer_omp, &cfg, &ds, STEPS), name))
+                    trajectory_equal(&t, &ref, &m, dt, name);
+                trajectory_free(&t);
+            }
+            cfg.threads_policy = PAR_THREADS_ADAPT;
             cfg.threads = 1;
 
             // fast mode: within the derived bound of the reference, step by step,

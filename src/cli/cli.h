@@ -21,6 +21,14 @@ typedef struct cli_opt {
     const char *help;      // "N  samples per batch (64)"
 } cli_opt;
 
+// The bounded spin of the binary's OpenMP threads (omp_wait.c): when the
+// environment sets neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY, executes the
+// binary again, once, with GOMP_SPINCOUNT=CLI_OMP_SPINCOUNT (libgomp reads it
+// before main); returns in the process that goes on, with both variables
+// out of its environment again. Called first in main().
+#define CLI_OMP_SPINCOUNT "3000"
+void cli_omp_wait(char **argv);
+
 // Parses argv[first..argc) into opts (NULL-name terminated). Positional
 // arguments go to pos[0..max_pos), *n_pos set. On a bad flag prints one line
 // naming it and what was expected, then a hint, and returns EXIT_USAGE.

@@ -26,6 +26,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    cli_omp_wait(argv);
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

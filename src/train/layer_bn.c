@@ -123,5 +123,8 @@ static void weight_grads(par_engine *e, int l, size_t s_base, size_t B, size_t C
     DT_CALL(e, bn_grads, e, l, s_base, B, C, c0, c1, o0, o1, cont, skip);
 }
 
-const par_layer_ops par_layer_batchnorm = {
-    .name = "batchnorm", .forward = forward, .backward = backward, .weight_grads = weight_grads};
+const par_layer_ops par_layer_batchnorm = {.name = "batchnorm",
+                                           .per_sample = 0,
+                                           .forward = forward,
+                                           .backward = backward,
+                                           .weight_grads = weight_grads};

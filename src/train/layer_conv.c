@@ -6,7 +6,7 @@
 //            ascending output position, from 0.
 //   weight gradient: per chunk one fma chain over its samples ascending and,
 //            within a sample, output positions ascending; chunks folded left.
-// Threads split samples (forward, input gradient) and output channels
+// Threads split samples (forward, input gradient: par_engine_own_samples) and output channels
 // (weight gradient). Scratch per thread: one sample's im2col (forward) or
 // tap gradients (backward), then one chunk's partial weight gradient.
 #include <omp.h>
@@ -21,9 +21,7 @@ static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
     const par_layer *ly = &m->layers[l];
     const size_t n_pos = ly->h_out * ly->w_out;
     size_t lo, hi;
-    par_split(s1 - s0, 1, t, T, &lo, &hi);
-    lo += s0;
-    hi += s0;
+    par_engine_own_samples(s0, s1, t, T, &lo, &hi);
     if (hi <= lo) return;
     const void *W = par_at(e, e->w, m->views[ly->w_view].offset);
     const void *b = par_at(e, e->w, m->views[ly->b_view].offset);
@@ -69,5 +67,8 @@ static void weight_grads(par_engine *e, int l, size_t s_base, size_t B, size_t C
           skip, par_at(e, e->scratch, (size_t)omp_get_thread_num() * e->scratch_elems));
 }
 
-const par_layer_ops par_layer_conv2d = {
-    .name = "conv2d", .forward = forward, .backward = backward, .weight_grads = weight_grads};
+const par_layer_ops par_layer_conv2d = {.name = "conv2d",
+                                        .per_sample = 1,
+                                        .forward = forward,
+                                        .backward = backward,
+                                        .weight_grads = weight_grads};

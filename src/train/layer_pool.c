@@ -2,7 +2,7 @@
 //   forward: the first maximum of each window in scan order (kh, then kw).
 //   input gradient: each output's gradient goes to that first maximum; every
 //            other input gets 0 (windows do not overlap: nothing is summed).
-// Threads split samples.
+// Threads split samples (par_engine_own_samples).
 #include "par_conv.h"
 #include "par_layers.h"
 
@@ -10,8 +10,8 @@ static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
 {
     const par_layer *ly = &e->m->layers[l];
     size_t lo, hi;
-    par_split(s1 - s0, 1, t, T, &lo, &hi);
-    if (hi > lo) KCALL(e->dt, par_maxpool_forward, e->a[l + 1], e->a[l], ly, s0 + lo, s0 + hi);
+    par_engine_own_samples(s0, s1, t, T, &lo, &hi);
+    if (hi > lo) KCALL(e->dt, par_maxpool_forward, e->a[l + 1], e->a[l], ly, lo, hi);
 }
 
 static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
@@ -22,5 +22,8 @@ static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
               s1);
 }
 
-const par_layer_ops par_layer_maxpool = {
-    .name = "maxpool", .forward = forward, .backward = backward, .weight_grads = NULL};
+const par_layer_ops par_layer_maxpool = {.name = "maxpool",
+                                         .per_sample = 1,
+                                         .forward = forward,
+                                         .backward = backward,
+                                         .weight_grads = NULL};

@@ -184,10 +184,12 @@ void par_engine_free(par_engine *e)
     memset(e, 0, sizeof *e);
 }
 
-// The same rows in every phase (transpose, dense forward outputs, weight
-// gradient, update), so the weights a core updates are the ones it reads next
-// step and parameters do not move between the cores' caches. Dense layers
-// take multiples of PAR_DENSE_OB rows, conv layers (few, long rows) of 4.
+// The same rows in every phase (transpose, weight gradient, update), so that
+// a thread updates the rows whose gradient it computed, with no barrier
+// between. Dense layers take multiples of PAR_DENSE_OB rows, conv layers
+// (few, long rows) of 4. (The dense forward once took these rows too, keeping
+// each core's weights in its cache; splitting it by samples instead costs no
+// measurable time and saves a barrier per layer: docs/performance.md.)
 void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi)
 {
     split(ly->n_rows, ly->kind == PAR_LAYER_DENSE ? PAR_DENSE_OB : 4, t, T, lo, hi);
@@ -219,45 +221,70 @@ static void share_of(const par_engine *e, const par_rows *r, int t, int T, size_
 }
 
 
-void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s0, size_t s1,
-                                 int backward)
+// Multiples of 4 samples (a thread's per-sample losses stay off the other
+// thread's cache lines), the same in forward and backward: a thread's samples
+// go from the input to the loss and back without waiting for another thread.
+void par_engine_own_samples(size_t s0, size_t s1, int t, int T, size_t *lo, size_t *hi)
+{
+    split(s1 - s0, 4, t, T, lo, hi);
+    *lo += s0;
+    *hi += s0;
+}
+
+// Forward, loss and input gradients of samples [s0, s1): thread t of T's
+// share, inside a parallel region; returns its correct predictions.
+static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, int backward,
+                   int t, int T)
 {
     const par_model *m = e->m;
     const par_dtype dt = e->dt;
     const int L = m->n_layers;
     const size_t B = batch->B;
+    size_t hits = 0;
+    // Forward, layer by layer; each kind splits its work among the threads.
+    // Between two per_sample layers (and after the last, the loss being per
+    // sample too) a thread reads only what it wrote itself: no barrier.
+    for (int l = 0; l < L; l++) {
+        const par_layer_ops *ops = par_layer_ops_of(m->layers[l].kind);
+        ops->forward(e, l, s0, s1, t, T);
+        const int next = l + 1 == L || par_layer_ops_of(m->layers[l + 1].kind)->per_sample;
+        if (!ops->per_sample || !next) {
+#pragma omp barrier
+        }
+    }
+    // Loss and input gradients: each thread takes its own samples, top down;
+    // a thread needs no other thread's samples, so no barrier between layers.
+    size_t lo, hi;
+    par_engine_own_samples(s0, s1, t, T, &lo, &hi);
+    if (hi > lo)
+        hits += KCALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo, hi,
+                      m->n_classes, B);
+    for (int l = L - 1; l >= 0 && backward; l--) {   // every thread: layers may sync
+        const par_layer *ly = &m->layers[l];
+        par_layer_ops_of(ly->kind)->backward(e, l, lo, hi, t);
+        if (l > 0)
+            KCALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
+                  at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
+    }
+    return hits;
+}
+
+static void pass_begin(par_engine *e, const par_batch *batch, size_t s0, size_t s1, int backward)
+{
     e->a[0] = (void *)batch->x;   // read only: layer 0's input
     e->bn_train = backward;       // batchnorm: batch statistics when training
     e->fb_s0 = s0;
     e->fb_s1 = s1;
-    e->fb_B = B;
-    size_t hits = 0;
+    e->fb_B = batch->B;
+}
 
+void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s0, size_t s1,
+                                 int backward)
+{
+    pass_begin(e, batch, s0, s1, backward);
+    size_t hits = 0;
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1) reduction(+ : hits)
-    {
-        const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        // Forward, layer by layer; each kind splits its work among the threads.
-        for (int l = 0; l < L; l++) {
-            par_layer_ops_of(m->layers[l].kind)->forward(e, l, s0, s1, t, T);
-#pragma omp barrier
-        }
-        // Loss and input gradients: each thread takes its own samples, top down;
-        // a thread needs no other thread's samples, so no barrier between layers.
-        size_t lo, hi;
-        split(s1 - s0, 4, t, T, &lo, &hi);
-        lo += s0;
-        hi += s0;
-        if (hi > lo)
-            hits += KCALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo,
-                          hi, m->n_classes, B);
-        for (int l = L - 1; l >= 0 && backward; l--) {   // every thread: layers may sync
-            const par_layer *ly = &m->layers[l];
-            par_layer_ops_of(ly->kind)->backward(e, l, lo, hi, t);
-            if (l > 0)
-                KCALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
-                      at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
-        }
-    }
+    hits += pass(e, batch, s0, s1, backward, omp_get_thread_num(), omp_get_num_threads());
     e->hits = hits;
 }
 
@@ -301,18 +328,21 @@ void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1
     }
 }
 
-void par_engine_weight_grads(par_engine *e, size_t B, size_t c0, size_t c1, int cont)
+// The weight gradients of thread t of T's rows of every layer.
+static void grad_rows(par_engine *e, size_t B, size_t c0, size_t c1, int cont, int t, int T)
 {
     const par_model *m = e->m;
-#pragma omp parallel num_threads(e->threads) if (e->threads > 1)
-    {
-        const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        for (int l = 0; l < m->n_layers; l++) {
-            size_t lo, hi;
-            own_rows(&m->layers[l], t, T, &lo, &hi);
-            if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
-        }
+    for (int l = 0; l < m->n_layers; l++) {
+        size_t lo, hi;
+        own_rows(&m->layers[l], t, T, &lo, &hi);
+        if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
     }
+}
+
+void par_engine_weight_grads(par_engine *e, size_t B, size_t c0, size_t c1, int cont)
+{
+#pragma omp parallel num_threads(e->threads) if (e->threads > 1)
+    grad_rows(e, B, c0, c1, cont, omp_get_thread_num(), omp_get_num_threads());
 }
 
 double par_engine_loss_fold(const par_engine *e, size_t B, size_t c0, size_t c1, double acc,
@@ -551,17 +581,27 @@ static void update_part(par_engine *e, const par_update *u, int l, size_t lo, si
           at(e, e->g, bo + lo), hi - lo, &u->k);
 }
 
+// Thread t of T's share of the update of rows r[0..n); inside a parallel region.
+static void update_share(par_engine *e, const par_update *u, const par_rows *r, int n, int t, int T)
+{
+    for (int i = 0; i < n; i++) {
+        size_t lo, hi;
+        share_of(e, &r[i], t, T, &lo, &hi);
+        if (hi > lo) update_part(e, u, r[i].layer, lo, hi);
+    }
+}
+
 static void update_region(par_engine *e, const par_update *u, const par_rows *r, int n)
 {
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
-    {
-        const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        for (int i = 0; i < n; i++) {
-            size_t lo, hi;
-            share_of(e, &r[i], t, T, &lo, &hi);
-            if (hi > lo) update_part(e, u, r[i].layer, lo, hi);
-        }
-    }
+    update_share(e, u, r, n, omp_get_thread_num(), omp_get_num_threads());
+}
+
+// A test fault between the gradient and the update (GRAD_ULP, or OPT_SWAP
+// with a stateful optimizer).
+static int update_fault(const par_engine *e, const par_update *u)
+{
+    return fault_on(e, PAR_FAULT_GRAD_ULP) || (!u->sgd && fault_on(e, PAR_FAULT_OPT_SWAP));
 }
 
 void par_engine_update_rows(par_engine *e, const par_update *u, const par_rows *r, int n)
@@ -586,4 +626,33 @@ void par_engine_update(par_engine *e)
     par_update u;
     par_engine_update_begin(e, &u);
     par_engine_update_rows(e, &u, r, n);
+}
+
+void par_engine_step(par_engine *e, const par_batch *batch)
+{
+    const size_t B = batch->B, n_chunks = par_n_chunks(B, e->C);
+    par_update u;
+    par_engine_update_begin(e, &u);   // reads no tensor: may come first
+    par_rows r[PAR_MAX_LAYERS];
+    const int n = all_rows(e->m, r);
+    // A test fault between the gradient and the update: the update after the
+    // region, by par_engine_update_rows; otherwise inside it.
+    const int faulty = update_fault(e, &u);
+    pass_begin(e, batch, 0, B, 1);
+    size_t hits = 0;
+#pragma omp parallel num_threads(e->threads) if (e->threads > 1) reduction(+ : hits)
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        hits += pass(e, batch, 0, B, 1, t, T);
+#pragma omp barrier
+        // (every sample's activations and input gradients are there; the
+        // backward pass no longer reads any weight)
+        grad_rows(e, B, 0, n_chunks, 0, t, T);
+        // Each thread updates the rows whose gradient it has just computed
+        // (share_of of a whole layer is its own_rows): no other thread reads
+        // them before the region ends.
+        if (!faulty) update_share(e, &u, r, n, t, T);
+    }
+    e->hits = hits;
+    if (faulty) par_engine_update_rows(e, &u, r, n);
 }

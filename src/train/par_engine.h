@@ -137,6 +137,14 @@ typedef struct par_update {
 void par_engine_update_begin(par_engine *e, par_update *u);
 void par_engine_update_rows(par_engine *e, const par_update *u, const par_rows *r, int n);
 
+// One whole local step in one parallel region: par_engine_forward_backward
+// of every sample, par_engine_weight_grads of every chunk, then
+// par_engine_update, with the same arithmetic; the threads meet at one
+// barrier inside instead of three regions' starts and ends (a waiting
+// thread costs a core: docs/performance.md, "Threads on a busy machine").
+// The loss is left in e->loss for par_engine_loss_fold.
+void par_engine_step(par_engine *e, const par_batch *batch);
+
 static inline size_t par_n_chunks(size_t B, size_t C) { return (B + C - 1) / C; }
 
 #endif

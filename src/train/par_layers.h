@@ -15,8 +15,13 @@
 typedef struct par_layer_ops {
     const char *name;
     // Forward of samples [s0, s1) into e->a[l + 1], activation included: the
-    // share of thread t of T. Every thread calls it; a barrier follows.
+    // share of thread t of T. Every thread calls it; a barrier follows unless
+    // this layer and the next (or the loss) are both per_sample.
     void (*forward)(par_engine *e, int l, size_t s0, size_t s1, int t, int T);
+    // 1: forward computes thread t's own samples (par_engine_own_samples),
+    // each from that sample's input alone, so a thread's samples go through
+    // consecutive per_sample layers with no barrier between them.
+    int per_sample;
     // For samples [s0, s1), all of them thread t's: d[l] is final for them.
     // If l > 0, writes d[l - 1] = dL/d(input) (the engine then applies layer
     // l-1's activation derivative). Every thread calls it, with or without
@@ -53,8 +58,11 @@ static inline void *par_at(const par_engine *e, const void *base, size_t i)
 }
 // [lo, hi) of n items for thread t of T, in multiples of `quantum` items.
 void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi);
+// The samples of [s0, s1) that thread t of T owns in a pass: forward of the
+// per_sample layers, the loss and the input gradients.
+void par_engine_own_samples(size_t s0, size_t s1, int t, int T, size_t *lo, size_t *hi);
 // The parameter rows of layer l that thread t of T owns in every phase
-// (forward of a dense layer, weight gradient, update, transposed panels).
+// (weight gradient, update, transposed panels).
 void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi);
 // The fault of kind `kind`, if it fires now for layer l (tests only).
 int par_engine_fault_on(const par_engine *e, par_fault_kind kind, int l);

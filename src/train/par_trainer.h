@@ -84,6 +84,15 @@ typedef struct par_optim_state {
     long t;
 } par_optim_state;
 
+// How `omp` uses its cfg.threads threads (docs/performance.md, "Threads on
+// a busy machine"). Any choice gives the same bits: exact mode computes
+// every element as one thread does.
+typedef enum par_threads_policy {
+    PAR_THREADS_ADAPT = 0,      // a step runs on one thread while that is measured faster
+    PAR_THREADS_FIXED,          // every step on cfg.threads threads
+    PAR_THREADS_ALTERNATE,      // TESTS ONLY: one thread and cfg.threads on alternate steps
+} par_threads_policy;
+
 typedef struct par_run_cfg {
     const par_model *model;
     par_dtype dtype;
@@ -95,6 +104,7 @@ typedef struct par_run_cfg {
     const void *init_params;    // model->n_params elements of dtype; copied
     const par_fault *fault;     // TESTS ONLY: this run's fault; NULL: the process-wide one
     const par_optim *optim;     // NULL: plain SGD; copied
+    par_threads_policy threads_policy;   // omp only (others: FIXED)
 } par_run_cfg;
 
 // A batch: every process gets the whole batch; MPI trainers use their chunks.
@@ -104,11 +114,14 @@ typedef struct par_batch {
     size_t B;                   // 1 <= B <= cfg.batch
 } par_batch;
 
-// Communication counters of an MPI trainer, for benchmarks and reports.
+// Communication counters of an MPI trainer, for benchmarks and reports; and
+// how many steps `omp` ran on one thread (cfg.threads_policy).
 typedef struct par_trainer_stats {
-    long steps;
+    long steps;                 // MPI trainers: steps counted (0: no communication figures)
     double bytes_sent_max;      // largest bytes sent by one rank, per step
     double comm_seconds_max;    // largest time one rank spent in communication, per step
+    int threads_adaptive;       // omp with threads > 1 under PAR_THREADS_ADAPT
+    long steps_one_thread;      // omp: steps run on one thread
 } par_trainer_stats;
 
 typedef struct par_trainer_ops {
@@ -131,7 +144,7 @@ typedef struct par_trainer_ops {
     // collective for mpi and hybrid (exact mode gathers the segments other
     // ranks updated): call it on every rank or on none.
     par_status (*grad)(void *state, const void **g);
-    // Optional (NULL for single-process trainers). Collective over the ranks.
+    // Optional (NULL: no figures). MPI trainers: collective over the ranks.
     par_status (*stats)(void *state, par_trainer_stats *out);
     // The optimizer state (par_optim_state: pointers into the trainer, valid
     // until its next step). root: current on rank 0 only (it updates there);
