@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Seconds per epoch of Fashion-MNIST (mlp:784-256-128-10, batch 64, f32) for
-# serial, omp T=2, mpi R=2, hybrid 1x2 and 2x1, root R=2, exact and fast;
-# speedup over serial exact, exact/fast speed ratio, and the bytes one rank
-# sends per step against 2 N sizeof(f32) of a ring allreduce.
-# Prints figures; it is a benchmark, not a test. Usage: bench/trainers.sh [EPOCHS]
+# serial, omp T=2, mpi R=2, hybrid 1x2 and 2x1, root R=2, exact and fast:
+# medians of ROUNDS interleaved rounds (every round runs every config once, so
+# a slow spell of a shared machine hits all of them alike); speedup over
+# serial exact, exact/fast speed ratio, and the bytes one rank sends per step
+# against 2 N sizeof(f32) of a ring allreduce.
+# Prints figures; it is a benchmark, not a test.
+# Usage: bench/trainers.sh [ROUNDS] [EPOCHS]   (3 rounds of 1 epoch)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EPOCHS=${1:-1}
+ROUNDS=${1:-3}
+EPOCHS=${2:-1}
 # No config here has more threads than cores, so OpenMP keeps parity's own
 # wait policy, a bounded spin (passive would add a futex wake to every
 # parallel region; docs/performance.md, "Threads on a busy machine"; on a
@@ -14,22 +18,40 @@ EPOCHS=${1:-1}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 P=./build/parity
 [ -x "$P" ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
-N=235146
-get() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d.get('$1', 0))"; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
 
-declare -A secs
-printf '%-22s %-6s %12s %9s %14s %12s\n' config mode s/epoch speedup bytes/step "vs 2N*4"
-for cfg in "serial" "omp --threads 2" "mpi --ranks 2" "hybrid --ranks 1 --threads 2" \
-           "hybrid --ranks 2 --threads 1" "root --ranks 2"; do
-    for mode in exact fast; do
-        # shellcheck disable=SC2086
-        js=$($P train --trainer $cfg --mode $mode --epochs "$EPOCHS" --json --quiet)
-        s=$(echo "$js" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['seconds'] / $EPOCHS)")
-        b=$(echo "$js" | get bytes_sent_per_step)
-        secs["$cfg/$mode"]=$s
-        base=${secs["serial/exact"]}
-        printf '%-22s %-6s %12.3f %8.2fx %14.0f %11.3fx\n' "$cfg" "$mode" "$s" \
-            "$(python3 -c "print($base / $s)")" "$b" "$(python3 -c "print($b / (2 * $N * 4))")"
+CONFIGS=("serial" "omp --threads 2" "mpi --ranks 2" "hybrid --ranks 1 --threads 2"
+         "hybrid --ranks 2 --threads 1" "root --ranks 2")
+for r in $(seq 1 "$ROUNDS"); do
+    for i in "${!CONFIGS[@]}"; do
+        for mode in exact fast; do
+            # shellcheck disable=SC2086
+            $P train --trainer ${CONFIGS[$i]} --mode $mode --epochs "$EPOCHS" --json --quiet \
+                >"$T/$i.$mode.$r.json"
+        done
     done
-    python3 -c "print('%-22s exact/fast speed ratio %.2f' % ('$cfg', ${secs["$cfg/fast"]} / ${secs["$cfg/exact"]}))"
+    echo "round $r of $ROUNDS done" >&2
 done
+
+python3 - "$T" "$ROUNDS" "$EPOCHS" "${CONFIGS[@]}" <<'PY'
+import json, statistics, sys
+d, rounds, epochs, configs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+N = 235146
+def runs(i, mode):
+    return [json.load(open(f"{d}/{i}.{mode}.{r}.json")) for r in range(1, rounds + 1)]
+sec = {(i, m): statistics.median(j["seconds"] / epochs for j in runs(i, m))
+       for i in range(len(configs)) for m in ("exact", "fast")}
+base = sec[(0, "exact")]
+print(f"medians of {rounds} interleaved rounds, {epochs} epoch(s) each")
+print("%-30s %-6s %9s %9s %9s %13s %9s" % ("config", "mode", "s/epoch", "min", "speedup",
+                                           "bytes/step", "vs 2N*4"))
+for i, c in enumerate(configs):
+    for m in ("exact", "fast"):
+        js = runs(i, m)
+        b = js[0].get("bytes_sent_per_step", 0)
+        lo = min(j["seconds"] / epochs for j in js)
+        print("%-30s %-6s %9.3f %9.3f %8.2fx %13.0f %8.3fx" % (c, m, sec[(i, m)], lo,
+              base / sec[(i, m)], b, b / (2 * N * 4)))
+    print("%-30s exact/fast speed ratio %.2f" % (c, sec[(i, "fast")] / sec[(i, "exact")]))
+PY
