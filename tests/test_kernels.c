@@ -2,7 +2,8 @@
 // here, independently of src/kernels and reference/): bitwise equality for
 // f32 and f64, every kernel set the CPU runs (par_kernels_available), shapes
 // including 1, 7, 33, 784 and 785, any row/column sub-range, any chunk range,
-// fresh or continued folds; ReLU and Adam likewise. A failure prints the
+// fresh or continued folds, and 512 x 1024 and 1024 x 512 (rows 2 KB apart,
+// which the AVX2 kernels copy first); ReLU and Adam likewise. A failure prints the
 // shape and seed to reproduce it.
 #include <math.h>
 #include <stdint.h>
@@ -266,6 +267,24 @@ int main(void)
                            "c=[%zu,%zu) cont=%d: forward %s, backward_data %s, weights %s\n",
                            (unsigned long long)seed, B, n_in, n_out, C, s0, s1, o0, o1, c0, c1,
                            cont, ok_f ? "ok" : "DIFF", ok_d ? "ok" : "DIFF", ok_w ? "ok" : "DIFF");
+                all_f &= ok_f;
+                all_d &= ok_d;
+                all_w &= ok_w;
+                cases++;
+            }
+            // Rows 2 KB apart (512 or 1024 values of f32 or f64): the AVX2
+            // kernels copy such panels before use; every row tile, full range.
+            for (size_t k = 0; k < 2; k++) {
+                const size_t n_in = k ? 512 : 1024, n_out = k ? 1024 : 512, B = 64, C = 8;
+                const size_t s0 = k, s1 = B, o0 = 0, o1 = n_out, c0 = 0, c1 = B / C, o_mid = 13;
+                const int cont = (int)k;
+                const uint64_t seed = 100 + k;
+                int ok_f = 1, ok_d = 1, ok_w = 1;
+                if (d == 0) RUN_CASE(float, f32);
+                else RUN_CASE(double, f64);
+                if (!(ok_f && ok_d && ok_w))
+                    printf("  n_in=%zu n_out=%zu: forward %s, backward_data %s, weights %s\n", n_in,
+                           n_out, ok_f ? "ok" : "DIFF", ok_d ? "ok" : "DIFF", ok_w ? "ok" : "DIFF");
                 all_f &= ok_f;
                 all_d &= ok_d;
                 all_w &= ok_w;
