@@ -47,4 +47,17 @@ sha() { "$P" train "$@" --steps 30 --json --quiet | sed -n 's/.*"weights_sha256"
 a=$(sha --trainer serial)
 b=$(sha --trainer omp --threads 2)
 check "serial and omp T=2 weights the same bits under the bounded spin" test -n "$a" -a "$a" = "$b"
+
+# --fixed-threads: every step on T threads (what verify's timed rows use),
+# the same bits; without it --json counts the steps run on one thread.
+"$P" train --trainer omp --threads 2 --fixed-threads --steps 30 --json --quiet >"$T/f.json"
+c=$(sed -n 's/.*"weights_sha256": "\([0-9a-f]*\)".*/\1/p' "$T/f.json")
+check "omp T=2 --fixed-threads: the same bits" test -n "$c" -a "$c" = "$a"
+check "omp T=2 --fixed-threads: no steps_one_thread count" \
+    python3 -c "import json,sys; sys.exit('steps_one_thread' in json.load(open('$T/f.json')))"
+"$P" train --trainer omp --threads 2 --steps 30 --json --quiet >"$T/a.json"
+check "omp T=2 adaptive: --json counts steps_one_thread (0..30)" \
+    python3 -c "import json,sys; n=json.load(open('$T/a.json'))['steps_one_thread']; sys.exit(not 0 <= n <= 30)"
+"$P" train --trainer omp --threads 2 --fixed-threads --no-such-flag >/dev/null 2>&1
+check "an unknown flag beside --fixed-threads is refused" test $? = 2
 finish

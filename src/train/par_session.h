@@ -48,7 +48,8 @@ typedef struct par_session_cfg {
     const char *init_save;         // rank 0 writes the initial weights there (not with resume)
     const char *save;              // rank 0 writes the final weights there
     const char *log;               // JSONL step log (rank 0)
-    int no_digest;                 // no per-step weight SHA-256 in the log
+    int no_digest;                 // no per-step weight digests in the log
+    int fixed_threads;             // omp: every step on `threads` threads (PAR_THREADS_FIXED)
     const char *ckpt_dir;          // checkpoints there (one run per folder); NULL: none
     const char *resume;            // continue the run of this folder (and, without
                                    // ckpt_dir, write checkpoints there)

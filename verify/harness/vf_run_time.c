@@ -48,6 +48,9 @@ par_status vf_time_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, js
         vf_arg(&b, "train");
         vf_case_flags(&b, cr, cr->N);
         vf_config_flags(&b, cf, 1);
+        // A T-thread row times T threads: omp may not fall back to one
+        // thread on a busy machine (the bits are the same either way).
+        if (strcmp(cf->trainer, "omp") == 0 && cf->threads > 1) vf_arg(&b, "--fixed-threads");
         vf_arg(&b, "--json");
         vf_arg(&b, "--quiet");
         int code;
