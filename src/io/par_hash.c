@@ -11,6 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <xxhash.h>
+#ifdef PARITY_XXH_DISPATCH
+#include <xxh_x86dispatch.h>   // XXH3_128bits -> XXH3_128bits_dispatch (AVX2 when the CPU has it)
+#endif
 
 // XXH3's output is stable from 0.8.0 on; earlier versions give other digests.
 #if XXH_VERSION_NUMBER < 800
