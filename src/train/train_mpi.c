@@ -15,8 +15,9 @@
 //   every other rank, which recomputes their transposed panel columns. The
 //   update is elementwise, so every rank ends the step with the serial
 //   weights. A rank sends each segment at most once per phase: under 2 N
-//   values per step, like a ring allreduce. The gradient and optimizer state of the segments a rank does
-//   not own are current only on their owner: grad and get_optim gather them.
+//   values per step, like a ring allreduce. The gradient and optimizer state
+//   of the segments a rank does not own are current only on their owner:
+//   grad and get_optim gather them.
 // exact, root: ranks send each of their chunk gradients to rank 0, which
 //   folds them in chunk order, updates and broadcasts the weights (the
 //   classic design made exact, at the price of one message per chunk).
