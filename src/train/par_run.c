@@ -118,8 +118,8 @@ par_status par_run_optim(const par_run_now *now, par_optim_state *out)
 {
     memset(out, 0, sizeof *out);
     if (now->optim == PAR_OPTIM_SGD) return PAR_OK;
-    PAR_FAIL_IF(!now->trainer->get_optim, PAR_ERR_CONFIG, "trainer %s has no optimizer state access",
-                now->trainer->name);
+    PAR_FAIL_IF(!now->trainer->get_optim, PAR_ERR_CONFIG,
+                "trainer %s has no optimizer state access", now->trainer->name);
     return now->trainer->get_optim(now->state, out);
 }
 

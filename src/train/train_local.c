@@ -133,7 +133,8 @@ static par_status local_step(void *state, const par_batch *batch, double *loss)
     par_engine_begin_step(e);
     par_engine_step(e, batch);
     *loss = par_engine_loss_mean(e, par_engine_loss_fold(e, B, 0, n_chunks, 0, 0), B);
-    if (s->policy == PAR_THREADS_ADAPT) govern(s, e->threads, par_now() - t0, par_thread_cpu() - c0);
+    if (s->policy == PAR_THREADS_ADAPT)
+        govern(s, e->threads, par_now() - t0, par_thread_cpu() - c0);
     s->one += e->threads == 1;
     s->n++;
     e->threads = s->T;   // params, set_params and the rest: every thread
