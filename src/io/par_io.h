@@ -84,6 +84,10 @@ par_status par_log_open(par_log **log, const char *path);
 // (docs/train.md); logs of parity before it carried "weights_sha256".
 par_status par_log_step(par_log *log, int epoch, long step, double loss,
                         const char *weights_xxh128);
+// The refusal of line `line` of log `path`, a step line of parity before
+// XXH3-128 step digests ("weights_sha256"): PAR_ERR_FORMAT, never a compare
+// of a SHA-256 with an XXH3 digest.
+par_status par_log_old_digests(const char *path, long line);
 // {"type":"epoch","epoch":e,"step":s,"val_loss":..,"val_accuracy":..,"test_loss":..,"test_accuracy":..}
 par_status par_log_epoch(par_log *log, int epoch, long step, double val_loss, double val_acc,
                          double test_loss, double test_acc);

@@ -157,3 +157,11 @@ void par_log_discard(par_log *log)
     close(log->fd);   // the lines written stay: they are the steps done
     free_log(log);
 }
+
+par_status par_log_old_digests(const char *path, long line)
+{
+    return par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__,
+                         "%s:%ld: \"weights_sha256\": a log of parity before XXH3-128 step "
+                         "digests; expected \"weights_xxh128\" (write the log again)",
+                         path, line);
+}

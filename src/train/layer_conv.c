@@ -6,8 +6,8 @@
 //            ascending output position, from 0.
 //   weight gradient: per chunk one fma chain over its samples ascending and,
 //            within a sample, output positions ascending; chunks folded left.
-// Threads split samples (forward, input gradient: par_engine_own_samples) and output channels
-// (weight gradient). Scratch per thread: one sample's im2col (forward) or
+// Threads split samples (forward, input gradient: par_engine_own_samples)
+// and output channels (weight gradient). Scratch per thread: one sample's im2col (forward) or
 // tap gradients (backward), then one chunk's partial weight gradient.
 #include <omp.h>
 #include <string.h>

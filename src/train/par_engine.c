@@ -26,6 +26,14 @@ void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi)
     *hi = b1 * quantum < n ? b1 * quantum : n;
 }
 
+// par_split of the range [a, b) in multiples of 4.
+static void split_range(size_t a, size_t b, int t, int T, size_t *lo, size_t *hi)
+{
+    split(b - a, 4, t, T, lo, hi);
+    *lo += a;
+    *hi += a;
+}
+
 static par_fault fault;
 
 void par_fault_set(const par_fault *f) { fault = *f; }
@@ -215,20 +223,15 @@ static void share_of(const par_engine *e, const par_rows *r, int t, int T, size_
         own_rows(ly, t, T, lo, hi);
         return;
     }
-    split(r->o1 - r->o0, 4, t, T, lo, hi);
-    *lo += r->o0;
-    *hi += r->o0;
+    split_range(r->o0, r->o1, t, T, lo, hi);
 }
-
 
 // Multiples of 4 samples (a thread's per-sample losses stay off the other
 // thread's cache lines), the same in forward and backward: a thread's samples
 // go from the input to the loss and back without waiting for another thread.
 void par_engine_own_samples(size_t s0, size_t s1, int t, int T, size_t *lo, size_t *hi)
 {
-    split(s1 - s0, 4, t, T, lo, hi);
-    *lo += s0;
-    *hi += s0;
+    split_range(s0, s1, t, T, lo, hi);
 }
 
 // Forward, loss and input gradients of samples [s0, s1): thread t of T's
@@ -323,8 +326,8 @@ void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
     {
         size_t lo, hi;
-        split(o1 - o0, 4, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        if (hi > lo) layer_rows(e, l, B, c0, c1, o0 + lo, o0 + hi, cont);
+        split_range(o0, o1, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
     }
 }
 

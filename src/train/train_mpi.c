@@ -47,6 +47,11 @@ typedef struct mpi_state {
     int *owner;                  // segment -> the rank that updates it (exact mpi/hybrid)
     int *seg_req;                // segment -> index of its first phase-1 send request
     int g_partial, os_partial;   // other ranks' segments of e.g / e.os not current here
+    // The segments other ranks own, adjacent ones of a layer as one piece: the
+    // segments before and after this rank's block, cut at layer ends (one
+    // layer possibly twice). Their panel columns follow the weights received.
+    par_rows others[PAR_MAX_LAYERS + 1];
+    int n_others;
     void *chunk_g;               // root exact: one chunk's gradient + its loss
     MPI_Request *reqs;
     int n_reqs, cap_reqs;
@@ -113,6 +118,13 @@ static par_status make_segments(mpi_state *s)
         s->owner[k] = (int)(mid * (size_t)s->size / N);
         if (s->owner[k] >= s->size) s->owner[k] = s->size - 1;
         done += (s->seg[k].o1 - s->seg[k].o0) * (L->row_len + 1);
+    }
+    for (int k = 0; k < n; k++) {
+        if (s->owner[k] == s->rank) continue;
+        const segment *g = &s->seg[k];
+        par_rows *p = s->n_others > 0 ? &s->others[s->n_others - 1] : NULL;
+        if (p && p->layer == g->layer && p->o1 == g->o0) p->o1 = g->o1;
+        else s->others[s->n_others++] = (par_rows){g->layer, g->o0, g->o1};
     }
     return PAR_OK;
 }
@@ -312,18 +324,7 @@ static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
         recv_seg(s, s->e.w, k, from, T_NEW + 2 * k);
         if (s->owner[k] != to) isend_seg(s, s->e.w, k, to, T_NEW + 2 * k);
     }
-    // Adjacent segments of a layer as one piece: the segments before and after
-    // this rank's block, cut at layer ends, one layer possibly twice.
-    par_rows rows[PAR_MAX_LAYERS + 1];
-    int n_rows = 0;
-    for (int k = 0; k < n; k++) {
-        if (s->owner[k] == r) continue;
-        const segment *g = &s->seg[k];
-        par_rows *p = n_rows > 0 ? &rows[n_rows - 1] : NULL;
-        if (p && p->layer == g->layer && p->o1 == g->o0) p->o1 = g->o1;
-        else rows[n_rows++] = (par_rows){g->layer, g->o0, g->o1};
-    }
-    par_engine_sync_rows(&s->e, rows, n_rows);
+    par_engine_sync_rows(&s->e, s->others, s->n_others);
     t0 = MPI_Wtime();
     MPI_Waitall(s->n_reqs, s->reqs, MPI_STATUSES_IGNORE);
     s->comm_s += MPI_Wtime() - t0;

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "par_io.h"
+
 typedef struct log_step {
     long step;
     int epoch;
@@ -76,10 +78,7 @@ static par_status parse_line(step_log *lg, const char *text, const char *path, l
     s->loss = json_is_null(loss) ? NAN : json_number_value(loss);
     json_t *w = json_object_get(j, "weights_xxh128"), *l = json_object_get(j, "loss_xxh128");
     if (json_object_get(j, "weights_sha256") || json_object_get(j, "loss_sha256")) {
-        st = par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__,
-                           "%s:%ld: \"weights_sha256\": a log of parity before XXH3-128 step "
-                           "digests; expected \"weights_xxh128\" (write the log again)",
-                           path, line);
+        st = par_log_old_digests(path, line);
     } else if (w && l) {
         st = copy_hex(s->weights, w, path, line, "weights_xxh128");
         if (st == PAR_OK) st = copy_hex(s->loss_xxh, l, path, line, "loss_xxh128");

@@ -61,10 +61,7 @@ par_status vf_log_read(vf_log *l, const char *path)
                                path, lineno);
         else if (type && strcmp(type, "step") == 0) {
             const json_int_t step = json_integer_value(json_object_get(j, "step"));
-            if (json_object_get(j, "weights_sha256"))   // never compared with XXH3 digests
-                st = par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__,
-                                   "%s:%ld: \"weights_sha256\": a log of parity before XXH3-128 "
-                                   "step digests; expected \"weights_xxh128\"", path, lineno);
+            if (json_object_get(j, "weights_sha256")) st = par_log_old_digests(path, lineno);
             else if (step != (json_int_t)l->n + 1)
                 st = par_set_error(PAR_ERR_FORMAT, __FILE__, __LINE__,
                                    "%s:%ld: step %lld, expected %ld", path, lineno,
