@@ -11,7 +11,7 @@ static int near(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b) + 1e
 int main(void)
 {
     sm_costs c = {.t0 = 1e-4, .t_sample = 1e-5, .alpha = 1e-6, .beta = 1e-9, .n_params = 1000,
-                  .elem_bytes = 4, .chunk = 8, .seg_params = 250};
+                  .elem_bytes = 4, .chunk = 8, .seg_params = 250, .chain_params = 1000};
     // mpi fast, P = 2: 2 (1) 1us + 2 (1/2) 4000 B 1ns = 2us + 4us
     par_check(near(sm_comm_seconds(&c, SM_MPI_FAST, 2, 64), 6e-6), "ring allreduce P=2");
     // mpi exact, P = 2: 4 segments of 1000 B, 1us + 1us each: the chain
@@ -46,6 +46,20 @@ int main(void)
     par_check(near(sm_step_seconds(&u, SM_MPI_FAST, 4, 64) - sm_comm_seconds(&u, SM_MPI_FAST, 4, 64),
                    100e-6 + 160e-6),
               "fast mode: every rank updates everything");
+    // mpi exact with gathered layers: 750 of the 1000 parameters gathered,
+    // 10 values per sample, so 1 segment along the chain. P = 2, B = 64:
+    // the gather (1) (1us + 64 x 10 x 4 B / 2 x 1ns) = 2.28us, the chain
+    // (1 + 0) 2us, the weights (1/2 4 + 0) 2us = 4us: 8.28us
+    sm_costs g = c;
+    g.chain_params = 250;
+    g.gather_values = 10;
+    par_check(near(sm_comm_seconds(&g, SM_MPI_EXACT, 2, 64), 8.28e-6), "gathered layers P=2");
+    // P = 4: the gather 3 (1us + 2560 B / 4 x 1ns) = 4.92us, the chain
+    // (1 + 2) 2us = 6us, the weights (3/4 4 + 2) 2us = 10us: 20.92us
+    par_check(near(sm_comm_seconds(&g, SM_MPI_EXACT, 4, 64), 20.92e-6), "gathered layers P=4");
+    // everything gathered: no chain at all; P = 2: 2.28us + 4us
+    g.chain_params = 0;
+    par_check(near(sm_comm_seconds(&g, SM_MPI_EXACT, 2, 64), 6.28e-6), "no chain P=2");
     // a short last batch: B = 20, P = 1: all 20 samples
     par_check(near(sm_step_seconds(&c, SM_MPI_FAST, 1, 20), 100e-6 + 200e-6), "short batch P=1");
     return par_test_exit();

@@ -280,6 +280,7 @@ int cmd_model(int argc, char **argv)
     c.elem_bytes = par_dtype_size(dt);
     c.chunk = (size_t)o.chunk;
     c.seg_params = PAR_RING_SEG_PARAMS;
+    par_ring_split(&m, (size_t)o.batch, &c.chain_params, &c.gather_values);
 
     // 2. Communication: alpha, beta from a ping-pong on 2 ranks.
     char exe[4096], cmd[8192];
@@ -334,17 +335,21 @@ int cmd_model(int argc, char **argv)
     for (int d = 0; d < 2; d++) {
         const sm_design des = d ? SM_MPI_FAST : SM_MPI_EXACT;
         for (size_t Bg = 64; Bg <= 8192; Bg *= 2) {
-            const double t1 = sm_step_seconds(&c, des, 1, Bg);
+            sm_costs cg = c;   // which layers gather depends on the batch
+            par_ring_split(&m, Bg, &cg.chain_params, &cg.gather_values);
+            const double t1 = sm_step_seconds(&cg, des, 1, Bg);
             for (int R = 1; R <= o.max_ranks; R *= 2) {
                 const double steps = ceil((double)n_train / (double)Bg);
-                const double tR = sm_step_seconds(&c, des, R, Bg);
+                const double tR = sm_step_seconds(&cg, des, R, Bg);
                 json_array_append_new(pred, json_pack(
                     "{s:s, s:s, s:i, s:I, s:f, s:f, s:f}", "scaling", "strong", "design",
                     sm_design_name(des), "ranks", R, "batch", (json_int_t)Bg, "epoch_s",
                     steps * tR, "speedup", t1 / tR, "efficiency", t1 / tR / R));
                 // weak: B samples per rank, against one rank's epoch at batch B
                 const size_t Bw = B * (size_t)R;
-                const double tw = sm_step_seconds(&c, des, R, Bw);
+                sm_costs cw = c;
+                par_ring_split(&m, Bw, &cw.chain_params, &cw.gather_values);
+                const double tw = sm_step_seconds(&cw, des, R, Bw);
                 const double steps_w = ceil((double)n_train / (double)Bw);
                 const double epoch1 = ceil((double)n_train / (double)B) * sm_step_seconds(&c, des, 1, B);
                 json_array_append_new(pred, json_pack(
@@ -357,8 +362,10 @@ int cmd_model(int argc, char **argv)
     }
 
     if (o.json) {
-        json_t *j = json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:o, s:o}", "model",
-                              m.spec, "n_params", (json_int_t)m.n_params, "t0_s", c.t0,
+        json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:o, s:o}",
+                              "model", m.spec, "n_params", (json_int_t)m.n_params, "chain_params",
+                              (json_int_t)c.chain_params, "gather_values_per_sample",
+                              (json_int_t)c.gather_values, "t0_s", c.t0,
                               "t_update_s", c.t_update, "t_panel_s", c.t_panel, "t_sample_s",
                               c.t_sample, "alpha_s", c.alpha, "beta_s_per_byte", c.beta,
                               "comm_measured", have_comm, "validation", val, "predicted", pred);
@@ -374,6 +381,8 @@ int cmd_model(int argc, char **argv)
                c.t0 * 1e6, c.t_sample * 1e6, tb[0] * 1e3, tb[1] * 1e3, tb[2] * 1e3);
         printf("           of t0: the update %.1f us (mpi exact shards it); recomputing every "
                "panel %.1f us\n", c.t_update * 1e6, c.t_panel * 1e6);
+        printf("           mpi exact at batch %d: %zu parameters along the chain, %zu values "
+               "per sample all-gathered\n", o.batch, c.chain_params, c.gather_values);
         printf("  network  alpha = %.2f us, beta = %.3f ns/byte (%.2f GB/s)%s\n", c.alpha * 1e6,
                c.beta * 1e9, c.beta > 0 ? 1e-9 / c.beta : 0.0, have_comm ? "" : " (not measured)");
         printf("\nvalidation (measured vs PREDICTED seconds per step, batch %d):\n", o.batch);

@@ -17,6 +17,15 @@ typedef enum par_mode { PAR_MODE_EXACT = 0, PAR_MODE_FAST = 1 } par_mode;
 // Parameters per segment of the exact MPI ring (train_mpi.c; the scaling model uses it).
 #define PAR_RING_SEG_PARAMS 16384
 
+// Exact mpi/hybrid on more than one rank, batch B: 1 when the ranks gather
+// layer l's per-sample inputs and output gradients, so that the owner of
+// each row computes its weight gradient over every chunk alone; 0 when the
+// layer's gradient is folded along the ordered chain (train_mpi.c).
+int par_ring_gathers(const par_model *m, int l, size_t B);
+// Over all layers at batch B: the parameters whose gradient runs along the
+// chain, and the values per sample the gathered layers all-gather.
+void par_ring_split(const par_model *m, size_t B, size_t *chain_params, size_t *gather_values);
+
 enum {
     PAR_CAP_THREADS = 1u << 0,  // honours cfg.threads
     PAR_CAP_RANKS = 1u << 1,    // runs one process per MPI rank

@@ -4,12 +4,17 @@
 // loop (cheap: the batch is gathered from memory); rank r owns a contiguous
 // range of chunks.
 //
-// exact, mpi/hybrid: the left fold over chunks runs as an ordered pipelined
+// exact, mpi/hybrid: every rank owns a contiguous block of row segments
+//   (about N / P parameters) and updates them. Dense layers whose per-sample
+//   data is small (par_ring_gathers: the default MLP's first two) are
+//   gathered: the ranks all-gather each sample's layer input and output
+//   gradient, and the owner of each row computes its whole chunk fold alone,
+//   as one thread does, so the weight gradient is split among the ranks.
+//   The other layers' fold runs as an ordered pipelined
 //   chain over parameter segments: rank 0 starts each segment's fold with
 //   its chunks, rank r continues the fold it receives from r-1 with its own
 //   chunks, so the last rank finishes every segment with the serial fold bit
-//   for bit whatever P is. The update is sharded: each rank owns a
-//   contiguous block of segments (about N / P parameters); the last rank
+//   for bit whatever P is. The update is sharded: the last rank
 //   sends each finished segment's gradient to its owner, the owner updates
 //   it (optimizer state included) and its new weights go round the ring to
 //   every other rank, which recomputes their transposed panel columns. The
@@ -52,6 +57,13 @@ typedef struct mpi_state {
     // layer possibly twice). Their panel columns follow the weights received.
     par_rows others[PAR_MAX_LAYERS + 1];
     int n_others;
+    // exact mpi/hybrid: layers whose weight gradient the owners compute from
+    // every sample's input and output gradient, gathered from all ranks
+    // (gathered_layer), instead of the chain; the rows this rank owns of them.
+    int gathered[PAR_MAX_LAYERS];
+    par_rows mine[PAR_MAX_LAYERS];
+    int n_mine;
+    int *counts, *displs;        // per rank, for MPI_Allgatherv
     void *chunk_g;               // root exact: one chunk's gradient + its loss
     MPI_Request *reqs;
     int n_reqs, cap_reqs;
@@ -71,6 +83,22 @@ static void own_chunks(size_t n_chunks, int r, int P, size_t *c0, size_t *c1)
     const size_t base = n_chunks / (size_t)P, extra = n_chunks % (size_t)P, ur = (size_t)r;
     *c0 = ur * base + (ur < extra ? ur : extra);
     *c1 = *c0 + base + (ur < extra);
+}
+
+// Whether exact mpi/hybrid gathers layer l's activations (par_ring_gathers).
+static int gathered_layer(const mpi_state *s, int l)
+{
+    return s->e.mode == PAR_MODE_EXACT && !s->is_root_design && s->size > 1 &&
+           par_ring_gathers(s->e.m, l, s->e.B_cap);
+}
+
+// Appends segment g to the row pieces r[0..*n), joined to the last piece
+// when it continues it.
+static void append_rows(par_rows *r, int *n, const segment *g)
+{
+    par_rows *p = *n > 0 ? &r[*n - 1] : NULL;
+    if (p && p->layer == g->layer && p->o1 == g->o0) p->o1 = g->o1;
+    else r[(*n)++] = (par_rows){g->layer, g->o0, g->o1};
 }
 
 // Row segments of every layer, about SEG_PARAMS parameters each, in layer
@@ -101,7 +129,10 @@ static par_status make_segments(mpi_state *s)
             s->owner = malloc((size_t)n * sizeof *s->owner);
             s->seg_req = malloc((size_t)n * sizeof *s->seg_req);
             s->reqs = malloc((size_t)cap * sizeof *s->reqs);
-            PAR_FAIL_IF(!s->seg || !s->owner || !s->seg_req || !s->reqs, PAR_ERR_ALLOC,
+            s->counts = malloc((size_t)s->size * sizeof *s->counts);
+            s->displs = malloc((size_t)s->size * sizeof *s->displs);
+            PAR_FAIL_IF(!s->seg || !s->owner || !s->seg_req || !s->reqs || !s->counts || !s->displs,
+                        PAR_ERR_ALLOC,
                         "out of memory for %d segments", n);
             s->cap_reqs = cap;
         }
@@ -119,12 +150,11 @@ static par_status make_segments(mpi_state *s)
         if (s->owner[k] >= s->size) s->owner[k] = s->size - 1;
         done += (s->seg[k].o1 - s->seg[k].o0) * (L->row_len + 1);
     }
+    for (int l = 0; l < m->n_layers; l++) s->gathered[l] = gathered_layer(s, l);
     for (int k = 0; k < n; k++) {
-        if (s->owner[k] == s->rank) continue;
         const segment *g = &s->seg[k];
-        par_rows *p = s->n_others > 0 ? &s->others[s->n_others - 1] : NULL;
-        if (p && p->layer == g->layer && p->o1 == g->o0) p->o1 = g->o1;
-        else s->others[s->n_others++] = (par_rows){g->layer, g->o0, g->o1};
+        if (s->owner[k] != s->rank) append_rows(s->others, &s->n_others, g);
+        else if (s->gathered[g->layer]) append_rows(s->mine, &s->n_mine, g);
     }
     return PAR_OK;
 }
@@ -262,8 +292,50 @@ static void update_own(mpi_state *s, const par_update *u, int k, int tag)
     isend_seg(s, s->e.w, k, (s->rank + 1) % s->size, tag);
 }
 
+// Rows [s0_q, s1_q) of buf (row values each) from every rank q to all: the
+// samples each rank's pass computed, in place.
+static void allgather_rows(mpi_state *s, void *buf, size_t row, size_t B)
+{
+    int *counts = s->counts, *displs = s->displs;
+    const size_t n_chunks = par_n_chunks(B, s->e.C);
+    for (int q = 0; q < s->size; q++) {
+        size_t c0, c1;
+        own_chunks(n_chunks, q, s->size, &c0, &c1);
+        const size_t q0 = c0 * s->e.C < B ? c0 * s->e.C : B, q1 = c1 * s->e.C < B ? c1 * s->e.C : B;
+        displs[q] = (int)(q0 * row);
+        counts[q] = (int)((q1 - q0) * row);
+    }
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, s->real_t, s->comm);
+    // As a ring all-gather: every block but one's own passes through each rank.
+    s->bytes += (double)((B * row - (size_t)counts[s->rank]) * par_dtype_size(s->e.dt));
+}
+
+// The gathered layers' inputs (a[0], the batch, is everywhere already) and
+// output gradients of every sample, then the weight gradient of this rank's
+// rows of them over all chunks, updated and sent round the ring.
+static void own_gathered(mpi_state *s, const par_update *u, size_t B, int tag_new)
+{
+    const par_model *m = s->e.m;
+    const double t0 = MPI_Wtime();
+    for (int l = 0; l < m->n_layers; l++) {
+        if (!s->gathered[l]) continue;
+        if (l > 0) allgather_rows(s, s->e.a[l], m->layers[l].n_in, B);
+        allgather_rows(s, s->e.d[l], m->layers[l].n_out, B);
+    }
+    s->comm_s += MPI_Wtime() - t0;
+    const size_t n_chunks = par_n_chunks(B, s->e.C);
+    for (int i = 0; i < s->n_mine; i++)
+        par_engine_layer_grads(&s->e, s->mine[i].layer, B, 0, n_chunks, s->mine[i].o0,
+                               s->mine[i].o1, 0);
+    par_engine_update_rows(&s->e, u, s->mine, s->n_mine);
+    for (int k = 0; k < s->n_seg; k++)
+        if (s->owner[k] == s->rank && s->gathered[s->seg[k].layer])
+            isend_seg(s, s->e.w, k, (s->rank + 1) % s->size, tag_new + 2 * k);
+}
+
 // exact mpi/hybrid: the ordered chain fold and the sharded update (see the
-// top of the file). Returns the folded loss sum, the same on every rank.
+// top of the file), the gathered layers computed by their owners. Returns
+// the folded loss sum, the same on every rank.
 static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
 {
     const int r = s->rank, P = s->size, last = P - 1, n = s->n_seg;
@@ -275,7 +347,11 @@ static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
     par_update u;
     par_engine_update_begin(&s->e, &u);
     s->n_reqs = 0;
+    // Rank 0 starts the chain first, so that the ranks after it find its
+    // segments waiting when they come to the chain after their own rows.
+    if (r > 0) own_gathered(s, &u, B, T_NEW);
     for (int k = 0; k < n; k++) {
+        if (s->gathered[s->seg[k].layer]) continue;
         if (r > 0) recv_seg(s, s->e.g, k, r - 1, 2 * k);
         if (has)
             par_engine_layer_grads(&s->e, s->seg[k].layer, B, c0, c1, s->seg[k].o0,
@@ -299,11 +375,12 @@ static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
     else
         for (int q = 0; q < last; q++) isend(s, lossbuf[1], 1, q, T_OWN + 2 * n);
     s->comm_s += MPI_Wtime() - t0;
+    if (r == 0) own_gathered(s, &u, B, T_NEW);
 
     // Own segments: their final gradient from the last rank (after this rank's
     // chain send of the same buffer completed), the update, the new weights out.
     for (int k = 0; k < n && r != last; k++) {
-        if (s->owner[k] != r) continue;
+        if (s->owner[k] != r || s->gathered[s->seg[k].layer]) continue;
         t0 = MPI_Wtime();
         MPI_Waitall(2, &s->reqs[s->seg_req[k]], MPI_STATUSES_IGNORE);
         s->comm_s += MPI_Wtime() - t0;
@@ -509,6 +586,8 @@ static void destroy(void *state)
     free(s->owner);
     free(s->seg_req);
     free(s->reqs);
+    free(s->counts);
+    free(s->displs);
     free(s->chunk_g);
     free(s);
 }

@@ -73,6 +73,9 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
         .elem_bytes = strcmp(c->dtype, "f64") == 0 ? 8 : 4,
         .chunk = (size_t)c->chunk,
         .seg_params = PAR_RING_SEG_PARAMS,
+        .chain_params = (size_t)json_integer_value(json_object_get(mj, "chain_params")),
+        .gather_values =
+            (size_t)json_integer_value(json_object_get(mj, "gather_values_per_sample")),
     };
     // Calibration: the fit times the engine's steps alone; a run also
     // gathers batches and runs hooks. Scale compute so that one rank takes

@@ -23,7 +23,12 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
         const double n_seg = ceil((double)c->n_params / (double)c->seg_params);
         const double S = Ns / n_seg;
         const double one = c->alpha + S * c->beta;
-        return (n_seg + P - 2) * one + ((double)(P - 1) / P * n_seg + P - 2) * one;
+        const double n_c = ceil((double)c->chain_params / (double)c->seg_params);
+        const double gathered = (double)B * (double)c->gather_values * (double)c->elem_bytes;
+        double t = ((double)(P - 1) / P * n_seg + P - 2) * one;
+        if (c->gather_values > 0) t += (P - 1) * (c->alpha + gathered / P * c->beta);
+        if (n_c > 0) t += (n_c + P - 2) * one;
+        return t;
     }
     case SM_ROOT_FAST:
         return 2.0 * log2_ceil(P) * full;

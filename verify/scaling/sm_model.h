@@ -18,16 +18,23 @@ typedef struct sm_costs {
     size_t elem_bytes;    // 4 (f32) or 8 (f64)
     size_t chunk;         // C
     size_t seg_params;    // parameters per segment of the exact ring
+    size_t chain_params;  // mpi exact: parameters whose gradient runs along the chain
+    size_t gather_values; // mpi exact: values per sample all-gathered (par_ring_gathers)
 } sm_costs;
 
 typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST } sm_design;
 
 // Seconds of communication per step on P ranks, global batch B.
 //   mpi fast (ring allreduce):     2 (P-1) a + 2 (P-1)/P N s b
-//   mpi exact (ordered chain, then the updated weights round the ring, both
-//   pipelined over n_seg segments of S bytes; the gradients the last rank
-//   sends to their owners overlap the chain):
-//     (n_seg + P - 2) (a + S b) + ((P-1)/P n_seg + P - 2) (a + S b)
+//   mpi exact (the gathered layers' activations all-gathered round a ring,
+//   the other layers' gradient along the ordered chain, then the updated
+//   weights round the ring; chain and weights pipelined over segments of
+//   S = N s / n_seg bytes, n_c = ceil(chain_params / seg_params) of them
+//   on the chain; the gradients the last rank sends to their owners overlap
+//   the chain):
+//     (P-1) (a + B g s b / P)        [g = gather_values; none if 0]
+//     + (n_c + P - 2) (a + S b)      [none if n_c = 0]
+//     + ((P-1)/P n_seg + P - 2) (a + S b)
 //   root fast (reduce + broadcast, binomial trees): 2 ceil(log2 P) (a + N s b)
 //   root exact (rank 0 receives every chunk it does not own, then broadcasts):
 //     (n_chunks - own_0) (a + N s b) + ceil(log2 P) (a + N s b)
