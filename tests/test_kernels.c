@@ -228,6 +228,49 @@ static void test_elementwise(void)
     par_kernels_use(NULL);
 }
 
+// Every set's transpose against the definition WT[i][o] = W[o][i], on row
+// and column sub-ranges of odd shapes (tile edges): the range written, every
+// other value of WT (its padding included) left as it was.
+#define TRANSPOSE_CASE(REAL, SFX)                                                               \
+    do {                                                                                        \
+        const size_t ld = n_out + 5;                                                            \
+        REAL *W = malloc(n_out * n_in * sizeof(REAL)), *WT = malloc(n_in * ld * sizeof(REAL));  \
+        REAL *want = malloc(n_in * ld * sizeof(REAL));                                          \
+        for (size_t k = 0; k < n_out * n_in; k++) W[k] = (REAL)rnd(seed, k);                    \
+        for (size_t k = 0; k < n_in * ld; k++) WT[k] = want[k] = (REAL)rnd(seed + 1, k);        \
+        for (size_t i = i0; i < i1; i++)                                                        \
+            for (size_t o = o0; o < o1; o++) want[i * ld + o] = W[o * n_in + i];                \
+        sets[v]->SFX.transpose(WT, ld, W, n_in, o0, o1, i0, i1);                                \
+        ok &= memcmp(WT, want, n_in * ld * sizeof(REAL)) == 0;                                  \
+        free(W), free(WT), free(want);                                                          \
+    } while (0)
+
+static void test_transpose(void)
+{
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    const size_t sizes[] = {1, 3, 4, 8, 9, 33, 64, 70};
+    char name[160];
+    for (size_t v = 0; v < n_sets; v++)
+        for (int d = 0; d < 2; d++) {
+            int ok = 1;
+            for (uint64_t seed = 1; seed <= 60; seed++) {
+                const size_t n_out = sizes[par_rng_bits(seed, 11, 0, 0) % 8];
+                const size_t n_in = sizes[par_rng_bits(seed, 11, 0, 1) % 8];
+                size_t o0 = par_rng_bits(seed, 11, 0, 2) % n_out, o1 = par_rng_bits(seed, 11, 0, 3) % n_out;
+                size_t i0 = par_rng_bits(seed, 11, 0, 4) % n_in, i1 = par_rng_bits(seed, 11, 0, 5) % n_in;
+                if (seed % 3 == 0) o0 = 0, o1 = n_out, i0 = 0, i1 = n_in;   // whole
+                if (o0 > o1) { size_t t = o0; o0 = o1; o1 = t; }
+                if (i0 > i1) { size_t t = i0; i0 = i1; i1 = t; }
+                if (d == 0) TRANSPOSE_CASE(float, f32);
+                else TRANSPOSE_CASE(double, f64);
+            }
+            snprintf(name, sizeof name, "%s %s transpose == WT[i][o] = W[o][i], sub-ranges, rest kept",
+                     sets[v]->name, d ? "f64" : "f32");
+            par_check(ok, name);
+        }
+}
+
 int main(void)
 {
     const par_kernel_set *sets[MAX_SETS];
@@ -239,6 +282,7 @@ int main(void)
     printf("kernel sets available: %zu (best: %s)\n", n_sets, sets[0]->name);
     test_gemm_acc();
     test_elementwise();
+    test_transpose();
     const size_t sizes[] = {1, 7, 16, 33, 128, 784, 785};
     const size_t n_sizes = sizeof sizes / sizeof sizes[0];
     char name[200];

@@ -179,6 +179,73 @@ ADAM_AVX2(f64, double, __m256d, 4, PD_)
 RELU_PORTABLE(f32, float)
 RELU_PORTABLE(f64, double)
 
+// --- transposes: WT[i][o] = W[o][i] for o in [o0, o1), i in [i0, i1) --------
+// Blocks of TB x TB, both sides within L1. The AVX2 variant moves 8 x 8 (f32)
+// or 4 x 4 (f64) tiles through registers, the block's edges one value at a
+// time; same values, so no bit depends on the variant.
+enum { TB = 32 };
+#define TRANSPOSE(SFX, REAL, VAR, TL, TILE, ATTR)                                               \
+    static ATTR void transpose_##SFX##_##VAR(REAL *restrict WT, size_t ld,                      \
+                                             const REAL *restrict W, size_t n_in, size_t o0,    \
+                                             size_t o1, size_t i0, size_t i1)                   \
+    {                                                                                           \
+        for (size_t ob = o0; ob < o1; ob += TB) {                                               \
+            const size_t oe = o1 - ob < TB ? o1 : ob + TB;                                      \
+            for (size_t ib = i0; ib < i1; ib += TB) {                                           \
+                const size_t ie = i1 - ib < TB ? i1 : ib + TB;                                  \
+                size_t o = ob;                                                                  \
+                for (; TL > 1 && o + TL <= oe; o += TL) {                                       \
+                    size_t i = ib;                                                              \
+                    for (; i + TL <= ie; i += TL) TILE(WT + i * ld + o, ld, W + o * n_in + i, n_in); \
+                    for (; i < ie; i++)                                                         \
+                        for (size_t k = 0; k < TL; k++) WT[i * ld + o + k] = W[(o + k) * n_in + i]; \
+                }                                                                               \
+                for (size_t i = ib; i < ie; i++)                                                \
+                    for (size_t r = o; r < oe; r++) WT[i * ld + r] = W[r * n_in + i];           \
+            }                                                                                   \
+        }                                                                                       \
+    }
+#define NO_TILE(WT, ld, W, n_in) (void)0
+TRANSPOSE(f32, float, portable, 1, NO_TILE, )
+TRANSPOSE(f64, double, portable, 1, NO_TILE, )
+
+#ifdef PAR_HAVE_AVX2_VARIANT
+// T[k][j] = S[j][k] for an 8 x 8 tile: S rows lds apart, T rows ldt apart.
+static inline PAR_TARGET_AVX2 void tile_f32(float *T, size_t ldt, const float *S, size_t lds)
+{
+    __m256 r[8], t[8], u[8];
+    for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(S + j * lds);
+    for (int j = 0; j < 8; j += 2) {
+        t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);       // r_j0 r_j+1,0 r_j1 r_j+1,1 (x2 lanes)
+        t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);   // r_j2 r_j+1,2 r_j3 r_j+1,3
+    }
+    for (int j = 0; j < 8; j += 4) {
+        u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);      // column 0 (4 in each lane)
+        u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);  // column 1
+        u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+        u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {   // low lanes: columns 0..3, high lanes: 4..7
+        _mm256_storeu_ps(T + k * ldt, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+        _mm256_storeu_ps(T + (k + 4) * ldt, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+    }
+}
+
+static inline PAR_TARGET_AVX2 void tile_f64(double *T, size_t ldt, const double *S, size_t lds)
+{
+    const __m256d r0 = _mm256_loadu_pd(S), r1 = _mm256_loadu_pd(S + lds);
+    const __m256d r2 = _mm256_loadu_pd(S + 2 * lds), r3 = _mm256_loadu_pd(S + 3 * lds);
+    const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+    const __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+    _mm256_storeu_pd(T, _mm256_permute2f128_pd(t0, t2, 0x20));
+    _mm256_storeu_pd(T + ldt, _mm256_permute2f128_pd(t1, t3, 0x20));
+    _mm256_storeu_pd(T + 2 * ldt, _mm256_permute2f128_pd(t0, t2, 0x31));
+    _mm256_storeu_pd(T + 3 * ldt, _mm256_permute2f128_pd(t1, t3, 0x31));
+}
+TRANSPOSE(f32, float, avx2, 8, tile_f32, PAR_TARGET_AVX2)
+TRANSPOSE(f64, double, avx2, 4, tile_f64, PAR_TARGET_AVX2)
+#endif
+
 // --- the sets ----------------------------------------------------------------
 #define SET_DTYPE(SFX, VAR)                                                                     \
     {                                                                                           \
@@ -186,7 +253,7 @@ RELU_PORTABLE(f64, double)
         .backward_data = CAT3(backward_data, _##SFX##_, VAR),                                  \
         .backward_weights = CAT3(backward_weights, _##SFX##_, VAR),                            \
         .relu_forward = relu_forward_##SFX##_##VAR, .relu_backward = relu_backward_##SFX##_##VAR, \
-        .adam_head = adam_##SFX##_##VAR,                                                        \
+        .adam_head = adam_##SFX##_##VAR, .transpose = transpose_##SFX##_##VAR,                  \
     }
 
 static const par_kernel_set set_portable = {
@@ -261,16 +328,7 @@ const char *par_kernels_variant(void) { return kset()->name; }
     void par_dense_transpose_##SFX(REAL *restrict WT, const REAL *restrict W, size_t n_in,     \
                                    size_t n_out, size_t o0, size_t o1)                          \
     {                                                                                           \
-        const size_t ld = par_dense_ldwt(n_out);                                               \
-        enum { TB = 32 }; /* 32 x 32 blocks: both sides stay in L1 */                          \
-        for (size_t ob = o0; ob < o1; ob += TB) {                                               \
-            const size_t oe = o1 - ob < TB ? o1 : ob + TB;                                      \
-            for (size_t ib = 0; ib < n_in; ib += TB) {                                          \
-                const size_t ie = n_in - ib < TB ? n_in : ib + TB;                              \
-                for (size_t i = ib; i < ie; i++)                                                \
-                    for (size_t o = ob; o < oe; o++) WT[i * ld + o] = W[o * n_in + i];         \
-            }                                                                                   \
-        }                                                                                       \
+        kset()->SFX.transpose(WT, par_dense_ldwt(n_out), W, n_in, o0, o1, 0, n_in);             \
     }                                                                                           \
     void par_dense_forward_##SFX(REAL *restrict y, const REAL *restrict x,                     \
                                  const REAL *restrict WT, const REAL *restrict b, size_t s0,    \

@@ -132,7 +132,11 @@ PAR_DECLARE_KERNELS(double, f64)
 //   relu_forward / relu_backward: the PAR_ACT_RELU case of par_act_*;
 //   adam_head: Adam (par_optim_*'s order) on the first elements of [0, n),
 //              c = {b1, c1, b2, c2, bc1, bc2, eps, lr}; returns how many it did
-//              (the caller does the rest with the scalar loop; may be 0).
+//              (the caller does the rest with the scalar loop; may be 0);
+//   transpose: WT[i][o] = W[o][i] for o in [o0, o1), i in [i0, i1), W (n_out,
+//              n_in), WT rows ld apart: data movement, no arithmetic (the
+//              transposed panels of par_dense_transpose, par_sgd_dense and
+//              par_optim_dense).
 #define PAR_KERNEL_SET_DTYPE(REAL)                                                              \
     struct {                                                                                    \
         void (*forward)(REAL *restrict y, const REAL *restrict x, const REAL *restrict WT,      \
@@ -152,6 +156,8 @@ PAR_DECLARE_KERNELS(double, f64)
         void (*relu_backward)(REAL *restrict dy, const REAL *restrict y, size_t n);             \
         size_t (*adam_head)(REAL *restrict w, REAL *restrict m, REAL *restrict v,               \
                             const REAL *restrict g, size_t n, const REAL c[8]);                 \
+        void (*transpose)(REAL *restrict WT, size_t ld, const REAL *restrict W, size_t n_in,    \
+                          size_t o0, size_t o1, size_t i0, size_t i1);                          \
     }
 
 // One variant: a static const table per variant in par_dense.c ("portable",
