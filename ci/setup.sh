@@ -7,15 +7,16 @@
 # (data/fetch.sh). Idempotent: installs only what is missing, and works
 # offline once everything is there.
 # Usage: ci/setup.sh [--ci]   (--ci, as ci/test.sh asks: also python3-torch
-# for the PyTorch cross-checks of ctest's torch label, and clang with LLVM's
-# libomp for the clang build)
+# for the PyTorch cross-checks of ctest's torch label, clang with LLVM's
+# libomp for the clang build, and slurm-wlm with munge for ctest's slurm
+# label: its test runs daemons of its own, not the packages' services)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config zlib1g-dev libmpfr-dev libgmp-dev libopenmpi-dev
       openmpi-bin libjansson-dev libzip-dev libsodium-dev libxxhash-dev xxhash gcovr
       python3-numpy gnuplot-nox minisign)
-if [ "${1:-}" = --ci ]; then pkgs+=(python3-torch clang libomp-14-dev); fi
+if [ "${1:-}" = --ci ]; then pkgs+=(python3-torch clang libomp-14-dev slurm-wlm munge); fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
