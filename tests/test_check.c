@@ -898,7 +898,7 @@ static void step_records(const par_dataset *ds)
     for (int k = 0; k < 3; k++) {
         const long S = steps[k];
         par_run_opts ro = {&par_trainer_serial,
-                           {&m, PAR_F32, PAR_MODE_EXACT, batch, 8, 0.05, 1, w0, NULL, NULL, PAR_THREADS_ADAPT},
+                           {&m, PAR_F32, PAR_MODE_EXACT, batch, 8, 0.05, 1, w0, NULL, NULL, PAR_THREADS_ADAPT, 0},
                            ds,
                            11,
                            2,

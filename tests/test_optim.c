@@ -275,7 +275,7 @@ static void trajectories(const par_dataset *ds, const par_model *m)
             void *init = malloc(m->n_params * par_dtype_size(dt));
             par_model_init(m, dt, 5, init);
             const double lr = kind == 3 ? 2e-3 : 0.05;
-            par_run_cfg cfg = {m, dt, PAR_MODE_EXACT, B, C, lr, 1, init, NULL, &o, PAR_THREADS_ADAPT};
+            par_run_cfg cfg = {m, dt, PAR_MODE_EXACT, B, C, lr, 1, init, NULL, &o, PAR_THREADS_ADAPT, 0};
             trajectory ref, t;
             enum { STEPS = 12 };
             PAR_REQUIRE(run_trajectory(&ref, &par_trainer_reference, &cfg, ds, STEPS));
@@ -605,7 +605,7 @@ static void mpfr_takes_adam(const par_model *m)
     float *w0 = malloc(m->n_params * sizeof(float));
     par_model_init(m, PAR_F32, 1, w0);
     const par_optim o = par_optim_default(PAR_OPTIM_ADAM);
-    const par_run_cfg cfg = {m, PAR_F32, PAR_MODE_FAST, 32, 8, 1e-3, 1, w0, NULL, &o, PAR_THREADS_ADAPT};
+    const par_run_cfg cfg = {m, PAR_F32, PAR_MODE_FAST, 32, 8, 1e-3, 1, w0, NULL, &o, PAR_THREADS_ADAPT, 0};
     par_run_cfg ce = cfg;
     ce.mode = PAR_MODE_EXACT;
     float *x = calloc(32 * 784, sizeof(float));

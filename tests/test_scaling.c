@@ -60,6 +60,17 @@ int main(void)
     // everything gathered: no chain at all; P = 2: 2.28us + 4us
     g.chain_params = 0;
     par_check(near(sm_comm_seconds(&g, SM_MPI_EXACT, 2, 64), 6.28e-6), "no chain P=2");
+    // one host, one shared copy of the weights: P = 4, no weights ring but two
+    // barriers 2 log2(4) 1us = 4us; with the gather 4.92us and the chain 6us: 14.92us
+    g.chain_params = 250;
+    g.one_host = 1;
+    par_check(near(sm_comm_seconds(&g, SM_MPI_EXACT, 4, 64), 14.92e-6), "shared weights P=4");
+    // and no panels to recompute: 40us + 60us/4 = 55us, + 160us of samples
+    sm_costs h = u;
+    h.one_host = 1;
+    par_check(near(sm_step_seconds(&h, SM_MPI_EXACT, 4, 64) - sm_comm_seconds(&h, SM_MPI_EXACT, 4, 64),
+                   55e-6 + 160e-6),
+              "shared weights: no panel recompute");
     // a short last batch: B = 20, P = 1: all 20 samples
     par_check(near(sm_step_seconds(&c, SM_MPI_FAST, 1, 20), 100e-6 + 200e-6), "short batch P=1");
     return par_test_exit();

@@ -320,7 +320,10 @@ int cmd_model(int argc, char **argv)
             launch_cmd(cmd, sizeof cmd, o.launcher, R, exe, args);
             double secs;
             if (run_json_number(cmd, "seconds", &secs) != 0) continue;
-            const double meas = secs / o.steps, pred = sm_step_seconds(&c, des, R, B);
+            // Without --launcher the runs are on this host, where the weights are shared.
+            sm_costs here = c;
+            here.one_host = o.launcher == NULL;
+            const double meas = secs / o.steps, pred = sm_step_seconds(&here, des, R, B);
             json_array_append_new(val, json_pack("{s:s, s:i, s:I, s:f, s:f, s:f}", "design",
                                                  sm_design_name(des), "ranks", R, "batch",
                                                  (json_int_t)B, "measured_step_s", meas,

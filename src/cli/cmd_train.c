@@ -277,7 +277,7 @@ static par_session_cfg session_cfg(train_run *t)
         .optim = o->optim, .fault = o->fault ? &t->nu.fault : NULL, .epochs = o->epochs,
         .steps = o->steps, .check_every = o->check_every, .init_load = o->init_load,
         .init_save = o->init_save, .save = o->save, .log = o->log, .no_digest = o->no_digest,
-        .fixed_threads = o->fixed_threads,
+        .fixed_threads = o->fixed_threads, .weights_by_messages = o->weights_by_messages,
         .ckpt_dir = o->ckpt_dir, .resume = o->resume, .ckpt_every = o->ckpt_every,
         .keep = o->keep, .best_val = o->best_val, .upscale = o->upscale, .rank = t->rank,
         .ranks = t->size, .ctx = &t->view, .progress = on_progress,

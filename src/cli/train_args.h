@@ -12,7 +12,7 @@ typedef struct train_opts {
     const char *log, *save, *init_save, *init_load, *fault;
     const char *ckpt_dir, *resume;
     int epochs, batch, chunk, threads, ranks, json, quiet, help, no_digest,
-        fixed_threads;
+        fixed_threads, weights_by_messages;
     int steps, ckpt_every, keep, check_every;
     int upscale;                              // --upscale S: images resampled to S x S (0: off)
     double lr;

@@ -510,6 +510,7 @@ par_status par_session_run(par_session *s, const volatile sig_atomic_t *stop)
                 .lr = c->lr,
                 .threads = c->threads,
                 .threads_policy = c->fixed_threads ? PAR_THREADS_FIXED : PAR_THREADS_ADAPT,
+                .weights_by_messages = c->weights_by_messages,
                 .init_params = s->init,
                 .fault = c->fault ? &s->fault : NULL,
                 .optim = &c->optim},

@@ -50,6 +50,7 @@ typedef struct par_session_cfg {
     const char *log;               // JSONL step log (rank 0)
     int no_digest;                 // no per-step weight digests in the log
     int fixed_threads;             // omp: every step on `threads` threads (PAR_THREADS_FIXED)
+    int weights_by_messages;       // exact mpi/hybrid: no shared copy of the weights
     const char *ckpt_dir;          // checkpoints there (one run per folder); NULL: none
     const char *resume;            // continue the run of this folder (and, without
                                    // ckpt_dir, write checkpoints there)

@@ -114,6 +114,8 @@ typedef struct par_run_cfg {
     const par_fault *fault;     // TESTS ONLY: this run's fault; NULL: the process-wide one
     const par_optim *optim;     // NULL: plain SGD; copied
     par_threads_policy threads_policy;   // omp only (others: FIXED)
+    int weights_by_messages;    // exact mpi/hybrid: new weights round the ring even when
+                                // every rank is on one host (0: one shared copy there)
 } par_run_cfg;
 
 // A batch: every process gets the whole batch; MPI trainers use their chunks.

@@ -5,21 +5,22 @@
 // range of chunks.
 //
 // exact, mpi/hybrid: every rank owns a contiguous block of row segments
-//   (about N / P parameters) and updates them. Dense layers whose per-sample
-//   data is small (par_ring_gathers: the default MLP's first two) are
-//   gathered: the ranks all-gather each sample's layer input and output
+//   (about N / P parameters), computes or receives their final gradient and
+//   updates them (optimizer state included); the update is elementwise, so
+//   every rank ends the step with the serial weights. Dense layers whose
+//   per-sample data is small (par_ring_gathers: the default MLP's first two)
+//   are gathered: the ranks all-gather each sample's layer input and output
 //   gradient, and the owner of each row computes its whole chunk fold alone,
-//   as one thread does, so the weight gradient is split among the ranks.
-//   The other layers' fold runs as an ordered pipelined
-//   chain over parameter segments: rank 0 starts each segment's fold with
-//   its chunks, rank r continues the fold it receives from r-1 with its own
-//   chunks, so the last rank finishes every segment with the serial fold bit
-//   for bit whatever P is. The update is sharded: the last rank
-//   sends each finished segment's gradient to its owner, the owner updates
-//   it (optimizer state included) and its new weights go round the ring to
-//   every other rank, which recomputes their transposed panel columns. The
-//   update is elementwise, so every rank ends the step with the serial
-//   weights. A rank sends each segment at most once per phase: under 2 N
+//   as one thread does. The other layers' fold runs as an ordered pipelined
+//   chain over segments: rank 0 starts each segment's fold with its chunks,
+//   rank r continues the fold it receives from r-1 with its own chunks, so
+//   the last rank finishes every segment with the serial fold bit for bit
+//   whatever P is, and sends it to its owner.
+//   The new weights: with every rank on one host they live once, in an MPI
+//   shared-memory window, and owners write their rows in place between two
+//   node_sync a step; otherwise (or --weights-by-messages) they go round the
+//   ring to every other rank, which recomputes their transposed panel
+//   columns. A rank sends each segment at most once per phase: under 2 N
 //   values per step, like a ring allreduce. The gradient and optimizer state
 //   of the segments a rank does not own are current only on their owner:
 //   grad and get_optim gather them.
@@ -64,6 +65,11 @@ typedef struct mpi_state {
     par_rows mine[PAR_MAX_LAYERS];
     int n_mine;
     int *counts, *displs;        // per rank, for MPI_Allgatherv
+    // exact mpi/hybrid with every rank on one host: the weights and their
+    // panels live once, in an MPI shared-memory window that every rank maps;
+    // owners update their rows in place, between two node_sync of a step.
+    int shared;
+    MPI_Win win;
     void *chunk_g;               // root exact: one chunk's gradient + its loss
     MPI_Request *reqs;
     int n_reqs, cap_reqs;
@@ -201,6 +207,80 @@ static void bn_send(void *ctx, void *acc, size_t n)
 
 static void destroy(void *state);
 
+// The shared window's synchronisation (MPI's unified memory model): every
+// rank's stores to the window before it are visible to every rank's loads
+// after it.
+static void node_sync(mpi_state *s)
+{
+    const double t0 = MPI_Wtime();
+    MPI_Win_sync(s->win);
+    MPI_Barrier(s->comm);
+    MPI_Win_sync(s->win);
+    s->comm_s += MPI_Wtime() - t0;
+}
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Moves the engine's weights and transposed panels into one MPI shared-memory
+// window, when every rank is on this host and the step can use it: exact
+// mpi/hybrid on more than one rank, no batchnorm (its forward pass writes the
+// running statistics, held with the weights, on every rank). Collective.
+static par_status share_weights(mpi_state *s, int by_messages)
+{
+    par_engine *e = &s->e;
+    const par_model *m = e->m;
+    int ok = e->mode == PAR_MODE_EXACT && !s->is_root_design && s->size > 1 && !by_messages;
+    for (int l = 0; l < m->n_layers; l++) ok = ok && m->layers[l].kind != PAR_LAYER_BATCHNORM;
+    MPI_Comm node;
+    MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, s->rank, MPI_INFO_NULL, &node);
+    int node_size;
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+    if (!ok || node_size != s->size) return PAR_OK;
+    // Layout: w, then every layer's panel, each from a multiple of 64 bytes.
+    const size_t sz = par_dtype_size(e->dt);
+    size_t off[PAR_MAX_LAYERS + 1], total = round_up(m->n_params * sz, 64);
+    for (int l = 0; l < m->n_layers; l++) {
+        const par_layer *L = &m->layers[l];
+        off[l] = total;
+        if (e->wt[l]) total += round_up(par_dense_wt_elems(L->row_len, L->n_rows) * sz, 64);
+    }
+    void *mine = NULL, *base = NULL;
+    // An MPI that cannot give the window: the weights go by messages.
+    MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+    const int rc = MPI_Win_allocate_shared(s->rank == 0 ? (MPI_Aint)total : 0, 1, MPI_INFO_NULL,
+                                           s->comm, &mine, &s->win);
+    MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_ARE_FATAL);
+    int all_ok = rc == MPI_SUCCESS;
+    MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, s->comm);
+    if (!all_ok) {
+        if (rc == MPI_SUCCESS) MPI_Win_free(&s->win);
+        return PAR_OK;
+    }
+    MPI_Aint got;
+    int unit;
+    MPI_Win_shared_query(s->win, 0, &got, &unit, &base);
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
+    s->shared = 1;
+    // Every rank holds the same initial weights: rank 0 copies its own.
+    if (s->rank == 0) {
+        memcpy(base, e->w, m->n_params * sz);
+        for (int l = 0; l < m->n_layers; l++)
+            if (e->wt[l])
+                memcpy((char *)base + off[l], e->wt[l],
+                       par_dense_wt_elems(m->layers[l].row_len, m->layers[l].n_rows) * sz);
+    }
+    free(e->w);
+    e->w = base;
+    for (int l = 0; l < m->n_layers; l++)
+        if (e->wt[l]) {
+            free(e->wt[l]);
+            e->wt[l] = (char *)base + off[l];
+        }
+    node_sync(s);
+    return PAR_OK;
+}
+
 static par_status create(const par_run_cfg *cfg, void **state, int threads, int root_design)
 {
     *state = NULL;
@@ -224,6 +304,7 @@ static par_status create(const par_run_cfg *cfg, void **state, int threads, int 
     s->real_t = cfg->dtype == PAR_F32 ? MPI_FLOAT : MPI_DOUBLE;
     s->e.ring = (par_batch_ring){bn_recv, bn_send, s};
     st = make_segments(s);
+    if (st == PAR_OK) st = share_weights(s, cfg->weights_by_messages);
     if (st == PAR_OK && root_design) {
         s->chunk_g = malloc((cfg->model->n_params + 1) * par_dtype_size(cfg->dtype));
         if (!s->chunk_g) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
@@ -289,7 +370,7 @@ static void update_own(mpi_state *s, const par_update *u, int k, int tag)
 {
     const par_rows r = {s->seg[k].layer, s->seg[k].o0, s->seg[k].o1};
     par_engine_update_rows(&s->e, u, &r, 1);
-    isend_seg(s, s->e.w, k, (s->rank + 1) % s->size, tag);
+    if (!s->shared) isend_seg(s, s->e.w, k, (s->rank + 1) % s->size, tag);
 }
 
 // Rows [s0_q, s1_q) of buf (row values each) from every rank q to all: the
@@ -329,7 +410,7 @@ static void own_gathered(mpi_state *s, const par_update *u, size_t B, int tag_ne
                                s->mine[i].o1, 0);
     par_engine_update_rows(&s->e, u, s->mine, s->n_mine);
     for (int k = 0; k < s->n_seg; k++)
-        if (s->owner[k] == s->rank && s->gathered[s->seg[k].layer])
+        if (s->owner[k] == s->rank && s->gathered[s->seg[k].layer] && !s->shared)
             isend_seg(s, s->e.w, k, (s->rank + 1) % s->size, tag_new + 2 * k);
 }
 
@@ -347,6 +428,9 @@ static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
     par_update u;
     par_engine_update_begin(&s->e, &u);
     s->n_reqs = 0;
+    // One copy of the weights: no rank writes them before every rank's
+    // forward and backward passes, which read them, are done.
+    if (s->shared) node_sync(s);
     // Rank 0 starts the chain first, so that the ranks after it find its
     // segments waiting when they come to the chain after their own rows.
     if (r > 0) own_gathered(s, &u, B, T_NEW);
@@ -396,12 +480,13 @@ static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
     // Everyone else's segments: their new weights round the ring (r - 1 -> r
     // -> r + 1, up to the rank before the owner), then the panel columns.
     const int from = (r + P - 1) % P, to = (r + 1) % P;
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n && !s->shared; k++) {
         if (s->owner[k] == r) continue;
         recv_seg(s, s->e.w, k, from, T_NEW + 2 * k);
         if (s->owner[k] != to) isend_seg(s, s->e.w, k, to, T_NEW + 2 * k);
     }
-    par_engine_sync_rows(&s->e, s->others, s->n_others);
+    if (s->shared) node_sync(s);   // every owner's rows written
+    else par_engine_sync_rows(&s->e, s->others, s->n_others);
     t0 = MPI_Wtime();
     MPI_Waitall(s->n_reqs, s->reqs, MPI_STATUSES_IGNORE);
     s->comm_s += MPI_Wtime() - t0;
@@ -558,6 +643,18 @@ static par_status grad_op(void *state, const void **g)
     return PAR_OK;
 }
 
+// New weights: with one shared copy, rank 0 writes them between two
+// node_sync (every rank calls set_params with the same weights).
+static par_status set_params_op(void *state, const void *w)
+{
+    mpi_state *s = state;
+    if (!s->shared) return par_engine_set_params_op(state, w);
+    node_sync(s);
+    if (s->rank == 0) par_engine_set_params_op(state, w);
+    node_sync(s);
+    return PAR_OK;
+}
+
 static par_status get_optim_op(void *state, par_optim_state *out)
 {
     mpi_state *s = state;
@@ -580,6 +677,14 @@ static void destroy(void *state)
     if (!s) return;
     int fin = 0;
     MPI_Finalized(&fin);
+    if (s->shared) {   // the window's memory is MPI's: not the engine's to free
+        s->e.w = NULL;
+        for (int l = 0; l < PAR_MAX_LAYERS; l++) s->e.wt[l] = NULL;   // all in the window
+        if (!fin) {
+            MPI_Win_unlock_all(s->win);
+            MPI_Win_free(&s->win);
+        }
+    }
     if (!fin && s->comm != MPI_COMM_NULL && s->comm != 0) MPI_Comm_free(&s->comm);
     par_engine_free(&s->e);
     free(s->seg);
@@ -594,13 +699,13 @@ static void destroy(void *state)
 
 const par_trainer_ops par_trainer_mpi = {
     .name = "mpi",
-    .summary = "one process per MPI rank, ordered ring reduction (exact) or MPI_Allreduce (fast)",
+    .summary = "one process per MPI rank, owners of rows + ordered chain (exact) or MPI_Allreduce (fast)",
     .caps = PAR_CAP_RANKS,
     .create = mpi_create,
     .step = step,
     .params = par_engine_params_op,
     .destroy = destroy,
-    .set_params = par_engine_set_params_op,
+    .set_params = set_params_op,
     .grad = grad_op,
     .stats = stats,
     .get_optim = get_optim_op,
@@ -615,7 +720,7 @@ const par_trainer_ops par_trainer_hybrid = {
     .step = step,
     .params = par_engine_params_op,
     .destroy = destroy,
-    .set_params = par_engine_set_params_op,
+    .set_params = set_params_op,
     .grad = grad_op,
     .stats = stats,
     .get_optim = get_optim_op,
@@ -630,7 +735,7 @@ const par_trainer_ops par_trainer_root = {
     .step = step,
     .params = par_engine_params_op,
     .destroy = destroy,
-    .set_params = par_engine_set_params_op,
+    .set_params = set_params_op,
     .grad = grad_op,
     .stats = stats,
     .get_optim = get_optim_op,

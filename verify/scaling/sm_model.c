@@ -25,7 +25,8 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
         const double one = c->alpha + S * c->beta;
         const double n_c = ceil((double)c->chain_params / (double)c->seg_params);
         const double gathered = (double)B * (double)c->gather_values * (double)c->elem_bytes;
-        double t = ((double)(P - 1) / P * n_seg + P - 2) * one;
+        double t = c->one_host ? 2 * log2_ceil(P) * c->alpha
+                               : ((double)(P - 1) / P * n_seg + P - 2) * one;
         if (c->gather_values > 0) t += (P - 1) * (c->alpha + gathered / P * c->beta);
         if (n_c > 0) t += (n_c + P - 2) * one;
         return t;
@@ -49,7 +50,7 @@ double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B)
     if (samples > B) samples = B;
     double t0 = c->t0;
     if (d == SM_MPI_EXACT && P > 1)
-        t0 += -c->t_update + c->t_update / P + c->t_panel * (double)(P - 1) / P;
+        t0 += -c->t_update + c->t_update / P + (c->one_host ? 0 : c->t_panel * (double)(P - 1) / P);
     return t0 + (double)samples * c->t_sample + sm_comm_seconds(c, d, P, B);
 }
 

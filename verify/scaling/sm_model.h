@@ -20,6 +20,8 @@ typedef struct sm_costs {
     size_t seg_params;    // parameters per segment of the exact ring
     size_t chain_params;  // mpi exact: parameters whose gradient runs along the chain
     size_t gather_values; // mpi exact: values per sample all-gathered (par_ring_gathers)
+    int one_host;         // mpi exact: the P ranks share one host, so one shared copy of
+                          // the weights: no weights round the ring, no panels recomputed
 } sm_costs;
 
 typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST } sm_design;
@@ -35,6 +37,7 @@ typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST 
 //     (P-1) (a + B g s b / P)        [g = gather_values; none if 0]
 //     + (n_c + P - 2) (a + S b)      [none if n_c = 0]
 //     + ((P-1)/P n_seg + P - 2) (a + S b)
+//   (one_host: the last term is two barriers instead, 2 ceil(log2 P) a)
 //   root fast (reduce + broadcast, binomial trees): 2 ceil(log2 P) (a + N s b)
 //   root exact (rank 0 receives every chunk it does not own, then broadcasts):
 //     (n_chunks - own_0) (a + N s b) + ceil(log2 P) (a + N s b)
@@ -43,7 +46,8 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 // Seconds per step: t0 + (samples of the busiest rank) t_sample + comm.
 // The busiest rank holds ceil(n_chunks / P) chunks of C samples (at most B).
 // mpi exact shards the update: t0 - t_update + t_update / P, plus
-// t_panel (P-1)/P for the panels of the weights received (P > 1).
+// t_panel (P-1)/P for the panels of the weights received (P > 1; none
+// with one_host).
 double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 
 const char *sm_design_name(sm_design d);
