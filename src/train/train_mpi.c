@@ -107,26 +107,55 @@ static void append_rows(par_rows *r, int *n, const segment *g)
     else r[(*n)++] = (par_rows){g->layer, g->o0, g->o1};
 }
 
+// The row of a layer (its first parameter at `start`, rows of len values)
+// nearest parameter b, rounded to a multiple of 4 rows: 0 when b comes
+// before the layer, n_rows when after it.
+static size_t row_of(size_t b, size_t start, size_t len, size_t n_rows)
+{
+    if (b <= start) return 0;
+    const size_t o = ((b - start) + len / 2) / len;
+    return (o + 2) / 4 * 4 < n_rows ? (o + 2) / 4 * 4 : n_rows;
+}
+
 // Row segments of every layer, about SEG_PARAMS parameters each, in layer
 // order: small enough that the pipeline fills fast (rank r waits about one
-// segment's work for rank r-1), large enough that messages are not latency-bound.
+// segment's work for rank r-1), large enough that messages are not
+// latency-bound. Rank r owns the rows from parameter r N / P on (to the
+// nearest 4 rows; the last rank the segments it finishes last): segments are
+// also cut there, so that the blocks balance to a few rows, not a segment.
 enum { SEG_PARAMS = PAR_RING_SEG_PARAMS };
 static par_status make_segments(mpi_state *s)
 {
     const par_model *m = s->e.m;
+    const size_t P = (size_t)s->size;
+    size_t N = 0;
+    for (int l = 0; l < m->n_layers; l++) N += m->layers[l].n_rows * (m->layers[l].row_len + 1);
     int n = 0;
     for (int pass = 0; pass < 2; pass++) {
         n = 0;
+        size_t start = 0;   // the layer's first parameter
+        size_t r = 0;       // the owner of the rows from o on
         for (int l = 0; l < m->n_layers; l++) {
             const par_layer *L = &m->layers[l];
             if (L->n_rows == 0) continue;   // no parameters (max-pool): no segment
+            const size_t len = L->row_len + 1;
             size_t rows = (SEG_PARAMS / L->row_len + 3) / 4 * 4;
             if (rows == 0) rows = 4;
-            for (size_t o = 0; o < L->n_rows; o += rows) {
-                if (pass == 1)
-                    s->seg[n] = (segment){l, o, o + rows < L->n_rows ? o + rows : L->n_rows};
+            for (size_t o = 0; o < L->n_rows;) {
+                while (r + 1 < P && row_of((r + 1) * N / P, start, len, L->n_rows) <= o) r++;
+                size_t e = o + rows < L->n_rows ? o + rows : L->n_rows;
+                if (r + 1 < P) {
+                    const size_t cut = row_of((r + 1) * N / P, start, len, L->n_rows);
+                    if (cut < e) e = cut;
+                }
+                if (pass == 1) {
+                    s->seg[n] = (segment){l, o, e};
+                    s->owner[n] = (int)r;
+                }
                 n++;
+                o = e;
             }
+            start += L->n_rows * len;
         }
         if (pass == 0) {
             // Per segment at most 2 chain sends, 2 to its owner and 2 of weights; the loss to all.
@@ -138,24 +167,11 @@ static par_status make_segments(mpi_state *s)
             s->counts = malloc((size_t)s->size * sizeof *s->counts);
             s->displs = malloc((size_t)s->size * sizeof *s->displs);
             PAR_FAIL_IF(!s->seg || !s->owner || !s->seg_req || !s->reqs || !s->counts || !s->displs,
-                        PAR_ERR_ALLOC,
-                        "out of memory for %d segments", n);
+                        PAR_ERR_ALLOC, "out of memory for %d segments", n);
             s->cap_reqs = cap;
         }
     }
     s->n_seg = n;
-    // Owners: contiguous blocks of segments, rank r from parameter r N / P on,
-    // so the last rank owns the segments it finishes last.
-    size_t N = 0, done = 0;
-    for (int k = 0; k < n; k++)
-        N += (s->seg[k].o1 - s->seg[k].o0) * (m->layers[s->seg[k].layer].row_len + 1);
-    for (int k = 0; k < n; k++) {
-        const par_layer *L = &m->layers[s->seg[k].layer];
-        const size_t mid = done + (s->seg[k].o1 - s->seg[k].o0) * (L->row_len + 1) / 2;
-        s->owner[k] = (int)(mid * (size_t)s->size / N);
-        if (s->owner[k] >= s->size) s->owner[k] = s->size - 1;
-        done += (s->seg[k].o1 - s->seg[k].o0) * (L->row_len + 1);
-    }
     for (int l = 0; l < m->n_layers; l++) s->gathered[l] = gathered_layer(s, l);
     for (int k = 0; k < n; k++) {
         const segment *g = &s->seg[k];
