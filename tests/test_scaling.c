@@ -22,8 +22,17 @@ int main(void)
     par_check(near(sm_comm_seconds(&c, SM_MPI_EXACT, 5, 64), 26.4e-6), "ordered chain P=5");
     // root fast, P = 4: 2 log2(4) (1us + 4us) = 20us
     par_check(near(sm_comm_seconds(&c, SM_ROOT_FAST, 4, 64), 20e-6), "reduce + bcast P=4");
-    // root exact, P = 4, B = 64: 8 chunks, rank 0 owns 2: 6 (5us) + 2 (5us) = 40us
-    par_check(near(sm_comm_seconds(&c, SM_ROOT_EXACT, 4, 64), 40e-6), "chunk gather P=4");
+    // root exact, P = 4, B = 64, nothing gathered: the losses 3 (1us + 64 x 4 B / 4
+    // x 1ns) = 3.192us; 8 chunks, rank 0 owns 2: 6 (5us); the broadcast 2 (5us):
+    // 43.192us
+    par_check(near(sm_comm_seconds(&c, SM_ROOT_EXACT, 4, 64), 43.192e-6), "chunk gather P=4");
+    // root exact with gathered layers (10 values a sample, 250 parameters
+    // chained): 3 (1us + 64 x 11 x 4 B / 4 x 1ns) = 5.112us, 6 (1us + 1000 B
+    // x 1ns) = 12us, 2 (5us) = 10us: 27.112us
+    sm_costs rg = c;
+    rg.gather_values = 10;
+    rg.chain_params = 250;
+    par_check(near(sm_comm_seconds(&rg, SM_ROOT_EXACT, 4, 64), 27.112e-6), "root gathered P=4");
     par_check(sm_comm_seconds(&c, SM_MPI_EXACT, 1, 64) == 0, "no communication on one rank");
     // step, P = 3, B = 64: busiest rank ceil(8/3) = 3 chunks = 24 samples:
     // 100us + 240us + 2 (2) 1us + 2 (2/3) 4000 B 1ns = 340us + 4us + 5.333us

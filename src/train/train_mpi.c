@@ -24,9 +24,11 @@
 //   values per step, like a ring allreduce. The gradient and optimizer state
 //   of the segments a rank does not own are current only on their owner:
 //   grad and get_optim gather them.
-// exact, root: ranks send each of their chunk gradients to rank 0, which
-//   folds them in chunk order, updates and broadcasts the weights (the
-//   classic design made exact, at the price of one message per chunk).
+// exact, root: the gathered layers' per-sample data and every loss go to
+//   rank 0, which computes their whole chunk fold; for the other layers ranks
+//   send each of their chunk gradients to rank 0, which folds them in chunk
+//   order; rank 0 updates and broadcasts the weights (the classic design made
+//   exact, at the price of one message per chunk).
 // fast: MPI_Allreduce (mpi/hybrid) or MPI_Reduce + MPI_Bcast (root) of the
 //   per-rank sums: order chosen by the MPI library.
 #ifdef PARITY_HAVE_MPI
@@ -70,7 +72,7 @@ typedef struct mpi_state {
     // owners update their rows in place, between two node_sync of a step.
     int shared;
     MPI_Win win;
-    void *chunk_g;               // root exact: one chunk's gradient + its loss
+    void *chunk_g;               // root exact: one chunk's gradient of the chained layers
     MPI_Request *reqs;
     int n_reqs, cap_reqs;
     par_trainer_stats stats;
@@ -94,8 +96,7 @@ static void own_chunks(size_t n_chunks, int r, int P, size_t *c0, size_t *c1)
 // Whether exact mpi/hybrid gathers layer l's activations (par_ring_gathers).
 static int gathered_layer(const mpi_state *s, int l)
 {
-    return s->e.mode == PAR_MODE_EXACT && !s->is_root_design && s->size > 1 &&
-           par_ring_gathers(s->e.m, l, s->e.B_cap);
+    return s->e.mode == PAR_MODE_EXACT && s->size > 1 && par_ring_gathers(s->e.m, l, s->e.B_cap);
 }
 
 // Appends segment g to the row pieces r[0..*n), joined to the last piece
@@ -389,9 +390,9 @@ static void update_own(mpi_state *s, const par_update *u, int k, int tag)
     if (!s->shared) isend_seg(s, s->e.w, k, (s->rank + 1) % s->size, tag);
 }
 
-// Rows [s0_q, s1_q) of buf (row values each) from every rank q to all: the
-// samples each rank's pass computed, in place.
-static void allgather_rows(mpi_state *s, void *buf, size_t row, size_t B)
+// Rows [s0_q, s1_q) of buf (row values each) from every rank q to all (to
+// rank 0 only: to_root), in place: the samples each rank's pass computed.
+static void gather_rows(mpi_state *s, void *buf, size_t row, size_t B, int to_root)
 {
     int *counts = s->counts, *displs = s->displs;
     const size_t n_chunks = par_n_chunks(B, s->e.C);
@@ -402,24 +403,39 @@ static void allgather_rows(mpi_state *s, void *buf, size_t row, size_t B)
         displs[q] = (int)(q0 * row);
         counts[q] = (int)((q1 - q0) * row);
     }
+    const size_t sz = par_dtype_size(s->e.dt);
+    if (to_root) {
+        void *mine = (char *)buf + (size_t)displs[s->rank] * sz;
+        MPI_Gatherv(s->rank == 0 ? MPI_IN_PLACE : mine, counts[s->rank], s->real_t, buf, counts,
+                    displs, s->real_t, 0, s->comm);
+        if (s->rank != 0) s->bytes += (double)((size_t)counts[s->rank] * sz);
+        return;
+    }
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, s->real_t, s->comm);
     // As a ring all-gather: every block but one's own passes through each rank.
-    s->bytes += (double)((B * row - (size_t)counts[s->rank]) * par_dtype_size(s->e.dt));
+    s->bytes += (double)((B * row - (size_t)counts[s->rank]) * sz);
 }
 
 // The gathered layers' inputs (a[0], the batch, is everywhere already) and
-// output gradients of every sample, then the weight gradient of this rank's
-// rows of them over all chunks, updated and sent round the ring.
-static void own_gathered(mpi_state *s, const par_update *u, size_t B, int tag_new)
+// output gradients of every sample, to every rank (or rank 0: to_root).
+static void gather_layers(mpi_state *s, size_t B, int to_root)
 {
     const par_model *m = s->e.m;
     const double t0 = MPI_Wtime();
     for (int l = 0; l < m->n_layers; l++) {
         if (!s->gathered[l]) continue;
-        if (l > 0) allgather_rows(s, s->e.a[l], m->layers[l].n_in, B);
-        allgather_rows(s, s->e.d[l], m->layers[l].n_out, B);
+        if (l > 0) gather_rows(s, s->e.a[l], m->layers[l].n_in, B, to_root);
+        gather_rows(s, s->e.d[l], m->layers[l].n_out, B, to_root);
     }
     s->comm_s += MPI_Wtime() - t0;
+}
+
+// The gathered layers' per-sample data to every rank, then the weight
+// gradient of this rank's rows of them over all chunks, updated and sent
+// round the ring.
+static void own_gathered(mpi_state *s, const par_update *u, size_t B, int tag_new)
+{
+    gather_layers(s, B, 0);
     const size_t n_chunks = par_n_chunks(B, s->e.C);
     for (int i = 0; i < s->n_mine; i++)
         par_engine_layer_grads(&s->e, s->mine[i].layer, B, 0, n_chunks, s->mine[i].o0,
@@ -511,49 +527,80 @@ static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
     return acc;
 }
 
-// exact root: every chunk's gradient reaches rank 0, folded there in order.
+// The parameters of the layers that are not gathered, packed in layer order
+// (W, then b, per layer) to or from buf, or folded from buf into e.g (g = g
+// + h). Returns how many there are.
+enum { PACK, UNPACK_FOLD };
+static size_t chained_params(mpi_state *s, void *buf, int how)
+{
+    const par_model *m = s->e.m;
+    const size_t sz = par_dtype_size(s->e.dt);
+    size_t n = 0;
+    for (int l = 0; l < m->n_layers; l++) {
+        const par_layer *L = &m->layers[l];
+        if (L->n_rows == 0 || s->gathered[l]) continue;
+        const int views[2] = {L->w_view, L->b_view};
+        for (int v = 0; v < 2; v++) {
+            const par_view *V = &m->views[views[v]];
+            char *g = at(s, s->e.g, V->offset), *h = buf ? at(s, buf, n) : NULL;
+            if (how == PACK && buf) memcpy(h, g, V->count * sz);
+            else if (how == UNPACK_FOLD && s->e.dt == PAR_F32)
+                for (size_t i = 0; i < V->count; i++)
+                    ((float *)g)[i] = ((float *)g)[i] + ((const float *)h)[i];
+            else if (how == UNPACK_FOLD)
+                for (size_t i = 0; i < V->count; i++)
+                    ((double *)g)[i] = ((double *)g)[i] + ((const double *)h)[i];
+            n += V->count;
+        }
+    }
+    return n;
+}
+
+// exact root: the gradient is completed on rank 0, in chunk order. The
+// gathered layers' per-sample data and every sample's loss go to rank 0,
+// which computes their whole chunk fold; for the other layers each rank
+// sends each of its chunks' gradient (those layers' parameters only) to
+// rank 0, which folds them in chunk order.
 static double root_fold(mpi_state *s, size_t B, size_t c0, size_t c1, size_t n_chunks)
 {
-    const size_t N = s->e.m->n_params;
-    double acc = 0;
+    par_engine *e = &s->e;
+    const par_model *m = e->m;
+    gather_layers(s, B, 1);
+    const double t0 = MPI_Wtime();
+    gather_rows(s, e->loss, 1, B, 1);
+    s->comm_s += MPI_Wtime() - t0;
+    const size_t Nc = chained_params(s, NULL, PACK);
     if (s->rank == 0) {
-        par_engine_weight_grads(&s->e, B, c0, c1, 0);
-        acc = par_engine_loss_fold(&s->e, B, c0, c1, 0, 0);
-        for (size_t c = c1; c < n_chunks; c++) {
+        for (int l = 0; l < m->n_layers; l++)
+            if (m->layers[l].n_rows > 0)
+                par_engine_layer_grads(e, l, B, s->gathered[l] ? 0 : c0,
+                                       s->gathered[l] ? n_chunks : c1, 0, m->layers[l].n_rows, 0);
+        for (size_t c = c1; c < n_chunks && Nc > 0; c++) {
             size_t q0 = 0, q1 = 0;
             int from = 1;
             for (; from < s->size; from++) {
                 own_chunks(n_chunks, from, s->size, &q0, &q1);
                 if (c >= q0 && c < q1) break;
             }
-            double t0 = MPI_Wtime();
-            recv(s, s->chunk_g, N + 1, from, (int)c);
-            s->comm_s += MPI_Wtime() - t0;
-            if (s->e.dt == PAR_F32) {
-                float *g = s->e.g;
-                const float *h = s->chunk_g;
-                for (size_t i = 0; i < N; i++) g[i] = g[i] + h[i];
-                acc = (double)((float)acc + h[N]);
-            } else {
-                double *g = s->e.g;
-                const double *h = s->chunk_g;
-                for (size_t i = 0; i < N; i++) g[i] = g[i] + h[i];
-                acc = acc + h[N];
-            }
+            const double t1 = MPI_Wtime();
+            recv(s, s->chunk_g, Nc, from, (int)c);
+            s->comm_s += MPI_Wtime() - t1;
+            chained_params(s, s->chunk_g, UNPACK_FOLD);
         }
-    } else {
-        for (size_t c = c0; c < c1; c++) {
-            // This chunk alone, its gradient in e.g, copied out with its loss.
-            par_engine_weight_grads(&s->e, B, c, c + 1, 0);
-            memcpy(s->chunk_g, s->e.g, N * par_dtype_size(s->e.dt));
-            par_put_real(s->e.dt, s->chunk_g, N, par_engine_loss_fold(&s->e, B, c, c + 1, 0, 0));
-            double t0 = MPI_Wtime();
-            MPI_Send(s->chunk_g, (int)(N + 1), s->real_t, 0, (int)c, s->comm);
-            s->comm_s += MPI_Wtime() - t0;
-            s->bytes += (double)((N + 1) * par_dtype_size(s->e.dt));
-        }
+        return par_engine_loss_fold(e, B, 0, n_chunks, 0, 0);
     }
-    return acc;
+    for (size_t c = c0; c < c1 && Nc > 0; c++) {
+        // This chunk alone, its gradient in e.g, packed and sent.
+        for (int l = 0; l < m->n_layers; l++)
+            if (m->layers[l].n_rows > 0 && !s->gathered[l])
+                par_engine_layer_grads(e, l, B, c, c + 1, 0, m->layers[l].n_rows, 0);
+        chained_params(s, s->chunk_g, PACK);
+        const double t1 = MPI_Wtime();
+        MPI_Send(s->chunk_g, (int)Nc, s->real_t, 0, (int)c, s->comm);
+        s->comm_s += MPI_Wtime() - t1;
+        s->bytes += (double)(Nc * par_dtype_size(e->dt));
+    }
+    return 0;   // rank 0's sum reaches every rank with the weights
 }
 
 static par_status step(void *state, const par_batch *batch, double *loss)

@@ -35,7 +35,10 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
         return 2.0 * log2_ceil(P) * full;
     case SM_ROOT_EXACT: {
         const size_t own0 = n_chunks / (size_t)P + (n_chunks % (size_t)P != 0);
-        return (double)(n_chunks - (own0 < n_chunks ? own0 : n_chunks)) * full +
+        const double per_sample = (double)(c->gather_values + 1) * (double)c->elem_bytes;
+        const double chunk = c->alpha + (double)c->chain_params * (double)c->elem_bytes * c->beta;
+        return (P - 1) * (c->alpha + (double)B * per_sample / P * c->beta) +
+               (double)(n_chunks - (own0 < n_chunks ? own0 : n_chunks)) * chunk +
                log2_ceil(P) * full;
     }
     }

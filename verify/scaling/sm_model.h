@@ -39,8 +39,12 @@ typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST 
 //     + ((P-1)/P n_seg + P - 2) (a + S b)
 //   (one_host: the last term is two barriers instead, 2 ceil(log2 P) a)
 //   root fast (reduce + broadcast, binomial trees): 2 ceil(log2 P) (a + N s b)
-//   root exact (rank 0 receives every chunk it does not own, then broadcasts):
-//     (n_chunks - own_0) (a + N s b) + ceil(log2 P) (a + N s b)
+//   root exact (the gathered layers' activations and every loss gathered to
+//   rank 0, g + 1 values a sample; rank 0 receives every chunk it does not
+//   own of the chained layers' gradient, chain_params values; then broadcasts
+//   the weights):
+//     (P-1) (a + B (g+1) s b / P) + (n_chunks - own_0) (a + chain_params s b)
+//     + ceil(log2 P) (a + N s b)
 double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 
 // Seconds per step: t0 + (samples of the busiest rank) t_sample + comm.
