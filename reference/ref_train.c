@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "par_math.h"
+#include "par_time.h"
 
 struct ref_trainer {
     const par_model *m;
@@ -25,7 +26,16 @@ struct ref_trainer {
     void *term_dz, *term_x;             // the terms of one weight-gradient element of a sample
     void *bn_stat[PAR_MAX_LAYERS];      // batchnorm layers: the last step's S, mean, Q, var
                                         //   and inv = 1 / sqrt(var + eps), c_out each
+    double phase[4];                    // seconds: forward, input grads, weight grads, update
 };
+
+// Adds the time since *t to phase k and moves *t to now.
+static void phase_to(ref_trainer *t, int k, double *tm)
+{
+    const double now = par_now();
+    t->phase[k] += now - *tm;
+    *tm = now;
+}
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -199,6 +209,11 @@ const void *ref_delta(const ref_trainer *t, int l)
 }
 
 const void *ref_losses(const ref_trainer *t) { return t->loss; }
+
+void ref_phase_seconds(const ref_trainer *t, double out[4])
+{
+    memcpy(out, t->phase, sizeof t->phase);
+}
 
 const void *ref_bn_stats(const ref_trainer *t, int l)
 {

@@ -63,6 +63,10 @@ const double *ref_grad_abs(const ref_trainer *t);
 const void *ref_act(const ref_trainer *t, int l);
 const void *ref_delta(const ref_trainer *t, int l);
 const void *ref_losses(const ref_trainer *t);
+
+// Seconds spent so far in the forward pass (with the loss), the input
+// gradients, the weight gradients and the update: out[0..3].
+void ref_phase_seconds(const ref_trainer *t, double out[4]);
 // Batchnorm layer l's statistics of the last step, (5, c_out) of dt: the
 // batch sum S, mean, Q (the sum of squared deviations), var, inv per
 // channel; NULL for other layers.

@@ -175,11 +175,33 @@ OMP_NUM_THREADS=two "$P" train --trainer omp --steps 1 >/dev/null 2>"$T/err" </d
 check "OMP_NUM_THREADS=two: refused, one line, exit 2" test $? = 2 -a "$(grep -c \
     "^parity train: OMP_NUM_THREADS 'two': expected a thread count >= 1 (or give --threads T)$" "$T/err")" = 1
 
+# --json's phase_seconds: every phase named, none negative, the phases and
+# "other" adding up to "seconds", and the phases each trainer runs measured.
+phases_ok() { # FILE PHASE...: those phases > 0
+    /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+p = j["phase_seconds"]
+names = ["batch", "forward", "backward", "weight_grads", "communication", "update", "log", "other"]
+ok = sorted(p) == sorted(names) and all(v >= 0 for v in p.values())
+ok = ok and abs(sum(p.values()) - j["seconds"]) <= 1e-9 * max(1.0, j["seconds"])
+ok = ok and all(p[k] > 0 for k in sys.argv[2:])
+sys.exit(0 if ok else 1)
+PY
+}
+for tr in reference serial "omp --threads 2 --fixed-threads"; do
+    "$P" train --trainer $tr --steps 5 --json --quiet >"$T/ph.json" </dev/null
+    check "--json phase_seconds of $tr: add up to seconds; forward, backward, weight_grads, update, batch measured" \
+        phases_ok "$T/ph.json" forward backward weight_grads update batch
+done
+
 # The --ranks launcher: mpi with 2 ranks equals serial (builds with MPI).
 if ! "$P" train --trainer mpi --ranks 1 --steps 1 >/dev/null 2>&1 </dev/null; then
     echo "--ranks: skipped (no MPI build or no mpirun)"
 elif "$P" train --trainer mpi --ranks 2 --steps 3 --json >"$T/c.json" 2>"$T/err" </dev/null; then
     check "--ranks 2 (mpirun launched by parity) equals serial" test "$(sha "$T/a.json")" = "$(sha "$T/c.json")"
+    check "--json phase_seconds of mpi: add up; communication measured besides the compute" \
+        phases_ok "$T/c.json" forward weight_grads update communication
     expect 2 "^parity train: --save $T/no/w.npz: folder $T/no does not exist$" \
         train --trainer mpi --ranks 2 --save "$T/no/w.npz"
     expect 2 "^parity train: --ranks 0: expected an integer >= 1$" train --trainer mpi --ranks 0

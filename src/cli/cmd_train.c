@@ -137,6 +137,15 @@ static void print_json(const train_run *t, const par_session_result *r)
         json_object_set_new(j, "bytes_sent_per_step", json_real(r->stats.bytes_sent_max));
         json_object_set_new(j, "comm_seconds_per_step", json_real(r->stats.comm_seconds_max));
     }
+    // Where the seconds went (rank 0's; par_phase): "other" is what no phase holds.
+    json_t *ph = json_object();
+    double sum = 0;
+    for (int k = 0; k < PAR_PHASE_N; k++) {
+        json_object_set_new(ph, par_phase_names[k], json_real(r->stats.phase[k]));
+        sum += r->stats.phase[k];
+    }
+    json_object_set_new(ph, "other", json_real(seconds > sum ? seconds - sum : 0.0));
+    json_object_set_new(j, "phase_seconds", ph);
     char *s = json_dumps(j, JSON_REAL_PRECISION(17));
     if (s) printf("%s\n", s);
     free(s);

@@ -14,6 +14,7 @@
 #include "par_conv.h"
 #include "par_kernels.h"
 #include "par_layers.h"
+#include "par_time.h"
 
 #define at par_at
 #define split par_split
@@ -96,6 +97,15 @@ int par_engine_fault_on(const par_engine *e, par_fault_kind kind, int l)
 size_t par_engine_fault_index(const par_engine *e) { return fault_of(e)->index; }
 
 void par_engine_begin_step(par_engine *e) { e->steps++; }
+
+// Adds the time since *t to phase p and moves *t to now. Only the caller's
+// thread (or the master thread inside a region) writes e->phase.
+static void phase_to(par_engine *e, par_phase p, double *t)
+{
+    const double now = par_now();
+    e->phase[p] += now - *t;
+    *t = now;
+}
 
 void par_engine_round_to_half(const par_engine *e, void *y, size_t lo, size_t hi)
 {
@@ -244,6 +254,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     const int L = m->n_layers;
     const size_t B = batch->B;
     size_t hits = 0;
+    double tm = t == 0 ? par_now() : 0;   // the master thread times the phases
     // Forward, layer by layer; each kind splits its work among the threads.
     // Between two per_sample layers (and after the last, the loss being per
     // sample too) a thread reads only what it wrote itself: no barrier.
@@ -262,6 +273,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     if (hi > lo)
         hits += KCALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo, hi,
                       m->n_classes, B);
+    if (t == 0) phase_to(e, PAR_PHASE_FORWARD, &tm);
     for (int l = L - 1; l >= 0 && backward; l--) {   // every thread: layers may sync
         const par_layer *ly = &m->layers[l];
         par_layer_ops_of(ly->kind)->backward(e, l, lo, hi, t);
@@ -269,6 +281,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
             KCALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
                   at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
     }
+    if (t == 0 && backward) phase_to(e, PAR_PHASE_BACKWARD, &tm);
     return hits;
 }
 
@@ -323,12 +336,14 @@ static void layer_rows(par_engine *e, int l, size_t B, size_t c0, size_t c1, siz
 void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1, size_t o0,
                             size_t o1, int cont)
 {
+    double tm = par_now();
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
     {
         size_t lo, hi;
         split_range(o0, o1, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
         if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
     }
+    phase_to(e, PAR_PHASE_WGRAD, &tm);
 }
 
 // The weight gradients of thread t of T's rows of every layer.
@@ -344,8 +359,10 @@ static void grad_rows(par_engine *e, size_t B, size_t c0, size_t c1, int cont, i
 
 void par_engine_weight_grads(par_engine *e, size_t B, size_t c0, size_t c1, int cont)
 {
+    double tm = par_now();
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
     grad_rows(e, B, c0, c1, cont, omp_get_thread_num(), omp_get_num_threads());
+    phase_to(e, PAR_PHASE_WGRAD, &tm);
 }
 
 double par_engine_loss_fold(const par_engine *e, size_t B, size_t c0, size_t c1, double acc,
@@ -380,6 +397,7 @@ par_status par_engine_set_params_op(void *state, const void *w)
 
 void par_engine_sync_rows(par_engine *e, const par_rows *r, int n)
 {
+    double tm = par_now();
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
     {
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
@@ -392,6 +410,7 @@ void par_engine_sync_rows(par_engine *e, const par_rows *r, int n)
                       at(e, e->w, e->m->views[ly->w_view].offset), ly->row_len, ly->n_rows, lo, hi);
         }
     }
+    phase_to(e, PAR_PHASE_UPDATE, &tm);
 }
 
 void par_engine_sync_wt(par_engine *e)
@@ -609,17 +628,19 @@ static int update_fault(const par_engine *e, const par_update *u)
 
 void par_engine_update_rows(par_engine *e, const par_update *u, const par_rows *r, int n)
 {
+    double tm = par_now();
     for (int i = 0; i < n && fault_on(e, PAR_FAULT_GRAD_ULP); i++) fault_grad_ulp(e, &r[i]);
     if (u->sgd || !fault_on(e, PAR_FAULT_OPT_SWAP)) {
         update_region(e, u, r, n);
-        return;
+    } else {
+        for (int i = 0; i < n; i++) {
+            swap_copy c;
+            fault_swap_save(e, &r[i], &c);
+            update_region(e, u, &r[i], 1);
+            fault_swap_apply(e, &u->k, &r[i], &c);
+        }
     }
-    for (int i = 0; i < n; i++) {
-        swap_copy c;
-        fault_swap_save(e, &r[i], &c);
-        update_region(e, u, &r[i], 1);
-        fault_swap_apply(e, &u->k, &r[i], &c);
-    }
+    phase_to(e, PAR_PHASE_UPDATE, &tm);
 }
 
 void par_engine_update(par_engine *e)
@@ -647,14 +668,18 @@ void par_engine_step(par_engine *e, const par_batch *batch)
     {
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
         hits += pass(e, batch, 0, B, 1, t, T);
+        double tm = t == 0 ? par_now() : 0;
 #pragma omp barrier
         // (every sample's activations and input gradients are there; the
         // backward pass no longer reads any weight)
+        if (t == 0) phase_to(e, PAR_PHASE_BACKWARD, &tm);   // the wait for the others
         grad_rows(e, B, 0, n_chunks, 0, t, T);
+        if (t == 0) phase_to(e, PAR_PHASE_WGRAD, &tm);
         // Each thread updates the rows whose gradient it has just computed
         // (share_of of a whole layer is its own_rows): no other thread reads
         // them before the region ends.
         if (!faulty) update_share(e, &u, r, n, t, T);
+        if (t == 0) phase_to(e, PAR_PHASE_UPDATE, &tm);
     }
     e->hits = hits;
     if (faulty) par_engine_update_rows(e, &u, r, n);

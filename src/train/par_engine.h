@@ -58,6 +58,7 @@ typedef struct par_engine {
     long opt_t;                          // optimizer updates done
     long pow_t;                          // p1 = b1^pow_t, p2 = b2^pow_t (cache; -1: none)
     double p1, p2;
+    double phase[PAR_PHASE_N];           // seconds per phase (par_phase), the caller's thread
 } par_engine;
 
 // b^t as every path computes it: p = 1, then t times p = p * b, in double.

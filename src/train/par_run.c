@@ -8,6 +8,7 @@
 
 #include "par_engine.h"
 #include "par_rng.h"
+#include "par_time.h"
 
 par_status par_epoch_order(size_t **order, size_t n_train, uint64_t seed, int epoch)
 {
@@ -200,6 +201,7 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
                                                   "out of memory for a batch of %zu", Bmax);
     long step = start->step;
     const int limited = o->max_steps > 0;
+    double t_batch = 0, t_hooks = 0;   // par_run's own phases
     for (int epoch = start->epoch; st == PAR_OK && epoch < o->epochs; epoch++) {
         free(order);
         order = NULL;
@@ -208,11 +210,14 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
         for (size_t pos = first; st == PAR_OK && pos < n_train; pos += Bmax) {
             if (limited && step >= o->max_steps) break;
             const size_t B = n_train - pos < Bmax ? n_train - pos : Bmax;
+            double t0 = par_now();
             par_data_gather(&ds->train, order + pos, B, o->cfg.dtype, xb, labels);
             const par_batch batch = {xb, labels, B};
             double loss = 0;
+            t_batch += par_now() - t0;
             st = o->trainer->step(state, &batch, &loss);
             step++;
+            t0 = par_now();
             if (st == PAR_OK && x->check_finite) {
                 const int last = (limited && step >= o->max_steps) ||
                                  (epoch == o->epochs - 1 && pos + B >= n_train);
@@ -228,6 +233,7 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
                 const par_run_now now = {o->trainer, state, okind};
                 st = x->after_step(h ? h->ctx : NULL, &pt, w, &now);
             }
+            t_hooks += par_now() - t0;
         }
         const void *w;
         size_t n;
@@ -245,6 +251,10 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
     if ((st == PAR_OK || st == PAR_RUN_STOP) && stats && o->trainer->stats) {
         const par_status s2 = o->trainer->stats(state, stats);
         if (s2 != PAR_OK) st = s2;
+    }
+    if (stats) {
+        stats->phase[PAR_PHASE_BATCH] = t_batch;
+        stats->phase[PAR_PHASE_LOG] = t_hooks;
     }
     *steps_done = step;
     free(order);

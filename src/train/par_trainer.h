@@ -125,14 +125,34 @@ typedef struct par_batch {
     size_t B;                   // 1 <= B <= cfg.batch
 } par_batch;
 
+// Where a run's time goes: seconds per phase, summed over the run. A trainer
+// times its own phases on its calling thread (OpenMP: the master thread,
+// waits at barriers included; MPI: each rank its own, rank 0's reported);
+// par_run adds the batch assembly and its hooks. What no phase holds (the
+// loss fold, the trainer's bookkeeping) is the rest of the run's seconds.
+typedef enum par_phase {
+    PAR_PHASE_BATCH,      // gathering the batch from the dataset (par_run)
+    PAR_PHASE_FORWARD,    // forward pass, softmax and loss
+    PAR_PHASE_BACKWARD,   // input gradients
+    PAR_PHASE_WGRAD,      // weight gradients (the chunk folds)
+    PAR_PHASE_COMM,       // MPI: messages, collectives and the waits for them
+    PAR_PHASE_UPDATE,     // the optimizer update and the transposed panels
+    PAR_PHASE_LOG,        // par_run's hooks: step log, digests, checks, checkpoints
+    PAR_PHASE_N
+} par_phase;
+
+// The phases' names in --json ("batch", "forward", ...).
+extern const char *const par_phase_names[PAR_PHASE_N];
+
 // Communication counters of an MPI trainer, for benchmarks and reports; and
-// how many steps `omp` ran on one thread (cfg.threads_policy).
+// how many steps `omp` ran on one thread (cfg.threads_policy); the phases.
 typedef struct par_trainer_stats {
     long steps;                 // MPI trainers: steps counted (0: no communication figures)
     double bytes_sent_max;      // largest bytes sent by one rank, per step
     double comm_seconds_max;    // largest time one rank spent in communication, per step
     int threads_adaptive;       // omp with threads > 1 under PAR_THREADS_ADAPT
     long steps_one_thread;      // omp: steps run on one thread
+    double phase[PAR_PHASE_N];  // seconds per phase (par_phase), summed over the run
 } par_trainer_stats;
 
 typedef struct par_trainer_ops {

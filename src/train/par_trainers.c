@@ -20,6 +20,10 @@ const par_trainer_ops *const par_trainers[] = {
     NULL,
 };
 
+const char *const par_phase_names[PAR_PHASE_N] = {
+    "batch", "forward", "backward", "weight_grads", "communication", "update", "log",
+};
+
 const par_trainer_ops *par_trainer_find(const char *name)
 {
     for (int i = 0; par_trainers[i]; i++)

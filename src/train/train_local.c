@@ -6,6 +6,7 @@
 // the same bits either way, which test_trainers checks with the thread
 // count changing every step.
 #include <stdlib.h>
+#include <string.h>
 
 #include "par_engine.h"
 #include "par_time.h"
@@ -144,6 +145,7 @@ static par_status local_step(void *state, const par_batch *batch, double *loss)
 static par_status local_stats(void *state, par_trainer_stats *out)
 {
     const local_state *s = state;
+    memcpy(out->phase, s->e.phase, sizeof out->phase);
     out->threads_adaptive = s->policy == PAR_THREADS_ADAPT;
     out->steps_one_thread = s->T > 1 ? s->one : 0;
     return PAR_OK;
@@ -168,6 +170,7 @@ const par_trainer_ops par_trainer_serial = {
     .grad = par_engine_grad_op,
     .get_optim = par_engine_get_optim_op,
     .set_optim = par_engine_set_optim_op,
+    .stats = local_stats,
 };
 
 const par_trainer_ops par_trainer_omp = {

@@ -679,6 +679,8 @@ static par_status stats(void *state, par_trainer_stats *out)
     out->steps = s->stats.steps;
     out->bytes_sent_max = all[0] / steps;
     out->comm_seconds_max = all[1] / steps;
+    memcpy(out->phase, s->e.phase, sizeof out->phase);   // this rank's
+    out->phase[PAR_PHASE_COMM] = s->comm_s;
     return PAR_OK;
 }
 

@@ -70,6 +70,17 @@ static par_status reference_grad(void *state, const void **g)
     return PAR_OK;
 }
 
+static par_status reference_stats(void *state, par_trainer_stats *out)
+{
+    double ph[4];
+    ref_phase_seconds(state, ph);
+    out->phase[PAR_PHASE_FORWARD] = ph[0];
+    out->phase[PAR_PHASE_BACKWARD] = ph[1];
+    out->phase[PAR_PHASE_WGRAD] = ph[2];
+    out->phase[PAR_PHASE_UPDATE] = ph[3];
+    return PAR_OK;
+}
+
 static void reference_destroy(void *state) { ref_destroy(state); }
 
 const par_trainer_ops par_trainer_reference = {
@@ -80,6 +91,7 @@ const par_trainer_ops par_trainer_reference = {
     .step = reference_step,
     .params = reference_params,
     .destroy = reference_destroy,
+    .stats = reference_stats,
     .set_params = reference_set_params,
     .grad = reference_grad,
     .get_optim = reference_get_optim,
