@@ -126,9 +126,63 @@ static void launch_cmd(char *out, size_t n, const char *launcher, int R, const c
 
 typedef struct model_opts {
     const char *dataset, *model, *act, *dtype, *launcher, *validate, *optim;
-    int batch, chunk, steps, max_ranks, json, probe, help, upscale;
+    int batch, chunk, steps, max_ranks, json, probe, help, upscale, cores;
     double momentum, beta1, beta2, eps;   // NAN: not given (the defaults apply)
 } model_opts;
+
+// The arguments of a `parity train` run like the model's (trainer, mode).
+static void train_args(char *out, size_t n, const model_opts *o, const par_optim *optim,
+                       const char *trainer, const char *mode)
+{
+    snprintf(out, n,
+             "train --trainer %s --mode %s --dataset %s --model %s --act %s --dtype %s "
+             "--batch %d --chunk %d --steps %d --json --quiet --no-digest",
+             trainer, mode, o->dataset, o->model, o->act, o->dtype, o->batch, o->chunk, o->steps);
+    const size_t k = strlen(out);
+    if (optim->kind == PAR_OPTIM_ADAM)
+        snprintf(out + k, n - k, " --optim adam --beta1 %.17g --beta2 %.17g --eps %.17g",
+                 optim->beta1, optim->beta2, optim->eps);
+    else if (optim->kind != PAR_OPTIM_SGD)
+        snprintf(out + k, n - k, " --optim %s --momentum %.17g", par_optim_name(optim->kind),
+                 optim->momentum);
+    if (o->upscale > 0) snprintf(out + strlen(out), n - strlen(out), " --upscale %d", o->upscale);
+}
+
+// `copies` serial runs `parity ARGS` at once (each its own process, as ranks
+// are): per step, the mean over the copies of the seconds inside the engine
+// (forward .. update of phase_seconds) and outside it (batch, log, other).
+static int time_serial(const char *exe, const char *args, int copies, double *engine,
+                       double *outside)
+{
+    enum { MAX_COPIES = 64 };
+    FILE *p[MAX_COPIES];
+    char cmd[4096];
+    if (copies > MAX_COPIES) copies = MAX_COPIES;
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null </dev/null", exe, args);
+    int started = 0, bad = 0;
+    for (; started < copies; started++)
+        if (!(p[started] = popen(cmd, "r"))) break;
+    *engine = *outside = 0;
+    for (int i = 0; i < started; i++) {
+        char buf[16384];
+        const size_t n = fread(buf, 1, sizeof buf - 1, p[i]);
+        buf[n] = '\0';
+        bad |= pclose(p[i]) != 0;
+        json_error_t err;
+        json_t *j = json_loads(buf, 0, &err);
+        const json_t *ph = json_object_get(j, "phase_seconds");
+        const double steps = json_number_value(json_object_get(j, "steps"));
+        if (!ph || steps <= 0) bad = 1;
+        double in = 0, out = 0;
+        const char *inside[] = {"forward", "backward", "weight_grads", "update"};
+        const char *rest[] = {"batch", "log", "other"};
+        for (int k = 0; k < 4 && !bad; k++) in += json_number_value(json_object_get(ph, inside[k]));
+        for (int k = 0; k < 3 && !bad; k++) out += json_number_value(json_object_get(ph, rest[k]));
+        if (!bad) *engine += in / steps / copies, *outside += out / steps / copies;
+        json_decref(j);
+    }
+    return started == copies && !bad ? 0 : -1;
+}
 
 // Serial seconds per step at batch b: median of `reps` steps of the engine;
 // and the medians of its update and of recomputing every panel (not a part
@@ -206,6 +260,7 @@ int cmd_model(int argc, char **argv)
         {"--max-ranks", CLI_INT, &o.max_ranks, "R         largest predicted rank count (1024)"},
         {"--validate", CLI_STR, &o.validate, "LIST      rank counts measured against the model (2,3; '' for none)"},
         {"--launcher", CLI_STR, &o.launcher, "CMD       run MPI jobs as CMD with {R} = ranks (default: --ranks)"},
+        {"--cores", CLI_INT, &o.cores, "N         cores the validation runs' ranks share (this machine's; with --launcher: a core per rank unless given)"},
         {"--json", CLI_FLAG, &o.json, "          JSON on stdout"},
         {"--probe-comm", CLI_FLAG, &o.probe, "          (internal) ping-pong under mpirun; prints alpha, beta"},
         {"--ranks", CLI_INT, &o.max_ranks, "R         (with --probe-comm) ranks to launch"},
@@ -229,8 +284,9 @@ int cmd_model(int argc, char **argv)
     if (rc) return rc;
     const par_model m = nu.m;
     const par_dtype dt = nu.dt;
-    if (o.batch < 1 || o.chunk < 1 || o.steps < 1 || o.max_ranks < 1) {
-        fprintf(stderr, "parity model: --batch, --chunk, --steps and --max-ranks must be >= 1\n");
+    if (o.batch < 1 || o.chunk < 1 || o.steps < 1 || o.max_ranks < 1 || o.cores < 0) {
+        fprintf(stderr, "parity model: --batch, --chunk, --steps and --max-ranks must be >= 1, "
+                        "--cores >= 0\n");
         return EXIT_USAGE;
     }
     if (o.upscale < 0 || o.upscale > 1024) {
@@ -292,7 +348,25 @@ int cmd_model(int argc, char **argv)
     if (!have_comm)
         fprintf(stderr, "parity model: the MPI probe did not run; predictions leave communication out\n");
 
-    // 3. Validation: measured seconds per step at the given rank counts.
+    // 3. A real run: what a step costs outside the engine on every rank
+    // (t_run: the batch, hooks, bookkeeping), and how much ranks that share
+    // this machine's cores slow each other down (memory bandwidth, caches):
+    // the engine's seconds of `cores` serial runs at once against one alone.
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const int cores = o.cores > 0 ? o.cores : online > 0 ? (int)online : 1;
+    char targs[1024];
+    train_args(targs, sizeof targs, &o, &optim, "serial", "exact");
+    double eng1 = 0, out1 = 0, engk = 0, outk = 0;
+    const int have_run = time_serial(exe, targs, 1, &eng1, &out1) == 0;
+    c.t_run = have_run ? out1 : 0;
+    c.contention = 1;
+    if (have_run && cores > 1 && eng1 > 0 && time_serial(exe, targs, cores, &engk, &outk) == 0)
+        c.contention = engk / eng1;
+    if (!have_run)
+        fprintf(stderr, "parity model: the serial run failed; predictions leave t_run and "
+                        "contention out\n");
+
+    // 4. Validation: measured seconds per step at the given rank counts.
     json_t *val = json_array();
     const size_t B = (size_t)o.batch;
     char list[256];
@@ -303,26 +377,15 @@ int cmd_model(int argc, char **argv)
         for (int d = 0; d < 2; d++) {
             const sm_design des = d ? SM_MPI_FAST : SM_MPI_EXACT;
             char args[1024];
-            snprintf(args, sizeof args,
-                     "train --trainer mpi --mode %s --dataset %s --model %s --act %s --dtype %s "
-                     "--batch %d --chunk %d --steps %d --json --quiet --no-digest",
-                     d ? "fast" : "exact", o.dataset, o.model, o.act, o.dtype, o.batch, o.chunk,
-                     o.steps);
-            const size_t k = strlen(args);
-            if (optim.kind == PAR_OPTIM_ADAM)
-                snprintf(args + k, sizeof args - k, " --optim adam --beta1 %.17g --beta2 %.17g "
-                         "--eps %.17g", optim.beta1, optim.beta2, optim.eps);
-            else if (optim.kind != PAR_OPTIM_SGD)
-                snprintf(args + k, sizeof args - k, " --optim %s --momentum %.17g",
-                         par_optim_name(optim.kind), optim.momentum);
-            if (o.upscale > 0)
-                snprintf(args + strlen(args), sizeof args - strlen(args), " --upscale %d", o.upscale);
+            train_args(args, sizeof args, &o, &optim, "mpi", d ? "fast" : "exact");
             launch_cmd(cmd, sizeof cmd, o.launcher, R, exe, args);
             double secs;
             if (run_json_number(cmd, "seconds", &secs) != 0) continue;
-            // Without --launcher the runs are on this host, where the weights are shared.
+            // Without --launcher the runs are on this host, where the weights are
+            // shared, and its cores are shared by the ranks (with it: --cores).
             sm_costs here = c;
             here.one_host = o.launcher == NULL;
+            here.cores = o.launcher == NULL || o.cores > 0 ? cores : 0;
             const double meas = secs / o.steps, pred = sm_step_seconds(&here, des, R, B);
             json_array_append_new(val, json_pack("{s:s, s:i, s:I, s:f, s:f, s:f}", "design",
                                                  sm_design_name(des), "ranks", R, "batch",
@@ -332,7 +395,8 @@ int cmd_model(int argc, char **argv)
         }
     }
 
-    // 4. Predictions: strong (global batch fixed) and weak (batch per rank fixed).
+    // 5. Predictions: strong (global batch fixed) and weak (batch per rank fixed),
+    // a core per rank (a cluster's nodes).
     json_t *pred = json_array();
     const size_t n_train = ds.n_train;
     for (int d = 0; d < 2; d++) {
@@ -372,6 +436,9 @@ int cmd_model(int argc, char **argv)
                               "t_update_s", c.t_update, "t_panel_s", c.t_panel, "t_sample_s",
                               c.t_sample, "alpha_s", c.alpha, "beta_s_per_byte", c.beta,
                               "comm_measured", have_comm, "validation", val, "predicted", pred);
+        json_object_set_new(j, "t_run_s", json_real(c.t_run));
+        json_object_set_new(j, "contention", json_real(c.contention));
+        json_object_set_new(j, "cores", json_integer(cores));
         char *s = json_dumps(j, JSON_REAL_PRECISION(6));
         printf("%s\n", s);
         free(s);
@@ -386,6 +453,9 @@ int cmd_model(int argc, char **argv)
                "panel %.1f us\n", c.t_update * 1e6, c.t_panel * 1e6);
         printf("           mpi exact at batch %d: %zu parameters along the chain, %zu values "
                "per sample all-gathered\n", o.batch, c.chain_params, c.gather_values);
+        printf("  run      t_run = %.1f us a step outside the engine (batch, hooks); %d ranks "
+               "on %d cores slow each other by %.3fx (%d serial runs at once)\n",
+               c.t_run * 1e6, cores, cores, c.contention, cores);
         printf("  network  alpha = %.2f us, beta = %.3f ns/byte (%.2f GB/s)%s\n", c.alpha * 1e6,
                c.beta * 1e9, c.beta > 0 ? 1e-9 / c.beta : 0.0, have_comm ? "" : " (not measured)");
         printf("\nvalidation (measured vs PREDICTED seconds per step, batch %d):\n", o.batch);

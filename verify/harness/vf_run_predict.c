@@ -76,7 +76,10 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
         .chain_params = (size_t)json_integer_value(json_object_get(mj, "chain_params")),
         .gather_values =
             (size_t)json_integer_value(json_object_get(mj, "gather_values_per_sample")),
+        .t_run = get_num(mj, "t_run_s"),
+        .contention = json_is_number(json_object_get(mj, "contention")) ? get_num(mj, "contention") : 1,
     };
+    const int cores = (int)json_integer_value(json_object_get(mj, "cores"));
     // Calibration: the fit times the engine's steps alone; a run also
     // gathers batches and runs hooks. Scale compute so that one rank takes
     // the case's measured serial exact median (when it was timed).
@@ -96,6 +99,7 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
     k.t_update *= scale;
     k.t_panel *= scale;
     k.t_sample *= scale;
+    k.t_run *= scale;
     json_object_set_new(pr, "calibration",
                         json_pack("{s:o, s:s}", "compute_scale", vf_jnum(scale), "to",
                                   scale != 1 ? "serial exact T=1 R=1 median" : "none"));
@@ -133,8 +137,9 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
         const int fast = strcmp(json_string_value(json_object_get(e, "mode")), "fast") == 0;
         const int R = (int)json_integer_value(json_object_get(e, "ranks"));
         const double meas = get_num(t, "median");
-        sm_costs here = k;   // measured on this one host: the weights were shared
+        sm_costs here = k;   // measured on this one host: shared weights, shared cores
         here.one_host = 1;
+        here.cores = cores;
         const double pred = run_seconds(&here, fast ? SM_MPI_FAST : SM_MPI_EXACT, R, cr, B);
         json_array_append_new(check, json_pack("{s:s, s:i, s:o, s:o, s:o}", "mode",
                                                fast ? "fast" : "exact", "ranks", R, "measured",

@@ -54,7 +54,15 @@ double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B)
     double t0 = c->t0;
     if (d == SM_MPI_EXACT && P > 1)
         t0 += -c->t_update + c->t_update / P + (c->one_host ? 0 : c->t_panel * (double)(P - 1) / P);
-    return t0 + (double)samples * c->t_sample + sm_comm_seconds(c, d, P, B);
+    double slow = 1;
+    if (c->cores > 0) {
+        const int k = P < c->cores ? P : c->cores;
+        if (c->cores > 1) slow = 1 + (c->contention - 1) * (k - 1) / (c->cores - 1);
+        if (P > c->cores) slow *= (double)P / c->cores;
+    }
+    const double agree = P > 1 ? 2 * log2_ceil(P) * c->alpha : 0;
+    return (t0 + (double)samples * c->t_sample + c->t_run) * slow + sm_comm_seconds(c, d, P, B) +
+           agree;
 }
 
 const char *sm_design_name(sm_design d)

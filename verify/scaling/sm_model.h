@@ -22,6 +22,10 @@ typedef struct sm_costs {
     size_t gather_values; // mpi exact: values per sample all-gathered (par_ring_gathers)
     int one_host;         // mpi exact: the P ranks share one host, so one shared copy of
                           // the weights: no weights round the ring, no panels recomputed
+    double t_run;         // seconds per step outside the engine on every rank: the batch,
+                          // the run's hooks and bookkeeping (a real run's phase_seconds)
+    int cores;            // cores the P ranks share (0: a core each, as on a cluster)
+    double contention;    // compute slowdown with all `cores` cores busy (1: none)
 } sm_costs;
 
 typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST } sm_design;
@@ -47,7 +51,11 @@ typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST 
 //     + ceil(log2 P) (a + N s b)
 double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 
-// Seconds per step: t0 + (samples of the busiest rank) t_sample + comm.
+// Seconds per step: (t0 + (samples of the busiest rank) t_sample + t_run) x
+// slow + comm + the run's per-step agreement of the ranks, 2 ceil(log2 P) a.
+// slow: 1 without cores; with P ranks on `cores` cores, the contention of
+// min(P, cores) busy cores, 1 + (contention - 1) (k - 1) / (cores - 1), and
+// P / cores more when P > cores (the ranks take turns).
 // The busiest rank holds ceil(n_chunks / P) chunks of C samples (at most B).
 // mpi exact shards the update: t0 - t_update + t_update / P, plus
 // t_panel (P-1)/P for the panels of the weights received (P > 1; none
