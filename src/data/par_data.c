@@ -590,6 +590,15 @@ par_status par_dataset_open(par_dataset *ds, const char *what, int val_fraction_
     return PAR_OK;
 }
 
+// The records of a batch are scattered over the dataset (tens of MB): each
+// row's first cache lines missed, the batch cost 7% of a serial step. The
+// row AHEAD records on is requested while this one is converted.
+enum { AHEAD = 2 };
+static void prefetch_row(const uint8_t *p, size_t n)
+{
+    for (size_t k = 0; k < n; k += 64) __builtin_prefetch(p + k);
+}
+
 void par_data_gather(const par_images *im, const size_t *idx, size_t B, par_dtype dt, void *x,
                      int32_t *labels)
 {
@@ -613,6 +622,7 @@ void par_data_gather(const par_images *im, const size_t *idx, size_t B, par_dtyp
         for (int p = 0; p < 256; p++) lut[p] = (double)p / 255.0;
         for (size_t s = 0; s < B; s++) {
             assert(idx[s] < im->n);
+            if (s + AHEAD < B) prefetch_row(im->pixels + idx[s + AHEAD] * nf, nf);
             const uint8_t *px = im->pixels + idx[s] * nf;
             for (size_t f = 0; f < nf; f++) y[s * nf + f] = lut[px[f]];
         }
@@ -621,6 +631,7 @@ void par_data_gather(const par_images *im, const size_t *idx, size_t B, par_dtyp
         for (int p = 0; p < 256; p++) lut[p] = (float)p / 255.0f;
         for (size_t s = 0; s < B; s++) {
             assert(idx[s] < im->n);
+            if (s + AHEAD < B) prefetch_row(im->pixels + idx[s + AHEAD] * nf, nf);
             const uint8_t *px = im->pixels + idx[s] * nf;
             for (size_t f = 0; f < nf; f++) y[s * nf + f] = lut[px[f]];
         }
