@@ -168,12 +168,18 @@ static void test_machine(void)
                   json_real_value(json_array_get(l, 2)) == 0.70,
               "/proc/loadavg: [0.52, 0.61, 0.70]");
     json_decref(l);
+    par_check(vf_runnable_read(write_file("loadavg2", "2.10 1.90 1.70 3/234 5678\n")) == 3,
+              "/proc/loadavg: 3 tasks runnable (3/234)");
+    par_check(vf_runnable_read(write_file("loadavg3", "2.10 1.90\n")) == -1 &&
+                  vf_runnable_read(missing) == -1,
+              "a short or missing /proc/loadavg: -1");
     l = vf_loadavg_json(missing);
     par_check(json_is_null(l), "a missing load average: null");
     json_decref(l);
     // This machine's own files read (Linux).
     l = vf_loadavg_json(NULL);
-    par_check(json_array_size(l) == 3 && vf_cpu_ticks_read(&a, NULL) == PAR_OK && a.total > 0,
+    par_check(json_array_size(l) == 3 && vf_cpu_ticks_read(&a, NULL) == PAR_OK && a.total > 0 &&
+                  vf_runnable_read(NULL) >= 1,
               "this machine's /proc/loadavg and /proc/stat read");
     json_decref(l);
 }
@@ -185,8 +191,8 @@ int main(void)
     test_stats();
     test_bootstrap();
     test_machine();
-    const char *names[] = {"stat1", "stat2", "stat3", "loadavg"};
-    for (int i = 0; i < 4; i++) {
+    const char *names[] = {"stat1", "stat2", "stat3", "loadavg", "loadavg2", "loadavg3"};
+    for (int i = 0; i < 6; i++) {
         char p[160];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         unlink(p);

@@ -640,6 +640,8 @@ for o in (p, tc):
     for k in ('load_average_start', 'load_average_end'):
         assert len(o[k]) == 3 and all(v >= 0 for v in o[k]), (k, o[k])
 assert p['steal_percent_timed'] >= 0 and tc['steal_percent'] >= 0, (p, tc)
+# one reading of the runnable tasks before each of the 6 rounds x 3 configs
+assert tc['others_runnable_samples'] == 18 and tc['others_runnable_mean'] >= 0, tc
 rows = list(csv.DictReader(open(sys.argv[3])))
 assert [r['noisy'] for r in rows] == [('yes' if x['timing']['noisy'] else 'no') for x in cf], rows
 assert all(float(r['speedup_ci95_lo']) <= float(r['speedup']) <= float(r['speedup_ci95_hi']) for r in rows)

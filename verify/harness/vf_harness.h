@@ -86,6 +86,13 @@ json_t *vf_provenance(const vf_build_info *b, const char *command_line);
 // or null when it cannot be read.
 json_t *vf_loadavg_json(const char *path);
 
+// The tasks runnable right now, from the fourth field ("R/N") of `path`
+// (NULL: /proc/loadavg), the reading process included; -1 when it cannot be
+// read. Read between two timed runs, its excess over 1 is other work
+// competing for the cores: a steady competitor slows every run alike and
+// leaves the CV small, but shows here.
+int vf_runnable_read(const char *path);
+
 // CPU time of `path`'s aggregate "cpu" line (NULL: /proc/stat), in
 // USER_HZ ticks: total = user + nice + system + idle + iowait + irq +
 // softirq + steal (guest time is already in user and nice), and steal,

@@ -1,5 +1,6 @@
-// The machine while timings run (vf_harness.h): the load averages of
-// /proc/loadavg and the CPU time stolen by the hypervisor from /proc/stat,
+// The machine while timings run (vf_harness.h): the load averages and the
+// runnable tasks of /proc/loadavg and the CPU time stolen by the hypervisor
+// from /proc/stat,
 // recorded in results.json's provenance and each case's timing. Kept apart
 // from vf_prov.c so that its tests need no MPFR. Tests: tests/test_timing.c.
 #define _POSIX_C_SOURCE 200809L
@@ -17,6 +18,17 @@ json_t *vf_loadavg_json(const char *path)
     fclose(f);
     if (n != 3) return json_null();
     return json_pack("[f, f, f]", l[0], l[1], l[2]);
+}
+
+int vf_runnable_read(const char *path)
+{
+    FILE *f = fopen(path ? path : "/proc/loadavg", "r");
+    if (!f) return -1;
+    double l[3];
+    int running = -1, total;
+    if (fscanf(f, "%lf %lf %lf %d/%d", &l[0], &l[1], &l[2], &running, &total) != 5) running = -1;
+    fclose(f);
+    return running;
 }
 
 par_status vf_cpu_ticks_read(vf_cpu_ticks *t, const char *path)

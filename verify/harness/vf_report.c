@@ -168,6 +168,10 @@ static void md_timing(FILE *f, const json_t *cs)
     if (json_is_number(json_object_get(tc, "steal_percent")))
         fprintf(f, "%.2f%%.", num(tc, "steal_percent"));
     else fprintf(f, "not known.");
+    if (json_is_number(json_object_get(tc, "others_runnable_mean")))
+        fprintf(f, " Other tasks runnable between runs (/proc/loadavg, %ld readings): %.2f on "
+                   "average.", integer(tc, "others_runnable_samples"),
+                num(tc, "others_runnable_mean"));
     if (integer(tc, "rounds") < VF_TRIM_MIN_RUNS)
         fprintf(f, " **%ld timed run%s a config: fewer than %d, so no run is dropped%s.**",
                 integer(tc, "rounds"), integer(tc, "rounds") == 1 ? "" : "s", VF_TRIM_MIN_RUNS,
@@ -391,7 +395,9 @@ static void md_legend(FILE *f, long cores)
         "%llu), reproducible from the raw runs in results.json. **n.s.**: the interval holds 1, "
         "so the row is not shown faster or slower than serial exact. **NOISY**: the row's CV "
         "(or the baseline's) is above %.0f%%, so no speedup is printed (the figures stay in "
-        "results.json); fewer than %d runs kept: the noise is not judged.\n"
+        "results.json); fewer than %d runs kept: the noise is not judged. A steady competitor "
+        "(another job on a core) slows every run alike and leaves the CV small: the load "
+        "average and the other runnable tasks of each case's Timing line show it.\n"
         "- **Verdict.** PASS: correctness passed and the MPFR check of its trainer did not fail. "
         "The table is signed (Ed25519, minisign format, `results.json.minisig`) only when every "
         "config and every MPFR check passed; `parity table verify DIR` checks the signature, the "

@@ -226,7 +226,8 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
         PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory");
     }
     par_status st = PAR_OK;
-    int order = 0;
+    int order = 0, n_busy = 0;
+    double busy = 0;   // tasks runnable besides verify itself, read before each run
     for (int rd = 0; st == PAR_OK && rd < rounds; rd++) {
         for (int j = 0; st == PAR_OK && j < n; j++) {
             const int q = (rd + j) % n;
@@ -237,6 +238,11 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
             vf_note(r, "%s: timing, %s %d of %d", label, rd < c->warmup ? "warm-up round" : "round",
                     rd < c->warmup ? rd + 1 : rd - c->warmup + 1,
                     rd < c->warmup ? c->warmup : c->repeats);
+            const int running = vf_runnable_read(NULL);
+            if (running >= 1) {
+                busy += running - 1;
+                n_busy++;
+            }
             double s;
             st = time_run(r, cr, cf, p, &s, &wall[(size_t)q * rounds + rd], &last[q], why[q],
                           sizeof why[q]);
@@ -247,6 +253,8 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
         }
     }
     machine_after(r, tc, &t0, ticks_ok);
+    json_object_set_new(tc, "others_runnable_mean", n_busy ? json_real(busy / n_busy) : json_null());
+    json_object_set_new(tc, "others_runnable_samples", json_integer(n_busy));
     for (int j = 0; st == PAR_OK && j < n; j++) {
         json_t *e = json_array_get(configs, (size_t)idx[j]);
         json_t *timing = json_object_get(e, "timing");
