@@ -159,6 +159,23 @@ check "--quiet: nothing on stderr off a terminal" test $? = 0 -a ! -s "$T/err"
 "$P" train --steps 3 --init-load "$T/init.npz" --seed 42 --json >"$T/b.json" 2>/dev/null </dev/null
 check "--init-load of --init-save reproduces the run" test "$(sha "$T/a.json")" = "$(sha "$T/b.json")"
 
+# --warmup-steps K: the same run (weights, log); "seconds" times the steps after the first K.
+"$P" train --steps 3 --warmup-steps 1 --log "$T/wlog.jsonl" --json >"$T/w1.json" 2>/dev/null </dev/null
+check "--warmup-steps 1: the same weights as without" test "$(sha "$T/a.json")" = "$(sha "$T/w1.json")"
+check "... and the same step log" cmp -s <(grep '"step"' "$T/log.jsonl") <(grep '"step"' "$T/wlog.jsonl")
+/usr/bin/python3 - "$T/w1.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d['steps'] == 3 and d['warmup_steps'] == 1 and d['timed_steps'] == 2, d
+# the timed window holds steps 2 and 3: 2 x 64 samples
+assert d['seconds'] > 0 and abs(d['samples_per_second'] * d['seconds'] - 128) < 1e-6, d
+PY
+check "... its JSON: 3 steps, 1 of warm-up, 2 timed (128 samples in \"seconds\")" test $? = 0
+check "without --warmup-steps: no warmup_steps in the JSON" test "$(grep -c warmup_steps "$T/a.json")" = 0
+expect 2 "^parity train: --warmup-steps 3: expected 0 to 2, fewer than the 3 steps this run trains$" \
+    train --steps 3 --warmup-steps 3
+expect 2 "^parity train: --warmup-steps '-1': expected a non-negative integer$" train --warmup-steps -1
+
 # OMP_NUM_THREADS: a threaded trainer without --threads takes it, as OpenMP
 # programs do; --threads wins; serial ignores it; a bad value is refused.
 threads_of() { python3 -c "import json,sys; print(json.load(sys.stdin)['threads'])"; }
@@ -194,6 +211,9 @@ for tr in reference serial "omp --threads 2 --fixed-threads"; do
     check "--json phase_seconds of $tr: add up to seconds; forward, backward, weight_grads, update, batch measured" \
         phases_ok "$T/ph.json" forward backward weight_grads update batch
 done
+"$P" train --steps 6 --warmup-steps 3 --json --quiet >"$T/ph.json" </dev/null
+check "--json phase_seconds with --warmup-steps: the timed steps' phases add up to their seconds" \
+    phases_ok "$T/ph.json" forward backward weight_grads update batch
 
 # The --ranks launcher: mpi with 2 ranks equals serial (builds with MPI).
 if ! "$P" train --trainer mpi --ranks 1 --steps 1 >/dev/null 2>&1 </dev/null; then

@@ -11,7 +11,17 @@
 #   studies verify/suites/studies-quick passes and every case's exact configs
 #          are bitwise equal to the reference, per step and in the final weights
 #          (results.json); MPFR checks it cannot run are "not covered" (minutes)
-# Usage: test_verify.sh sign|suite|fault|quick|studies PATH/TO/parity  (needs fashion-mnist, mnist)
+#   timing the timing method on a tiny suite: the calibrated window, warm-up
+#          steps, round-robin rounds, each row's statistics and speedup interval
+#          recomputed from the raw runs in results.json, NOISY in the table
+#          exactly where the runs say so, load and steal in provenance (~1 min)
+#   noisy  the same tiny suite beside a competing load (two busy loops, stopped
+#          and started at random): at least one row marked NOISY. Statistical,
+#          not certain: such a load makes a CV under 5% in every row most
+#          unlikely, but the test is labelled slow and not part of the rule's
+#          proof (test_timing checks the rule itself on fixed vectors) (~1 min)
+# Usage: test_verify.sh sign|suite|fault|quick|studies|timing|noisy PATH/TO/parity
+# (needs fashion-mnist, mnist)
 set -u
 . "$(dirname "$0")/test_lib.sh"
 MODE=$1
@@ -255,6 +265,10 @@ trainers = serial'
     expect_suite eps "$T/eps:5: key 'eps': '0': expected a finite number > 0"
     printf '%s\noptim = nesterov\neps = 1e-6\n' "$ok" >"$T/epsnes"
     expect_suite epsnes "$T/epsnes:5: key 'eps': goes with optim = adam (optim is nesterov)"
+    printf '%s\nwindow = -1\n' "$ok" >"$T/win"
+    expect_suite win "$T/win:4: key 'window': '-1': expected seconds from 0 to 600 (0: the case's steps)"
+    printf '%s\nwindow = 1s\n' "$ok" >"$T/win2"
+    expect_suite win2 "$T/win2:4: key 'window': '1s': expected seconds from 0 to 600"
     printf '%s\nupscale = 2000\n' "$ok" >"$T/up"
     expect_suite up "$T/up:4: key 'upscale': '2000': expected an image side from 1 to 1024"
     printf '%s\nbatch = half\n' "$ok" >"$T/bfull"
@@ -284,7 +298,7 @@ trainers = serial'
     done
     # Off a terminal: one plain progress line per config and phase; --quiet: none.
     "$P" table keygen --key "$T/p.key" >/dev/null 2>&1
-    printf '[case tiny]\nsteps = 2\ntrainers = serial\nthreads = 1\nrepeats = 1\nwarmup = 0\ncheck_steps = first\n' >"$T/tiny"
+    printf '[case tiny]\nsteps = 2\ntrainers = serial\nthreads = 1\nrepeats = 1\nwarmup = 0\nwindow = 0\ncheck_steps = first\n' >"$T/tiny"
     "$P" verify "$T/tiny" --out "$T/p1" --key "$T/p.key" >/dev/null 2>"$T/err" </dev/null
     rc=$?   # before the $(...) below, which set $? to their own status
     check "verify off a terminal: a line per config ($(head -n 1 "$T/err"))" test $rc = 0 -a \
@@ -303,7 +317,7 @@ trainers = serial'
     # Fast mode with adam: lockstep's bound for adam; a later step's MPFR
     # check starts from the reference's checkpoint (weights and state); an
     # MPI config is checked on its own step, under mpirun.
-    printf '%s\noptim = adam\nmodes = exact, fast\ntrainers = serial, mpi\nranks = 1, 2\ncheck_steps = first, last\n' \
+    printf '%s\noptim = adam\nmodes = exact, fast\ntrainers = serial, mpi\nranks = 1, 2\nwindow = 0\ncheck_steps = first, last\n' \
         "[case a]
 steps = 5" >"$T/fastadam"
     "$P" verify "$T/fastadam" --out "$T/p3" --key "$T/p.key" --quiet >/dev/null 2>"$T/err" </dev/null
@@ -335,6 +349,7 @@ trainers = serial, omp
 threads = 1, 2
 repeats = 1
 warmup = 0
+window = 0
 check_steps = first
 
 [case broken]
@@ -343,6 +358,7 @@ trainers = serial, omp
 threads = 1, 2
 repeats = 1
 warmup = 0
+window = 0
 check_steps = first
 fault = swap:3:2
 EOF2
@@ -403,6 +419,9 @@ cf = d['cases'][0]['configs']
 assert all(c['verdict'] == 'pass' for c in cf)
 timed = [c for c in cf if c['timing']['timed']]
 assert timed and all(len(c['timing']['seconds']) >= 1 for c in timed)
+# window = 0: each run times the case's 40 steps after ceil(40 / 10) = 4 warm-up steps
+assert all(c['timing']['steps'] == 40 and c['timing']['warmup_steps'] == 4 for c in timed), timed
+assert 'calibration' not in d['cases'][0]['timing'], d['cases'][0]['timing']
 over = [c for c in d['cases'][1]['configs']]
 assert over and all(c['oversubscribed'] and not c['timing']['timed'] for c in over)
 pr = d['cases'][0]['predicted']
@@ -414,6 +433,9 @@ assert sorted((c['mode'], c['ranks']) for c in pr['check']) == sorted(
 PY
     check "results.json has provenance, dataset and suite hashes, raw timings, oversubscribed rows untimed, predicted rows" test $? = 0
     check "table.md marks the predicted rows" test "$(grep -c '| \*\*PREDICTED\*\* |$' "$T/q/table.md")" = 6
+    check "table.md says one timed run judges no noise, and gives no interval" \
+        test "$(grep -c '\*\*1 timed run a config: fewer than 5, so no run is dropped, the noise is not judged (no CV, never NOISY).\*\*' "$T/q/table.md")" = 2 -a \
+        "$(grep -c '| - | [0-9.]* (1 run: no interval) |' "$T/q/table.md")" -ge 10
     if [ -x /usr/bin/minisign ]; then
         /usr/bin/minisign -Vm "$T/q/results.json" -p "$T/k.pub" >/dev/null
         check "minisign -V accepts the quick table's signature" test $? = 0
@@ -495,6 +517,9 @@ for k in cases['study4-mnist']['checks']:
     assert k['step'] == 5 and k['weights_step'] == 4 and k['report']['optim_update'] == 5, k
 assert d['summary']['checks_not_covered'] > 0 and d['verdict'] == 'pass'
 assert 'not covered' in d['verdict_reason']
+# window = 0: the case's own steps after a tenth of them (at least 1) as warm-up
+assert (cases['study2']['timing']['steps'], cases['study2']['timing']['warmup_steps']) == (20, 2)
+assert (cases['study1']['timing']['steps'], cases['study1']['timing']['warmup_steps']) == (1, 1)
 pr = cases['study2']['predicted']
 assert [(r['mode'], r['ranks']) for r in pr['rows']] == [(m, R) for m in ('exact', 'fast') for R in (4, 8)], pr
 assert all(r['trainer'] == 'mpi' and r['seconds'] > 0 for r in pr['rows']), pr
@@ -503,8 +528,143 @@ PY
     check "table.md marks the not-covered MPFR checks of study 1 and the CIFAR CNN" \
         test "$(grep -c 'NOT COVERED' "$T/s/table.md")" = 2
     ;;
+timing | noisy)
+    "$P" table keygen --key "$T/k.key" >/dev/null
+    # serial and omp at T = 1, 2: three timed configs; 1 untimed round, then 5.
+    printf '[case t]\nsteps = 20\ntrainers = serial, omp\nthreads = 1, 2\nrepeats = 5\nwarmup = 1\nwindow = 0.2\ncheck_steps = first\n' >"$T/tiny"
+    if [ "$MODE" = noisy ]; then
+        # Two busy loops (one per core here), stopped and started every 0.1 to
+        # 0.4 s at random by a third process: every timed window meets a
+        # different share of them. Only these pids are signalled and ended.
+        (while :; do :; done) &
+        b1=$!
+        (while :; do :; done) &
+        b2=$!
+        (while :; do
+            kill -STOP $b1 $b2 2>/dev/null; sleep "0.$((RANDOM % 4 + 1))"
+            kill -CONT $b1 $b2 2>/dev/null; sleep "0.$((RANDOM % 4 + 1))"
+        done) &
+        ctl=$!
+        trap 'kill $ctl 2>/dev/null; kill -CONT $b1 $b2 2>/dev/null; kill $b1 $b2 2>/dev/null; rm -rf "$T"' EXIT
+    fi
+    start=$(date +%s)
+    "$P" verify "$T/tiny" --out "$T/r" --key "$T/k.key" >"$T/out" 2>"$T/err" </dev/null
+    rc=$?
+    echo "tiny timing suite ($MODE): exit $rc in $(($(date +%s) - start)) s"
+    if [ "$MODE" = noisy ]; then
+        kill $ctl 2>/dev/null
+        wait $ctl 2>/dev/null
+        kill -CONT $b1 $b2 2>/dev/null
+        kill $b1 $b2 2>/dev/null
+    fi
+    check "the tiny suite passes and is signed" test $rc = 0 -a -s "$T/r/results.json.minisig"
+    grep -A8 '^| trainer | mode | T | R' "$T/r/table.md" | head -n 5
+    grep '^Timing: ' "$T/r/table.md"
+    if [ "$MODE" = timing ]; then
+        python3 - "$T/r/results.json" "$T/r/table.md" "$T/r/table.csv" <<'PY'
+import csv, json, math, statistics, sys
+d = json.load(open(sys.argv[1]))
+md = open(sys.argv[2]).read().splitlines()
+c = d['cases'][0]
+tc = c['timing']
+cal = tc['calibration']
+# The window: W = ceil(0.2 s / the calibration's seconds a step), K = ceil(W / 10).
+assert cal['config'] == 'serial exact T=1 R=1' and cal['warmup_steps'] == 2 and cal['steps'] == 18, cal
+assert abs(cal['seconds_per_step'] - cal['seconds'] / 18) <= 1e-15 * cal['seconds_per_step'], cal
+W = max(1, math.ceil(0.2 / cal['seconds_per_step']))
+assert tc['steps'] == W and tc['warmup_steps'] == (W + 9) // 10, (tc, W)
+assert tc['rounds'] == 5 and tc['warmup_rounds'] == 1
+cf = c['configs']
+labels = [(x['trainer'], x['threads']) for x in cf]
+assert labels == [('serial', 1), ('omp', 1), ('omp', 2)], labels
+n = len(cf)
+for x in cf:
+    t = x['timing']
+    assert t['timed'] and len(t['seconds']) == 5 and len(t['warmup_seconds']) == 1, t
+    assert t['steps'] == W and t['warmup_steps'] == tc['warmup_steps'], t
+# Round-robin: timed round r is overall round r + 1 (after the untimed one);
+# its n runs are runs n (r + 1) .. n (r + 1) + n - 1 of the case, one per
+# config, and the round starts with config (r + 1) mod n.
+for r in range(5):
+    got = sorted((x['timing']['order'][r], i) for i, x in enumerate(cf))
+    assert [o for o, _ in got] == list(range(n * (r + 1), n * (r + 2))), (r, got)
+    assert got[0][1] == (r + 1) % n, (r, got)
+# Each row's statistics from its raw runs: median; 5 runs, so the fastest and
+# slowest dropped; CV = sample sd / mean of the 3 kept; NOISY above 5%.
+for x in cf:
+    t = x['timing']
+    s = sorted(t['seconds'])
+    assert t['median'] == s[2] and t['min'] == s[0] and t['max'] == s[4], t
+    kept = s[1:4]
+    cv = statistics.stdev(kept) / statistics.mean(kept)
+    assert t['runs_kept'] == 3 and abs(t['cv'] - cv) <= 1e-9 * cv, (t['cv'], cv)
+    assert t['noisy'] == (cv > 0.05), t
+# Speedups: serial median / the row's; the interval holds it and lies within
+# what any resample can give, min(base) / max(row) .. max(base) / min(row).
+base = cf[0]['timing']
+for x in cf:
+    t = x['timing']
+    assert abs(t['speedup'] - base['median'] / t['median']) <= 1e-12 * t['speedup'], t
+    lo, hi = t['speedup_ci95']
+    assert lo <= t['speedup'] <= hi, t
+    assert lo >= min(base['seconds']) / max(t['seconds']) - 1e-12, t
+    assert hi <= max(base['seconds']) / min(t['seconds']) + 1e-12, t
+    assert t['speedup_significant'] == (lo > 1 or hi < 1), t
+    assert t['baseline_noisy'] == base['noisy'], t
+assert cf[0]['timing']['speedup_ci95'] == [1, 1], cf[0]['timing']
+# The table: NOISY exactly where the row or the baseline is noisy, else the
+# speedup with its interval; the CV column; the timing sentence.
+rows = [l for l in md if l.startswith('| serial | exact') or l.startswith('| omp | exact')]
+rows = [l for l in rows if l.count(' | ') == 13]   # the configs' rows (14 columns), not the MPFR checks'
+assert len(rows) == 3, rows
+for x, row in zip(cf, rows):
+    t = x['timing']
+    cells = [v.strip() for v in row.strip('|').split('|')]
+    assert cells[11] == '%.1f%%' % (100 * t['cv']), (cells, t['cv'])
+    if t['noisy']:
+        assert cells[12] == '**NOISY**' and cells[13] == '-', cells
+    elif base['noisy']:
+        assert cells[12] == '**NOISY** (baseline)' and cells[13] == '-', cells
+    elif x['trainer'] == 'serial':
+        assert cells[12] == '1.00 (baseline)', cells
+    else:
+        lo, hi = t['speedup_ci95']
+        want = '%.2f [%.2f, %.2f]%s' % (t['speedup'], lo, hi, '' if t['speedup_significant'] else ' n.s.')
+        assert cells[12] == want, (cells, want)
+assert any(l.startswith('Timing: 5 rounds after 1 untimed, configs interleaved') and
+           ' then times %d steps' % W in l for l in md), md
+assert any(l.startswith('| load | load average (1, 5, 15 min) ') for l in md)
+# Provenance and the case: load averages (3 numbers) before and after, steal.
+p = d['provenance']
+for o in (p, tc):
+    for k in ('load_average_start', 'load_average_end'):
+        assert len(o[k]) == 3 and all(v >= 0 for v in o[k]), (k, o[k])
+assert p['steal_percent_timed'] >= 0 and tc['steal_percent'] >= 0, (p, tc)
+# one reading of the runnable tasks before each of the 6 rounds x 3 configs
+assert tc['others_runnable_samples'] == 18 and tc['others_runnable_mean'] >= 0, tc
+rows = list(csv.DictReader(open(sys.argv[3])))
+assert [r['noisy'] for r in rows] == [('yes' if x['timing']['noisy'] else 'no') for x in cf], rows
+assert all(float(r['speedup_ci95_lo']) <= float(r['speedup']) <= float(r['speedup_ci95_hi']) for r in rows)
+assert all(int(r['runs']) == 5 and int(r['window_steps']) == W for r in rows), rows
+print('window %d steps after %d; CV %s' % (W, tc['warmup_steps'],
+      ', '.join('%.1f%%' % (100 * x['timing']['cv']) for x in cf)))
+PY
+        check "the window, the rounds, each row's statistics and interval, and the table agree with the raw runs" test $? = 0
+    else
+        python3 - "$T/r/results.json" <<'PY'
+import json, sys
+cf = json.load(open(sys.argv[1]))['cases'][0]['configs']
+print('CV under the load: ' + ', '.join('%s T=%d %.1f%%' % (x['trainer'], x['threads'],
+      100 * x['timing']['cv']) for x in cf))
+assert any(x['timing']['noisy'] for x in cf), [x['timing']['cv'] for x in cf]
+PY
+        check "beside a competing load, at least one row is NOISY (results.json)" test $? = 0
+        check "... and the table prints NOISY in its speedup column" \
+            test "$(grep -c '^| \(serial\|omp\) | exact | .* | \*\*NOISY\*\*\( (baseline)\)\? | - |$' "$T/r/table.md")" -ge 1
+    fi
+    ;;
 *)
-    echo "usage: test_verify.sh sign|suite|fault|quick|studies PATH/TO/parity" >&2
+    echo "usage: test_verify.sh sign|suite|fault|quick|studies|timing|noisy PATH/TO/parity" >&2
     exit 2
     ;;
 esac

@@ -112,7 +112,11 @@ static void print_json(const train_run *t, const par_session_result *r)
         "final_loss", r->last_loss, "val_loss", r->val_loss, "val_accuracy", r->val_acc,
         "test_loss", r->test_loss, "test_accuracy", r->test_acc, "weights_sha256", sha,
         "seconds", seconds,
-        "samples_per_second", seconds > 0 ? (double)r->samples / seconds : 0.0);
+        "samples_per_second", seconds > 0 ? (double)r->timed_samples / seconds : 0.0);
+    if (o->warmup_steps > 0) {   // "seconds" is the window after them
+        json_object_set_new(j, "warmup_steps", json_integer(o->warmup_steps));
+        json_object_set_new(j, "timed_steps", json_integer(r->timed_steps));
+    }
     if (r->resumed_from >= 0)
         json_object_set_new(j, "resumed_from_step", json_integer(r->resumed_from));
     const par_optim *op = &o->optim;
@@ -284,8 +288,9 @@ static par_session_cfg session_cfg(train_run *t)
         .mode = t->nu.mode, .ds = &t->ds, .dataset = o->dataset, .batch = o->batch,
         .chunk = o->chunk, .threads = o->threads, .lr = o->lr, .seed = o->seed,
         .optim = o->optim, .fault = o->fault ? &t->nu.fault : NULL, .epochs = o->epochs,
-        .steps = o->steps, .check_every = o->check_every, .init_load = o->init_load,
-        .init_save = o->init_save, .save = o->save, .log = o->log, .no_digest = o->no_digest,
+        .steps = o->steps, .warmup_steps = o->warmup_steps, .check_every = o->check_every,
+        .init_load = o->init_load, .init_save = o->init_save, .save = o->save, .log = o->log,
+        .no_digest = o->no_digest,
         .fixed_threads = o->fixed_threads, .weights_by_messages = o->weights_by_messages,
         .ckpt_dir = o->ckpt_dir, .resume = o->resume, .ckpt_every = o->ckpt_every,
         .keep = o->keep, .best_val = o->best_val, .upscale = o->upscale, .rank = t->rank,

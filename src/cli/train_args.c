@@ -35,6 +35,7 @@ int cli_train_parse(train_opts *o, int argc, char **argv)
         {"--dtype", CLI_STR, &o->dtype, "f32|f64   floating-point type (f32)"},
         {"--epochs", CLI_INT, &o->epochs, "N         epochs (1)"},
         {"--steps", CLI_INT, &o->steps, "N         stop after N steps in all, at most what --epochs holds (0: no limit)"},
+        {"--warmup-steps", CLI_INT, &o->warmup_steps, "K         the first K steps are trained but not timed: --json's \"seconds\" covers the rest (0)"},
         {"--batch", CLI_STR, &o->batch_s, "B|full    samples per step; full: the whole training split, one step per epoch (64)"},
         {"--chunk", CLI_INT, &o->chunk, "C         samples per chunk of the ordered fold (8)"},
         {"--lr", CLI_DOUBLE, &o->lr, "LR        learning rate (0.01)"},
@@ -159,6 +160,11 @@ int cli_train_check_flags(const train_opts *o)
     }
     if (!(o->lr > 0)) {
         fprintf(stderr, "parity train: --lr %g: expected a number > 0\n", o->lr);
+        return EXIT_USAGE;
+    }
+    if (o->warmup_steps < 0) {
+        fprintf(stderr, "parity train: --warmup-steps %d: expected an integer >= 0\n",
+                o->warmup_steps);
         return EXIT_USAGE;
     }
     if (o->upscale > 1024) {

@@ -14,6 +14,7 @@ typedef struct train_opts {
     int epochs, batch, chunk, threads, ranks, json, quiet, help, no_digest,
         fixed_threads, weights_by_messages;
     int steps, ckpt_every, keep, check_every;
+    int warmup_steps;                         // --warmup-steps K: the first K steps not timed
     int upscale;                              // --upscale S: images resampled to S x S (0: off)
     double lr;
     uint64_t seed;

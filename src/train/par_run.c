@@ -201,7 +201,7 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
                                                   "out of memory for a batch of %zu", Bmax);
     long step = start->step;
     const int limited = o->max_steps > 0;
-    double t_batch = 0, t_hooks = 0;   // par_run's own phases
+    double run_ph[PAR_PHASE_N] = {0};   // par_run's own phases: batch and log
     for (int epoch = start->epoch; st == PAR_OK && epoch < o->epochs; epoch++) {
         free(order);
         order = NULL;
@@ -214,7 +214,7 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
             par_data_gather(&ds->train, order + pos, B, o->cfg.dtype, xb, labels);
             const par_batch batch = {xb, labels, B};
             double loss = 0;
-            t_batch += par_now() - t0;
+            run_ph[PAR_PHASE_BATCH] += par_now() - t0;
             st = o->trainer->step(state, &batch, &loss);
             step++;
             t0 = par_now();
@@ -230,10 +230,10 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
             if (st == PAR_OK && h && h->on_step) st = h->on_step(h->ctx, epoch, step, B, loss, w);
             if (st == PAR_OK && x->after_step) {
                 const par_run_point pt = {epoch, pos + B, step};
-                const par_run_now now = {o->trainer, state, okind};
+                const par_run_now now = {o->trainer, state, okind, run_ph};
                 st = x->after_step(h ? h->ctx : NULL, &pt, w, &now);
             }
-            t_hooks += par_now() - t0;
+            run_ph[PAR_PHASE_LOG] += par_now() - t0;
         }
         const void *w;
         size_t n;
@@ -253,8 +253,8 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
         if (s2 != PAR_OK) st = s2;
     }
     if (stats) {
-        stats->phase[PAR_PHASE_BATCH] = t_batch;
-        stats->phase[PAR_PHASE_LOG] = t_hooks;
+        stats->phase[PAR_PHASE_BATCH] = run_ph[PAR_PHASE_BATCH];
+        stats->phase[PAR_PHASE_LOG] = run_ph[PAR_PHASE_LOG];
     }
     *steps_done = step;
     free(order);

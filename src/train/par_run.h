@@ -48,6 +48,7 @@ typedef struct par_run_now {
     const par_trainer_ops *trainer;
     void *state;
     par_optim_kind optim;
+    const double *run_phase;   // par_run's own phases so far (batch, log; par_phase)
 } par_run_now;
 
 // The trainer's optimizer state now (pointers into the trainer, valid during

@@ -23,6 +23,11 @@ struct par_session {
     int mpi;                       // more than one rank (collective agreement)
     long total_steps, per_epoch;
     double t_start, t_eval;
+    // --warmup-steps K: the clock, evaluation time and samples when the K-th step ended
+    int warm_done;
+    double t_warm, t_eval_warm;
+    size_t samples_warm;
+    double phase_warm[PAR_PHASE_N];   // the phases so far (par_trainer_stats.phase)
     void *init, *final;
     par_fault fault;               // cfg.fault, counted from the resume point
     // Checkpoints (rank 0 writes them).
@@ -164,6 +169,19 @@ static par_status after_step(void *ctx, const par_run_point *pt, const void *par
     if (v[0]) {
         s->res.stop_sig = v[0];
         return PAR_RUN_STOP;
+    }
+    // The timed window starts here, once the ranks have agreed on step K:
+    // first-touch page faults, cold caches and thread start-up stay outside it.
+    if (s->cfg.warmup_steps > 0 && pt->step - s->start.step == s->cfg.warmup_steps) {
+        s->warm_done = 1;
+        par_trainer_stats so_far = {0};   // collective for the MPI trainers, like this hook
+        if (now->trainer->stats) PAR_TRY(now->trainer->stats(now->state, &so_far));
+        so_far.phase[PAR_PHASE_BATCH] = now->run_phase[PAR_PHASE_BATCH];
+        so_far.phase[PAR_PHASE_LOG] = now->run_phase[PAR_PHASE_LOG];
+        memcpy(s->phase_warm, so_far.phase, sizeof s->phase_warm);
+        s->t_warm = par_now();
+        s->t_eval_warm = s->t_eval;
+        s->samples_warm = s->res.samples;
     }
     return PAR_OK;
 }
@@ -467,6 +485,13 @@ par_status par_session_open(par_session **sp, const par_session_cfg *cfg)
         if (s->fault.step <= s->start.step) s->fault.kind = PAR_FAULT_NONE;
         else s->fault.step -= s->start.step;
     }
+    // A warm-up as long as the run would leave nothing to time.
+    const long run_steps = s->total_steps - s->start.step;
+    if (st == PAR_OK && (c->warmup_steps < 0 || (c->warmup_steps > 0 &&
+                                                  c->warmup_steps >= run_steps)))
+        st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--warmup-steps %ld: expected "
+                           "0 to %ld, fewer than the %ld steps this run trains", c->warmup_steps,
+                           run_steps - 1, run_steps);
     if (st == PAR_OK && c->log && c->rank == 0) st = open_log(s);
     s->res.last_ckpt = c->resume && st == PAR_OK ? s->start.step : -1;
     s->res.resumed_from = s->res.last_ckpt;
@@ -525,7 +550,16 @@ par_status par_session_run(par_session *s, const volatile sig_atomic_t *stop)
     const par_run_hooks hooks = {s, on_step, on_epoch};
     s->t_start = par_now();
     par_status st = par_run_ex(&ro, &rx, &hooks, s->final, &r->steps, &r->stats);
-    r->seconds = par_now() - s->t_start - s->t_eval;
+    const double t_end = par_now();
+    r->seconds = t_end - s->t_start - s->t_eval;
+    r->timed_steps = r->steps - s->start.step;
+    r->timed_samples = r->samples;
+    if (c->warmup_steps > 0) {   // the window after the warm-up steps only
+        r->seconds = s->warm_done ? t_end - s->t_warm - (s->t_eval - s->t_eval_warm) : 0;
+        r->timed_steps = s->warm_done ? r->timed_steps - c->warmup_steps : 0;
+        r->timed_samples = s->warm_done ? r->samples - s->samples_warm : 0;
+        for (int k = 0; k < PAR_PHASE_N && s->warm_done; k++) r->stats.phase[k] -= s->phase_warm[k];
+    }
     if (st == PAR_OK && s->best_w && r->best_epoch >= 0) {
         // --select best-val: that epoch's weights and evaluation stand for the run.
         memcpy(s->final, s->best_w, weight_bytes(s));

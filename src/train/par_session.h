@@ -43,6 +43,8 @@ typedef struct par_session_cfg {
     const par_fault *fault;        // TESTS ONLY; NULL: none. Counts steps of the whole run.
     int epochs;                    // >= 1
     long steps;                    // stop after this many steps in all (0: --epochs decides)
+    long warmup_steps;             // the first K steps this run trains are not timed: `seconds`
+                                   // starts after them (0: every step is timed); < the steps
     int check_every;               // NaN/Inf scan of the weights every N steps (0: loss only)
     const char *init_load;         // initial weights (.npz); NULL: from seed
     const char *init_save;         // rank 0 writes the initial weights there (not with resume)
@@ -67,8 +69,11 @@ typedef struct par_session_cfg {
 // (even when it failed) until par_session_close.
 typedef struct par_session_result {
     long steps;                    // counting the steps before a resume point
-    double seconds;                // training time, evaluation excluded
+    double seconds;                // training time, evaluation excluded; with warmup_steps K,
+                                   // of the steps after the first K only (0 if it stopped before)
     size_t samples;                // trained by this process
+    long timed_steps;              // steps and samples `seconds` covers (without warm-up: every
+    size_t timed_samples;          //   step this process trained)
     double last_loss;              // the last step's loss
     double val_loss, val_acc, test_loss, test_acc;   // best-val: the best epoch's
     int best_epoch;                // 0-based; -1: none (or not best-val)

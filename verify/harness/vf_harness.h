@@ -81,6 +81,32 @@ typedef struct vf_build_info {
 // "unknown" outside a repository (git is only read: rev-parse, status).
 json_t *vf_provenance(const vf_build_info *b, const char *command_line);
 
+// The machine's load while timings run: the 1, 5 and 15 minute load
+// averages of `path` (NULL: /proc/loadavg) as a JSON array of 3 numbers,
+// or null when it cannot be read.
+json_t *vf_loadavg_json(const char *path);
+
+// The tasks runnable right now, from the fourth field ("R/N") of `path`
+// (NULL: /proc/loadavg), the reading process included; -1 when it cannot be
+// read. Read between two timed runs, its excess over 1 is other work
+// competing for the cores: a steady competitor slows every run alike and
+// leaves the CV small, but shows here.
+int vf_runnable_read(const char *path);
+
+// CPU time of `path`'s aggregate "cpu" line (NULL: /proc/stat), in
+// USER_HZ ticks: total = user + nice + system + idle + iowait + irq +
+// softirq + steal (guest time is already in user and nice), and steal,
+// the time the hypervisor ran something else while this machine's virtual
+// CPUs wanted to run. PAR_ERR_IO or PAR_ERR_FORMAT when it cannot be read.
+typedef struct vf_cpu_ticks {
+    unsigned long long total, steal;
+} vf_cpu_ticks;
+par_status vf_cpu_ticks_read(vf_cpu_ticks *t, const char *path);
+
+// Percent of the CPU time between readings a and b that was stolen; NAN
+// when no tick passed.
+double vf_steal_percent(const vf_cpu_ticks *a, const vf_cpu_ticks *b);
+
 // ---- running a suite ---------------------------------------------------------
 
 typedef struct vf_progress {

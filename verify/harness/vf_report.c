@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "par_io.h"
+#include "vf_stats.h"
 
 static const char *str(const json_t *o, const char *key)
 {
@@ -110,6 +111,76 @@ static const char *verdict_cell(const char *v)
 
 // ---- table.md ---------------------------------------------------------------------------
 
+// "0.52 / 0.61 / 0.70" of a [1, 5, 15 min] array; "not known" otherwise.
+static void loadavg_text(char *buf, size_t n, const json_t *l)
+{
+    if (json_array_size(l) != 3) {
+        snprintf(buf, n, "not known");
+        return;
+    }
+    snprintf(buf, n, "%.2f / %.2f / %.2f", json_number_value(json_array_get(l, 0)),
+             json_number_value(json_array_get(l, 1)), json_number_value(json_array_get(l, 2)));
+}
+
+// The speedup of a timed row: NOISY (its runs, or the baseline's, vary by
+// more than the threshold: a number would mislead), else the ratio with its
+// 95% interval, "n.s." when the interval holds 1 (no difference shown).
+static void speedup_cell(char *buf, size_t n, const json_t *cf, const json_t *t)
+{
+    const json_t *ci = json_object_get(t, "speedup_ci95");
+    const int base = strcmp(str(cf, "trainer"), "serial") == 0 &&
+                     strcmp(str(cf, "mode"), "exact") == 0;
+    if (json_is_true(json_object_get(t, "noisy"))) snprintf(buf, n, "**NOISY**");
+    else if (json_is_true(json_object_get(t, "baseline_noisy")))
+        snprintf(buf, n, "**NOISY** (baseline)");
+    else if (base) snprintf(buf, n, "%.2f (baseline)", num(t, "speedup"));
+    else if (json_array_size(ci) != 2)
+        snprintf(buf, n, "%.2f (%ld run%s: no interval)", num(t, "speedup"), integer(t, "runs"),
+                 integer(t, "runs") == 1 ? "" : "s");
+    else
+        snprintf(buf, n, "%.2f [%.2f, %.2f]%s", num(t, "speedup"),
+                 json_number_value(json_array_get(ci, 0)), json_number_value(json_array_get(ci, 1)),
+                 json_is_true(json_object_get(t, "speedup_significant")) ? "" : " n.s.");
+}
+
+// The case's timing method and the machine while it ran, under its table.
+static void md_timing(FILE *f, const json_t *cs)
+{
+    const json_t *st = json_object_get(cs, "settings"), *tc = json_object_get(cs, "timing");
+    if (!tc) return;
+    fprintf(f, "Timing: %ld round%s", integer(tc, "rounds"), integer(tc, "rounds") == 1 ? "" : "s");
+    if (integer(tc, "warmup_rounds") > 0)
+        fprintf(f, " after %ld untimed", integer(tc, "warmup_rounds"));
+    fprintf(f, ", configs interleaved (every config once a round, each round starting one config "
+               "later); each run trains %ld warm-up steps in process, then times %ld steps",
+            integer(tc, "warmup_steps"), integer(tc, "steps"));
+    const json_t *cal = json_object_get(tc, "calibration");
+    if (num(st, "window") > 0 && json_is_number(json_object_get(cal, "seconds_per_step")))
+        fprintf(f, " (a window of %.2g s on %s: %.3f ms a step in a calibration run)",
+                num(st, "window"), str(cal, "config"), 1e3 * num(cal, "seconds_per_step"));
+    else if (num(st, "window") > 0)
+        fprintf(f, " (the case's steps: the calibration run failed: %s)", str(cal, "error"));
+    else fprintf(f, " (the case's steps: window = 0)");
+    char a[64], b[64];
+    loadavg_text(a, sizeof a, json_object_get(tc, "load_average_start"));
+    loadavg_text(b, sizeof b, json_object_get(tc, "load_average_end"));
+    fprintf(f, ". Load average %s before, %s after; CPU time stolen meanwhile: ", a, b);
+    if (json_is_number(json_object_get(tc, "steal_percent")))
+        fprintf(f, "%.2f%%.", num(tc, "steal_percent"));
+    else fprintf(f, "not known.");
+    if (json_is_number(json_object_get(tc, "others_runnable_mean")))
+        fprintf(f, " Other tasks runnable between runs (/proc/loadavg, %ld readings): %.2f on "
+                   "average.", integer(tc, "others_runnable_samples"),
+                num(tc, "others_runnable_mean"));
+    if (integer(tc, "rounds") < VF_TRIM_MIN_RUNS)
+        fprintf(f, " **%ld timed run%s a config: fewer than %d, so no run is dropped%s.**",
+                integer(tc, "rounds"), integer(tc, "rounds") == 1 ? "" : "s", VF_TRIM_MIN_RUNS,
+                integer(tc, "rounds") < VF_CV_MIN_RUNS ? ", the noise is not judged (no CV, "
+                                                         "never NOISY)"
+                : "");
+    fprintf(f, "\n\n");
+}
+
 static void md_header(FILE *f, const json_t *res, const char *signed_note)
 {
     const json_t *s = json_object_get(res, "suite"), *p = json_object_get(res, "provenance");
@@ -126,7 +197,16 @@ static void md_header(FILE *f, const json_t *res, const char *signed_note)
     fprintf(f, "| machine | %s, %ld cores, %s |\n", str(p, "cpu"), integer(p, "cores"), str(p, "os"));
     fprintf(f, "| MPI | %s (%s) |\n", str(p, "mpirun_version"), str(p, "mpi_library"));
     fprintf(f, "| MPFR | %s; `parity check`: %s |\n", str(p, "mpfr_version"), str(res, "mpfr_check"));
-    fprintf(f, "| run | %s to %s (%.0f s) |\n\n", str(res, "started"), str(res, "finished"), num(res, "seconds"));
+    fprintf(f, "| run | %s to %s (%.0f s) |\n", str(res, "started"), str(res, "finished"),
+            num(res, "seconds"));
+    char a[64], b[64];
+    loadavg_text(a, sizeof a, json_object_get(p, "load_average_start"));
+    loadavg_text(b, sizeof b, json_object_get(p, "load_average_end"));
+    fprintf(f, "| load | load average (1, 5, 15 min) %s at the start, %s at the end; CPU time "
+               "stolen by the hypervisor while timings ran: ", a, b);
+    if (json_is_number(json_object_get(p, "steal_percent_timed")))
+        fprintf(f, "%.2f%% |\n\n", num(p, "steal_percent_timed"));
+    else fprintf(f, "not known |\n\n");
 }
 
 // The scaling model's rows (suite key `predict`), marked PREDICTED, and the
@@ -176,8 +256,8 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
     fprintf(f, "## Case `%s`\n\n", str(cs, "name"));
     char timing[80];
     if (integer(st, "repeats") > 0)
-        snprintf(timing, sizeof timing, "timing: %ld warm-up + %ld timed runs", integer(st, "warmup"),
-                 integer(st, "repeats"));
+        snprintf(timing, sizeof timing, "timing: %ld timed round%s (below)", integer(st, "repeats"),
+                 integer(st, "repeats") == 1 ? "" : "s");
     else snprintf(timing, sizeof timing, "correctness only (repeats = 0)");
     char extra[160] = "";
     if (integer(st, "upscale") > 0)
@@ -198,8 +278,8 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
                "%.4f, weights SHA-256 `%.16s…`.\n\n", num(ref, "final_loss"), num(ref, "test_accuracy"),
             str(ref, "weights_sha256"));
     fprintf(f, "| trainer | mode | T | R | cores | verdict | correctness | MPFR | median s | min s "
-               "| max s | speedup | efficiency |\n");
-    fprintf(f, "|---|---|--:|--:|--:|---|---|---|--:|--:|--:|--:|--:|\n");
+               "| max s | CV | speedup [95%% CI] | efficiency |\n");
+    fprintf(f, "|---|---|--:|--:|--:|---|---|---|--:|--:|--:|--:|--:|--:|\n");
     size_t i;
     json_t *cf;
     json_array_foreach(json_object_get(cs, "configs"), i, cf) {
@@ -212,17 +292,28 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
                 verdict_cell(str(cf, "verdict")), corr, mp);
         if (json_is_true(json_object_get(t, "timed"))) {
             fprintf(f, " %.3f | %.3f | %.3f |", num(t, "median"), num(t, "min"), num(t, "max"));
-            if (json_object_get(t, "speedup"))
-                fprintf(f, " %.2f | %.2f |\n", num(t, "speedup"), num(t, "efficiency"));
-            else fprintf(f, " - | - |\n");
+            if (json_is_number(json_object_get(t, "cv")))
+                fprintf(f, " %.1f%% |", 100 * num(t, "cv"));
+            else fprintf(f, " - |");
+            if (json_object_get(t, "speedup")) {
+                char sp[96];
+                speedup_cell(sp, sizeof sp, cf, t);
+                const int noisy = json_is_true(json_object_get(t, "noisy")) ||
+                                  json_is_true(json_object_get(t, "baseline_noisy"));
+                if (noisy) fprintf(f, " %s | - |\n", sp);
+                else fprintf(f, " %s | %.2f |\n", sp, num(t, "efficiency"));
+            } else {
+                fprintf(f, " - | - |\n");
+            }
         } else {
             const char *note = str(t, "note");
             const int over = json_is_true(json_object_get(cf, "oversubscribed"));
-            fprintf(f, " %s | | | | |\n", over ? "correctness only (oversubscribed)"
-                                            : strstr(note, "failed") ? "not timed" : note);
+            fprintf(f, " %s | | | | | |\n", over ? "correctness only (oversubscribed)"
+                                              : strstr(note, "failed") ? "not timed" : note);
         }
     }
     fprintf(f, "\n");
+    md_timing(f, cs);
     if (!json_object_get(cs, "timing_baseline") || json_is_null(json_object_get(cs, "timing_baseline")))
         fprintf(f, "No speedups: this case has no timed `serial exact T=1 R=1` config (the timing baseline).\n\n");
 
@@ -289,14 +380,30 @@ static void md_legend(FILE *f, long cores)
         "every tensor of the trainer's step against its a priori bound (and exact mode bitwise "
         "against the reference). MPI trainers are checked on rank 0's view of the step, run "
         "under mpirun with the config's ranks.\n"
-        "- **Timing.** Only configs that passed are timed: warm-up runs, then the timed runs; "
-        "seconds are the training time `parity train --json` reports (no data loading, no "
-        "evaluation); median, min and max over the timed runs. **correctness only**: threads x "
-        "ranks exceeds this machine's %ld cores (oversubscribed), so times would mean nothing.\n"
+        "- **Timing.** Only configs that passed are timed, and a timing never decides a verdict. "
+        "A calibration run of serial exact finds the steps of a window of about `window` seconds "
+        "(1 unless the suite says otherwise); every timed run of the case trains a tenth of that "
+        "as warm-up steps in process (not timed), then times the window: the training seconds "
+        "`parity train --json` reports (no start-up, data loading or evaluation). Configs run "
+        "round-robin, every config once a round, so drift on the machine falls on all alike. "
+        "median, min and max over the timed runs; **CV** = standard deviation / mean of the runs "
+        "after dropping the fastest and the slowest (as MLPerf Training does; from %d runs on). "
+        "**correctness only**: threads x ranks exceeds this machine's %ld cores (oversubscribed), "
+        "so times would mean nothing.\n"
+        "- **Speedup [95%% CI].** serial exact median / the row's median, with a 95%% confidence "
+        "interval: a paired percentile bootstrap over the rounds (%d resamples, splitmix64 seed "
+        "%llu), reproducible from the raw runs in results.json. **n.s.**: the interval holds 1, "
+        "so the row is not shown faster or slower than serial exact. **NOISY**: the row's CV "
+        "(or the baseline's) is above %.0f%%, so no speedup is printed (the figures stay in "
+        "results.json); fewer than %d runs kept: the noise is not judged. A steady competitor "
+        "(another job on a core) slows every run alike and leaves the CV small: the load "
+        "average and the other runnable tasks of each case's Timing line show it.\n"
         "- **Verdict.** PASS: correctness passed and the MPFR check of its trainer did not fail. "
         "The table is signed (Ed25519, minisign format, `results.json.minisig`) only when every "
         "config and every MPFR check passed; `parity table verify DIR` checks the signature, the "
-        "verdicts in results.json and the SHA-256 of this table, table.csv and the plots.\n", cores);
+        "verdicts in results.json and the SHA-256 of this table, table.csv and the plots.\n",
+        VF_TRIM_MIN_RUNS, cores, VF_BOOT_RESAMPLES, (unsigned long long)VF_BOOT_SEED,
+        100 * VF_NOISY_CV, VF_CV_MIN_RUNS);
 }
 
 // ---- table.csv -------------------------------------------------------------------------
@@ -321,7 +428,8 @@ static void csv_num(FILE *f, const json_t *o, const char *key, const char *fmt)
 static void write_csv(FILE *f, const json_t *res)
 {
     fprintf(f, "case,trainer,mode,threads,ranks,cores,oversubscribed,verdict,correctness,"
-               "worst_ratio,mpfr,timed,median_s,min_s,max_s,speedup,efficiency,repeats,detail\n");
+               "worst_ratio,mpfr,timed,median_s,min_s,max_s,speedup,efficiency,speedup_ci95_lo,"
+               "speedup_ci95_hi,cv,noisy,runs,window_steps,warmup_steps,repeats,detail\n");
     size_t i, j;
     json_t *cs, *cf;
     json_array_foreach(json_object_get(res, "cases"), i, cs) {
@@ -340,6 +448,21 @@ static void write_csv(FILE *f, const json_t *res)
             csv_num(f, t, "max", "%.6f");
             csv_num(f, t, "speedup", "%.4f");
             csv_num(f, t, "efficiency", "%.4f");
+            const json_t *ci = json_object_get(t, "speedup_ci95");
+            for (size_t k = 0; k < 2; k++) {
+                fputc(',', f);
+                if (json_array_size(ci) == 2)
+                    fprintf(f, "%.4f", json_number_value(json_array_get(ci, k)));
+            }
+            csv_num(f, t, "cv", "%.4f");
+            fprintf(f, ",%s", !json_is_boolean(json_object_get(t, "noisy")) ? ""
+                              : json_is_true(json_object_get(t, "noisy")) ? "yes" : "no");
+            fputc(',', f);
+            if (json_object_get(t, "runs")) fprintf(f, "%ld", integer(t, "runs"));
+            fputc(',', f);
+            if (json_object_get(t, "steps")) fprintf(f, "%ld", integer(t, "steps"));
+            fputc(',', f);
+            if (json_object_get(t, "warmup_steps")) fprintf(f, "%ld", integer(t, "warmup_steps"));
             fprintf(f, ",%ld,", integer(json_object_get(cs, "settings"), "repeats"));
             csv_field(f, str(c, "detail"));
             fprintf(f, "\n");

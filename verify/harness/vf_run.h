@@ -19,6 +19,8 @@ typedef struct vf_runner {
     char what[300];             // the task running now
     long done, total;
     double t0, unit_s[VF_T_KINDS], units_done[VF_T_KINDS], units_left[VF_T_KINDS];
+    // CPU ticks of /proc/stat during the timings, all cases together (steal in provenance)
+    unsigned long long ticks_total, ticks_steal;
 } vf_runner;
 
 // A case being run.
@@ -35,6 +37,8 @@ typedef struct vf_case_run {
                                 //   the progress estimate's unit, so a full-batch step of
                                 //   study 1 and a batch-64 step of study 3 weigh what they cost
     json_t *res;                // the case's result object
+    long time_warmup, time_steps;   // a timed run: warm-up steps, then the timed window's
+                                    //   steps (0, 0: not timed)
 } vf_case_run;
 
 typedef struct vf_args {
@@ -107,9 +111,19 @@ int vf_check_keys(const vf_case *c, vf_config *keys);
 par_status vf_run_check(vf_runner *r, vf_case_run *cr, const json_t *ref, const vf_config *k, long S,
                         json_t *checks);
 void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int available);
-// Timing (vf_run_time.c): warm-up and timed runs of a config that passed;
-// speedup and efficiency against the case's serial exact T=1 R=1 median.
-par_status vf_time_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, json_t *timing);
+// Timing (vf_run_time.c): the configs i of the case with todo[i] set (they
+// passed and are not oversubscribed), whose results are configs[i] (each
+// with a "timing" object): a calibration run when the case has a window,
+// then `warmup` untimed and `repeats` timed rounds, round-robin; their
+// statistics (vf_stats.h) into each "timing", the window and the machine's
+// load and steal into cr->res["timing"]. A config whose timing run fails
+// is not timed and its verdict becomes "error".
+par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const int *todo);
+// Whether a case makes a calibration run (for the plan's task count): a
+// window, repeats and a config that can be timed.
+int vf_case_calibrates(const vf_runner *r, const vf_case *c);
+// Speedup, efficiency and the speedup's 95% interval against the case's
+// serial exact T=1 R=1 median.
 void vf_speedups(json_t *configs, json_t *cres_case);
 // Predicted rows of the scaling model (vf_run_predict.c): cres["predicted"]
 // for a case with `predict` rank counts, after its timings.

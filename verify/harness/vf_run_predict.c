@@ -13,15 +13,19 @@
 #include "par_trainer.h"
 #include "sm_model.h"
 
-// Seconds of the case's N training steps on P ranks: full batches, except
-// the last batch of each epoch, which holds what is left of n_train.
+// Seconds of the training steps a timed run of the case times on P ranks
+// (its window: steps K + 1 to K + W, or the case's N steps when it was not
+// timed): full batches, except the last batch of each epoch, which holds
+// what is left of n_train.
 static double run_seconds(const sm_costs *k, sm_design d, int P, const vf_case_run *cr, size_t B)
 {
-    const long full_epochs = cr->N / cr->per_epoch, rest = cr->N % cr->per_epoch;
+    const long first = cr->time_steps > 0 ? cr->time_warmup : 0;
+    const long n = cr->time_steps > 0 ? cr->time_steps : cr->N;
+    // 0-based steps s in [first, first + n) that end an epoch: (s + 1) % per_epoch == 0
+    const long n_last = (first + n) / cr->per_epoch - first / cr->per_epoch;
     const size_t last_B = cr->n_train - (size_t)(cr->per_epoch - 1) * B;
-    const double epoch = (double)(cr->per_epoch - 1) * sm_step_seconds(k, d, P, B) +
-                         sm_step_seconds(k, d, P, last_B);
-    return (double)full_epochs * epoch + (double)rest * sm_step_seconds(k, d, P, B);
+    return (double)(n - n_last) * sm_step_seconds(k, d, P, B) +
+           (double)n_last * sm_step_seconds(k, d, P, last_B);
 }
 
 static double get_num(const json_t *o, const char *key)

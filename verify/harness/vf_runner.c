@@ -34,6 +34,7 @@ static json_t *settings_json(const vf_case_run *cr)
                           (json_int_t)cr->N, "steps_per_epoch", (json_int_t)cr->per_epoch,
                           "lr", c->lr, "seed", (json_int_t)c->seed, "repeats", c->repeats,
                           "warmup", c->warmup, "check_steps", cs);
+    json_object_set_new(s, "window", json_real(c->window));
     json_object_set_new(s, "fault", c->fault[0] ? json_string(c->fault) : json_null());
     if (c->batch == 0) {   // batch = full: the whole training split
         json_object_set_new(s, "batch", json_integer((json_int_t)cr->n_train));
@@ -134,6 +135,10 @@ static void count_case(vf_runner *r, const vf_case_run *cr)
             r->units_left[VF_T_TIME] += u * (c->warmup + c->repeats);
         }
     }
+    if (vf_case_calibrates(r, c)) {   // the window's calibration run, one rank
+        r->total += 1;
+        r->units_left[VF_T_TIME] += (double)cr->N * w;
+    }
     if (r->check_available) {
         vf_config keys[VF_MAX_CONFIGS + 1];
         const int n = vf_check_keys(c, keys) * c->n_check_steps;
@@ -200,6 +205,7 @@ static par_status run_case(vf_runner *r, vf_case_run *cr, json_t *cres)
     }
 
     // 3. verdicts, then timings of what passed
+    int todo[VF_MAX_CONFIGS] = {0};
     size_t i;
     json_t *e;
     json_array_foreach(configs, i, e) {
@@ -221,10 +227,10 @@ static par_status run_case(vf_runner *r, vf_case_run *cr, json_t *cres)
             if (counted) vf_task_skip(r, cr, VF_T_TIME, (double)cr->N * cf->ranks, c->warmup + c->repeats);
             continue;
         }
-        PAR_TRY(vf_time_config(r, cr, cf, timing));
-        if (!json_is_true(json_object_get(timing, "timed")))
-            json_object_set_new(e, "verdict", json_string("error"));
+        todo[i] = 1;
     }
+    // Interleaved: every config that passed, round by round (vf_run_time.c).
+    PAR_TRY(vf_time_case(r, cr, configs, todo));
     vf_speedups(configs, cres);
     return vf_predict_case(r, cr, cres);
 }
@@ -248,6 +254,8 @@ par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *
     json_object_set_new(res, "suite", json_pack("{s:s, s:s, s:s}", "path", s->path, "name",
                                                 s->name, "sha256", s->sha256));
     json_object_set_new(res, "provenance", vf_provenance(&o->build, o->command_line));
+    json_object_set_new(json_object_get(res, "provenance"), "load_average_start",
+                        vf_loadavg_json(NULL));
     json_object_set_new(res, "started", json_string(started));
     json_object_set_new(res, "cores_for_timing", json_integer(o->cores));
 
@@ -286,6 +294,14 @@ par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *
     json_decref(r.cache);
     iso_time(finished, sizeof finished);
     json_object_set_new(res, "finished", json_string(finished));
+    // The machine's load over the run, and the CPU time stolen from it while
+    // the timings ran (a shared VM's neighbours): what the times were up against.
+    json_t *prov = json_object_get(res, "provenance");
+    json_object_set_new(prov, "load_average_end", vf_loadavg_json(NULL));
+    json_object_set_new(prov, "steal_percent_timed",
+                        r.ticks_total > 0 ? json_real(100.0 * (double)r.ticks_steal /
+                                                      (double)r.ticks_total)
+                                          : json_null());
     json_object_set_new(res, "seconds", json_real(par_now() - r.t0));
     if (st != PAR_OK) {
         json_object_set_new(res, "verdict", json_string("error"));

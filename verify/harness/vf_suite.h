@@ -38,7 +38,9 @@ typedef struct vf_case {
     char trainers[VF_MAX_LIST][16];
     int modes[VF_MAX_LIST];     // par_mode
     int threads[VF_MAX_LIST], ranks[VF_MAX_LIST];
-    int repeats, warmup;
+    int repeats, warmup;        // timed rounds, untimed rounds before them
+    double window;              // seconds the serial exact config's timed window should
+                                //   last (steps found by a calibration run); 0: the case's steps
     int n_predict;              // rank counts the scaling model predicts (0: none)
     int predict[VF_MAX_LIST];
     int n_check_steps;         // 0: `check_steps = none`
@@ -61,13 +63,15 @@ typedef struct vf_suite {
 // Reads and validates a suite file. Keys (defaults in brackets): dataset
 // [fashion-mnist], upscale [none], model [mlp:784-256-128-10], act [relu],
 // dtype [f32], batch [64; or full], chunk [8], optim [sgd] with momentum
-// (momentum, nesterov), beta1, beta2, eps (adam) [parity train's defaults], steps or epochs (one of them: required), lr
-// [0.01], seed [42], trainers (required; serial, omp, mpi, hybrid, root),
-// modes [exact], threads [1], ranks [1], repeats [3], warmup [1],
-// check_steps [first, last], predict [none: rank counts for the scaling
-// model's predicted rows], fault [none; tests only]. Returns
-// PAR_ERR_CONFIG with s->error set for any mistake in the file, PAR_ERR_IO
-// when it cannot be read. s is large: allocate it, don't put it on the stack.
+// (momentum, nesterov), beta1, beta2, eps (adam) [parity train's defaults],
+// steps or epochs (one of them: required), lr [0.01], seed [42], trainers
+// (required; serial, omp, mpi, hybrid, root), modes [exact], threads [1],
+// ranks [1], repeats [3], warmup [1], window [1: seconds of the timed
+// window on serial exact; 0: the case's steps], check_steps [first, last],
+// predict [none: rank counts for the scaling model's predicted rows],
+// fault [none; tests only]. Returns PAR_ERR_CONFIG with s->error set for
+// any mistake in the file, PAR_ERR_IO when it cannot be read. s is large:
+// allocate it, don't put it on the stack.
 par_status vf_suite_load(vf_suite *s, const char *path);
 
 // Whether trainer `name` runs with T threads and R ranks: serial T=1,R=1;

@@ -1,0 +1,202 @@
+// Unit tests of the timing statistics of `parity verify` (verify/harness/
+// vf_stats.h) and the machine readings around them (vf_harness.h): median,
+// MLPerf's dropping of the fastest and slowest run, the coefficient of
+// variation and the NOISY rule at 5%, the paired bootstrap interval of a
+// speedup, /proc/stat's steal and /proc/loadavg. Every expected value is
+// worked out by hand in the comment beside it.
+// Run: cmake --build build --target test_timing && build/tests/test_timing
+#define _POSIX_C_SOURCE 200809L
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "par_test.h"
+#include "vf_harness.h"
+#include "vf_stats.h"
+
+static int near(double a, double b, double tol) { return fabs(a - b) <= tol; }
+
+static void test_stats(void)
+{
+    vf_time_stats s;
+    // 10 runs, one disturbed (5.0). Sorted: 0.8 0.9 0.95 1.0 1.0 1.0 1.05 1.1 1.2 5.0;
+    // median (1.0 + 1.0) / 2 = 1.0. Kept (0.8 and 5.0 dropped): 0.9 0.95 1.0 1.0 1.0 1.05
+    // 1.1 1.2, sum 8.2, mean 1.025; squared deviations 0.015625 0.005625 3 x 0.000625
+    // 0.000625 0.005625 0.030625, sum 0.06; sd = sqrt(0.06 / 7) = 0.0925820100,
+    // CV = 0.0925820100 / 1.025 = 0.0903239122 > 0.05: NOISY.
+    const double a[10] = {1.0, 1.1, 0.9, 1.2, 5.0, 1.0, 0.95, 1.05, 1.0, 0.8};
+    PAR_REQUIRE(vf_time_stats_of(&s, a, 10));
+    par_check(s.n == 10 && s.median == 1.0 && s.min == 0.8 && s.max == 5.0,
+              "10 runs: median 1.0, min 0.8, max 5.0");
+    par_check(s.n_kept == 8 && near(s.mean_kept, 1.025, 1e-15),
+              "10 runs: the fastest and slowest dropped, mean of the other 8 = 1.025");
+    par_check(near(s.cv_kept, 0.0903239122, 1e-9) && s.noisy,
+              "10 runs: CV of the kept 8 = 9.03%, NOISY (> 5%)");
+    // The outlier alone would have made any row noisy; dropped, it moves nothing: the
+    // same runs with 5.0 replaced by 1.25 (still the slowest) give the same CV.
+    const double a2[10] = {1.0, 1.1, 0.9, 1.2, 1.25, 1.0, 0.95, 1.05, 1.0, 0.8};
+    PAR_REQUIRE(vf_time_stats_of(&s, a2, 10));
+    par_check(near(s.cv_kept, 0.0903239122, 1e-9) && s.max == 1.25,
+              "the slowest run's value does not enter the CV");
+
+    // Quiet: 5 runs 2.00 2.02 1.98 2.01 1.99; kept 1.99 2.00 2.01, mean 2.00,
+    // sd = sqrt((0.0001 + 0 + 0.0001) / 2) = 0.01, CV 0.005: not noisy.
+    const double q[5] = {2.00, 2.02, 1.98, 2.01, 1.99};
+    PAR_REQUIRE(vf_time_stats_of(&s, q, 5));
+    par_check(s.median == 2.00 && s.n_kept == 3 && near(s.mean_kept, 2.0, 1e-15) &&
+                  near(s.cv_kept, 0.005, 1e-12) && !s.noisy,
+              "5 quiet runs: median 2.00, CV 0.5% of the kept 3, not NOISY");
+
+    // The threshold, 5%: kept runs 0.96 1.00 1.04 (sd 0.04, CV 4%) pass; 0.94 1.00
+    // 1.06 (sd 0.06, CV 6%) are NOISY. The dropped 0.5 and 3.0 change neither.
+    const double t4[5] = {0.5, 0.96, 1.0, 1.04, 3.0}, t6[5] = {3.0, 1.06, 0.5, 1.0, 0.94};
+    PAR_REQUIRE(vf_time_stats_of(&s, t4, 5));
+    par_check(near(s.cv_kept, 0.04, 1e-12) && !s.noisy, "CV 4%: not NOISY");
+    PAR_REQUIRE(vf_time_stats_of(&s, t6, 5));
+    par_check(near(s.cv_kept, 0.06, 1e-12) && s.noisy, "CV 6%: NOISY");
+
+    // Fewer than 5 runs: none dropped. 1 2 3 4: median 2.5, mean 2.5,
+    // sd = sqrt((2.25 + 0.25 + 0.25 + 2.25) / 3) = sqrt(5 / 3) = 1.2909944487, CV 0.5163977795.
+    const double f[4] = {4, 1, 3, 2};
+    PAR_REQUIRE(vf_time_stats_of(&s, f, 4));
+    par_check(s.n_kept == 4 && s.median == 2.5 && near(s.cv_kept, 0.5163977795, 1e-9) && s.noisy,
+              "4 runs: nothing dropped, median 2.5, CV 51.6%");
+    // 2 runs: too few to judge the noise (no CV, never NOISY); 1 run: its own median.
+    const double two[2] = {1.0, 3.0}, one[1] = {0.7};
+    PAR_REQUIRE(vf_time_stats_of(&s, two, 2));
+    par_check(s.median == 2.0 && isnan(s.cv_kept) && !s.noisy,
+              "2 runs: median 2.0, no CV, not NOISY");
+    PAR_REQUIRE(vf_time_stats_of(&s, one, 1));
+    par_check(s.median == 0.7 && s.min == 0.7 && s.max == 0.7 && isnan(s.cv_kept) && !s.noisy,
+              "1 run: median = min = max = 0.7, no CV");
+    // Bad input.
+    const double bad[3] = {1.0, -1.0, 2.0}, nan3[3] = {1.0, NAN, 2.0};
+    par_check(vf_time_stats_of(&s, bad, 3) == PAR_ERR_CONFIG, "a negative time: PAR_ERR_CONFIG");
+    par_check(vf_time_stats_of(&s, nan3, 3) == PAR_ERR_CONFIG, "a NaN time: PAR_ERR_CONFIG");
+    par_check(vf_time_stats_of(&s, one, 0) == PAR_ERR_CONFIG, "no runs: PAR_ERR_CONFIG");
+}
+
+static void test_bootstrap(void)
+{
+    double sp, lo, hi;
+    // Paired rounds: the config takes exactly half the baseline's time in every
+    // round while the rounds themselves drift from 1 s to 5 s. Any resample of
+    // rounds has median(x) = median(base) / 2 (halving is exact), so every
+    // resampled ratio is 2: the interval is [2, 2]. (Resampling the two rows
+    // independently would give a wide interval: pairing keeps the drift common.)
+    const double base[5] = {1.0, 2.0, 3.0, 4.0, 5.0}, half[5] = {0.5, 1.0, 1.5, 2.0, 2.5};
+    PAR_REQUIRE(vf_speedup_ci(&sp, &lo, &hi, base, half, 5, VF_BOOT_RESAMPLES, VF_BOOT_SEED));
+    par_check(sp == 2.0 && lo == 2.0 && hi == 2.0, "paired rounds, drift common to both: 2 [2, 2]");
+
+    // 2 rounds: base 1.0 1.2, config 0.5 0.5. The point: median 1.1 / 0.5 = 2.2. A
+    // resample is round 0 twice (ratio 2.0, probability 1/4), round 1 twice (2.4,
+    // 1/4) or one of each (2.2, 1/2): the 2.5% and 97.5% points are 2.0 and 2.4.
+    const double b2[2] = {1.0, 1.2}, x2[2] = {0.5, 0.5};
+    PAR_REQUIRE(vf_speedup_ci(&sp, &lo, &hi, b2, x2, 2, VF_BOOT_RESAMPLES, VF_BOOT_SEED));
+    par_check(near(sp, 2.2, 1e-15) && lo == 2.0 && hi == 2.4, "2 rounds: 2.2 [2.0, 2.4]");
+
+    // 3 rounds: base 1 2 3 against a config at 1 s: the ratio is the median of 3
+    // resampled base values. It is 1 when at least two draws are 1: 3 (1/3)^2 (2/3)
+    // + (1/3)^3 = 7/27 = 26% > 2.5%; likewise 3 (7/27); so the interval is [1, 3],
+    // around the point 2.
+    const double b3[3] = {1, 2, 3}, x3[3] = {1, 1, 1};
+    PAR_REQUIRE(vf_speedup_ci(&sp, &lo, &hi, b3, x3, 3, VF_BOOT_RESAMPLES, VF_BOOT_SEED));
+    par_check(sp == 2 && lo == 1 && hi == 3, "3 rounds: 2 [1, 3]");
+
+    // The same runs give the same interval (a fixed seed: the table can be
+    // recomputed from results.json), which holds the point estimate.
+    const double nb[10] = {1.00, 1.03, 0.98, 1.10, 1.01, 0.99, 1.05, 1.02, 0.97, 1.04};
+    const double nx[10] = {0.55, 0.52, 0.60, 0.51, 0.54, 0.58, 0.53, 0.56, 0.57, 0.50};
+    double sp2, lo2, hi2;
+    PAR_REQUIRE(vf_speedup_ci(&sp, &lo, &hi, nb, nx, 10, VF_BOOT_RESAMPLES, VF_BOOT_SEED));
+    PAR_REQUIRE(vf_speedup_ci(&sp2, &lo2, &hi2, nb, nx, 10, VF_BOOT_RESAMPLES, VF_BOOT_SEED));
+    par_check(sp == sp2 && lo == lo2 && hi == hi2, "the same runs and seed: the same interval");
+    // The point: median(nb) = (1.01 + 1.02) / 2 = 1.015, median(nx) = (0.54 + 0.55) / 2
+    // = 0.545, 1.8624; every resampled ratio lies between min(nb) / max(nx) = 0.97 /
+    // 0.60 = 1.6167 and max(nb) / min(nx) = 1.10 / 0.50 = 2.2.
+    par_check(near(sp, 1.015 / 0.545, 1e-12) && lo <= sp && sp <= hi && lo >= 0.97 / 0.60 &&
+                  hi <= 1.10 / 0.50 && lo < hi,
+              "10 noisy rounds: 1.862 inside its interval, within [1.617, 2.2]");
+    par_check(vf_speedup_ci(&sp, &lo, &hi, nb, nx, 1, VF_BOOT_RESAMPLES, VF_BOOT_SEED) ==
+                  PAR_ERR_CONFIG,
+              "1 round: no interval (PAR_ERR_CONFIG)");
+}
+
+static char dir[64];
+
+static const char *write_file(const char *name, const char *text)
+{
+    static char path[2][160];
+    static int k;
+    char *p = path[k++ % 2];
+    snprintf(p, sizeof path[0], "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        printf("cannot write %s ... FAIL\n", p);
+        exit(1);
+    }
+    return p;
+}
+
+static void test_machine(void)
+{
+    vf_cpu_ticks a, b;
+    // cpu user nice system idle iowait irq softirq steal guest guest_nice:
+    // total 100 + 10 + 50 + 800 + 20 + 0 + 5 + 15 = 1000 (guest is inside user), steal 15;
+    // then total 200 + 10 + 100 + 1500 + 20 + 0 + 5 + 165 = 2000, steal 165:
+    // 150 of 1000 ticks stolen = 15%.
+    PAR_REQUIRE(vf_cpu_ticks_read(&a, write_file("stat1", "cpu  100 10 50 800 20 0 5 15 0 0\n"
+                                                          "cpu0 50 5 25 400 10 0 2 8 0 0\n")));
+    PAR_REQUIRE(
+        vf_cpu_ticks_read(&b, write_file("stat2", "cpu  200 10 100 1500 20 0 5 165 7 0\n")));
+    par_check(a.total == 1000 && a.steal == 15 && b.total == 2000 && b.steal == 165,
+              "/proc/stat: total 1000 and 2000 ticks, steal 15 and 165");
+    par_check(near(vf_steal_percent(&a, &b), 15.0, 1e-12), "steal between them: 15%");
+    par_check(isnan(vf_steal_percent(&a, &a)), "no tick between two readings: NaN");
+    par_check(vf_cpu_ticks_read(&a, write_file("stat3", "intr 1 2 3\n")) == PAR_ERR_FORMAT,
+              "a file without the cpu line: PAR_ERR_FORMAT");
+    char missing[128];
+    snprintf(missing, sizeof missing, "%s/none", dir);
+    par_check(vf_cpu_ticks_read(&a, missing) == PAR_ERR_IO, "a missing file: PAR_ERR_IO");
+
+    json_t *l = vf_loadavg_json(write_file("loadavg", "0.52 0.61 0.70 1/234 5678\n"));
+    par_check(json_array_size(l) == 3 && json_real_value(json_array_get(l, 0)) == 0.52 &&
+                  json_real_value(json_array_get(l, 1)) == 0.61 &&
+                  json_real_value(json_array_get(l, 2)) == 0.70,
+              "/proc/loadavg: [0.52, 0.61, 0.70]");
+    json_decref(l);
+    par_check(vf_runnable_read(write_file("loadavg2", "2.10 1.90 1.70 3/234 5678\n")) == 3,
+              "/proc/loadavg: 3 tasks runnable (3/234)");
+    par_check(vf_runnable_read(write_file("loadavg3", "2.10 1.90\n")) == -1 &&
+                  vf_runnable_read(missing) == -1,
+              "a short or missing /proc/loadavg: -1");
+    l = vf_loadavg_json(missing);
+    par_check(json_is_null(l), "a missing load average: null");
+    json_decref(l);
+    // This machine's own files read (Linux).
+    l = vf_loadavg_json(NULL);
+    par_check(json_array_size(l) == 3 && vf_cpu_ticks_read(&a, NULL) == PAR_OK && a.total > 0 &&
+                  vf_runnable_read(NULL) >= 1,
+              "this machine's /proc/loadavg and /proc/stat read");
+    json_decref(l);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/par_timing_XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    test_stats();
+    test_bootstrap();
+    test_machine();
+    const char *names[] = {"stat1", "stat2", "stat3", "loadavg", "loadavg2", "loadavg3"};
+    for (int i = 0; i < 6; i++) {
+        char p[160];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+    return par_test_exit();
+}

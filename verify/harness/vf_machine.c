@@ -1,0 +1,56 @@
+// The machine while timings run (vf_harness.h): the load averages and the
+// runnable tasks of /proc/loadavg and the CPU time stolen by the hypervisor
+// from /proc/stat,
+// recorded in results.json's provenance and each case's timing. Kept apart
+// from vf_prov.c so that its tests need no MPFR. Tests: tests/test_timing.c.
+#define _POSIX_C_SOURCE 200809L
+#include "vf_harness.h"
+
+#include <math.h>
+#include <stdio.h>
+
+json_t *vf_loadavg_json(const char *path)
+{
+    FILE *f = fopen(path ? path : "/proc/loadavg", "r");
+    if (!f) return json_null();
+    double l[3];
+    const int n = fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]);
+    fclose(f);
+    if (n != 3) return json_null();
+    return json_pack("[f, f, f]", l[0], l[1], l[2]);
+}
+
+int vf_runnable_read(const char *path)
+{
+    FILE *f = fopen(path ? path : "/proc/loadavg", "r");
+    if (!f) return -1;
+    double l[3];
+    int running = -1, total;
+    if (fscanf(f, "%lf %lf %lf %d/%d", &l[0], &l[1], &l[2], &running, &total) != 5) running = -1;
+    fclose(f);
+    return running;
+}
+
+par_status vf_cpu_ticks_read(vf_cpu_ticks *t, const char *path)
+{
+    const char *p = path ? path : "/proc/stat";
+    FILE *f = fopen(p, "r");
+    PAR_FAIL_IF(!f, PAR_ERR_IO, "cannot read %s", p);
+    // cpu  user nice system idle iowait irq softirq steal guest guest_nice
+    unsigned long long v[8];
+    const int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                         &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    PAR_FAIL_IF(n != 8, PAR_ERR_FORMAT, "%s: expected a first line 'cpu' and 8 tick counts "
+                "(user ... steal)", p);
+    t->total = 0;
+    for (int i = 0; i < 8; i++) t->total += v[i];
+    t->steal = v[7];
+    return PAR_OK;
+}
+
+double vf_steal_percent(const vf_cpu_ticks *a, const vf_cpu_ticks *b)
+{
+    if (b->total <= a->total || b->steal < a->steal) return NAN;
+    return 100.0 * (double)(b->steal - a->steal) / (double)(b->total - a->total);
+}
