@@ -1,5 +1,5 @@
 // Kernel instantiation and dispatch: dense kernels in two variants, portable
-// C (dense_impl.inc, libm's fma) and AVX2+FMA intrinsics (dense_avx2.inc),
+// C (dense_impl.inc, libm's fma) and AVX2+FMA intrinsics (dense_simd.inc),
 // each a par_kernel_set table; the best set the CPU runs is resolved once, on
 // first use. Elementwise kernels once (elementwise_impl.inc), their ReLU and
 // Adam loops through the set. Both variants evaluate the same fma chains, so
@@ -55,6 +55,9 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
     return _mm256_cmpgt_epi64(_mm256_set1_epi64x((long long)n), idx);
 }
 
+#define TARGET PAR_TARGET_AVX2
+#define MR 6   // 12 accumulators of AVX2's 16 registers
+#define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #define V __m256
 #define VL 8
 #define REAL float
@@ -66,7 +69,7 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 #define ZERO _mm256_setzero_ps
 #define MLOAD(p, n) _mm256_maskload_ps((p), lane_mask32(n))
 #define NAME(f) CAT3(f, _f32_, avx2)
-#include "dense_avx2.inc"
+#include "dense_simd.inc"
 #undef V
 #undef VL
 #undef REAL
@@ -90,7 +93,7 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 #define ZERO _mm256_setzero_pd
 #define MLOAD(p, n) _mm256_maskload_pd((p), lane_mask64(n))
 #define NAME(f) CAT3(f, _f64_, avx2)
-#include "dense_avx2.inc"
+#include "dense_simd.inc"
 #undef V
 #undef VL
 #undef REAL
@@ -102,6 +105,9 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 #undef ZERO
 #undef MLOAD
 #undef NAME
+#undef TARGET
+#undef MR
+#undef PREFETCH
 // ReLU forward y = y > 0 ? y : 0 and backward dy = y > 0 ? dy : 0 with the
 // same semantics as the scalar loops (+0 for y <= 0, -0 and NaN included):
 // an ordered compare and a mask, no branch.
