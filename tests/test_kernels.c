@@ -1,9 +1,11 @@
 // Dense kernels against naive loops that spell out the contract (written
 // here, independently of src/kernels and reference/): bitwise equality for
-// f32 and f64, every kernel set the CPU runs (par_kernels_available), shapes
+// f32 and f64, every kernel set the CPU runs (par_kernels_available: AVX2+FMA
+// and portable on x86-64; NEON and portable on aarch64, where the cross build
+// runs this under qemu-aarch64, tests/test_cross.sh), shapes
 // including 1, 7, 33, 784 and 785, any row/column sub-range, any chunk range,
 // fresh or continued folds, and 512 x 1024 and 1024 x 512 (rows 2 KB apart,
-// which the AVX2 kernels copy first); ReLU and Adam likewise. A failure prints the
+// which the SIMD kernels copy first); ReLU and Adam likewise. A failure prints the
 // shape and seed to reproduce it.
 #include <math.h>
 #include <stdint.h>

@@ -1,9 +1,11 @@
-// Kernel instantiation and dispatch: dense kernels in two variants, portable
-// C (dense_impl.inc, libm's fma) and AVX2+FMA intrinsics (dense_simd.inc),
-// each a par_kernel_set table; the best set the CPU runs is resolved once, on
-// first use. Elementwise kernels once (elementwise_impl.inc), their ReLU and
-// Adam loops through the set. Both variants evaluate the same fma chains, so
-// they agree bit for bit (test_kernels runs every available set).
+// Kernel instantiation and dispatch: dense kernels in up to three variants,
+// portable C (dense_impl.inc, libm's fma), AVX2+FMA intrinsics on x86-64 and
+// NEON on aarch64 (both the register-tiled dense_simd.inc; NEON's own pieces
+// in dense_neon.inc), each a par_kernel_set table; the best set the CPU runs
+// is resolved once, on first use. Elementwise kernels once
+// (elementwise_impl.inc), their ReLU and Adam loops through the set. Every
+// variant evaluates the same fma chains, so they agree bit for bit
+// (test_kernels runs every available set).
 #include "par_kernels.h"
 
 #include <math.h>
@@ -11,6 +13,11 @@
 
 #include "par_math.h"
 #include "par_target.h"
+
+#ifdef PAR_HAVE_AARCH64
+#include <asm/hwcap.h>   // HWCAP_ASIMD
+#include <sys/auxv.h>    // getauxval
+#endif
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -252,6 +259,11 @@ TRANSPOSE(f32, float, avx2, 8, tile_f32, PAR_TARGET_AVX2)
 TRANSPOSE(f64, double, avx2, 4, tile_f64, PAR_TARGET_AVX2)
 #endif
 
+// --- NEON variant (aarch64): its dense chains, ReLU, Adam and transposes -----
+#ifdef PAR_HAVE_AARCH64
+#include "dense_neon.inc"
+#endif
+
 // --- the sets ----------------------------------------------------------------
 #define SET_DTYPE(SFX, VAR)                                                                     \
     {                                                                                           \
@@ -276,14 +288,26 @@ static int cpu_has_avx2(void)
 }
 #endif
 
+#ifdef PAR_HAVE_NEON_VARIANT
+static const par_kernel_set set_neon = {
+    .name = "neon", .f32 = SET_DTYPE(f32, neon), .f64 = SET_DTYPE(f64, neon)};
+
+// Linux on aarch64 always reports Advanced SIMD (part of the base ISA); the
+// check still keeps NEON code off a system that does not report it.
+static int cpu_has_neon(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMD) != 0; }
+#endif
+
 // Every compiled set, best first, with the CPU test it needs (NULL: none).
-// A new variant (e.g. NEON) adds its table and one line here.
+// A new variant adds its table and one line here.
 static const struct {
     const par_kernel_set *set;
     int (*runs)(void);
 } candidates[] = {
 #ifdef PAR_HAVE_AVX2_VARIANT
     {&set_avx2, cpu_has_avx2},
+#endif
+#ifdef PAR_HAVE_NEON_VARIANT
+    {&set_neon, cpu_has_neon},
 #endif
     {&set_portable, NULL},
 };
