@@ -282,6 +282,22 @@ int main(void)
     par_check(par_kernels_active() == sets[0] && strcmp(par_kernels_variant(), sets[0]->name) == 0,
               "kernel sets: the best available is active by default");
     printf("kernel sets available: %zu (best: %s)\n", n_sets, sets[0]->name);
+    // par_kernels_find (the CLI's PARITY_KERNELS): every available set by its
+    // name and by the part before '+'; nothing for a set this CPU lacks.
+    int found = par_kernels_find("nosuchset") == NULL && par_kernels_find("") == NULL &&
+                par_kernels_find(NULL) == NULL && par_kernels_find("avx") == NULL;
+    for (size_t v = 0; v < n_sets; v++) {
+        char stem[32];
+        snprintf(stem, sizeof stem, "%.*s", (int)strcspn(sets[v]->name, "+"), sets[v]->name);
+        found &= par_kernels_find(sets[v]->name) == sets[v] && par_kernels_find(stem) == sets[v];
+    }
+    const char *all_names[] = {"avx2+fma", "neon", "portable"};
+    for (size_t i = 0; i < 3; i++) {
+        int runs = 0;
+        for (size_t v = 0; v < n_sets; v++) runs |= strcmp(sets[v]->name, all_names[i]) == 0;
+        found &= (par_kernels_find(all_names[i]) != NULL) == runs;
+    }
+    par_check(found, "kernel sets: par_kernels_find by name and stem, NULL for others");
     test_gemm_acc();
     test_elementwise();
     test_transpose();

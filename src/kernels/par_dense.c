@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "par_math.h"
 #include "par_target.h"
@@ -351,6 +352,20 @@ static inline const par_kernel_set *kset(void)
 const par_kernel_set *par_kernels_active(void) { return kset(); }
 
 void par_kernels_use(const par_kernel_set *k) { atomic_store(&active_set, k ? k : best_set()); }
+
+const par_kernel_set *par_kernels_find(const char *name)
+{
+    const par_kernel_set *sets[sizeof candidates / sizeof candidates[0]];
+    const size_t n = par_kernels_available(sets, sizeof sets / sizeof sets[0]);
+    for (size_t i = 0; i < n && name; i++) {
+        const char *plus = strchr(sets[i]->name, '+');
+        const size_t stem = plus ? (size_t)(plus - sets[i]->name) : strlen(sets[i]->name);
+        if (strcmp(name, sets[i]->name) == 0 ||
+            (strlen(name) == stem && strncmp(name, sets[i]->name, stem) == 0))
+            return sets[i];
+    }
+    return NULL;
+}
 
 const char *par_kernels_variant(void) { return kset()->name; }
 

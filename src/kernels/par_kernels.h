@@ -180,6 +180,11 @@ size_t par_kernels_available(const par_kernel_set **sets, size_t max);
 // Tests and tools: make k (one of par_kernels_available's) the active set;
 // NULL goes back to the best. Not while kernels run on other threads.
 void par_kernels_use(const par_kernel_set *k);
+// The set called name that this CPU runs: a set's name ("avx2+fma", "neon",
+// "portable") or the part of it before '+' ("avx2"); NULL when there is none
+// (unknown name, a set not compiled in or one this CPU cannot run). For a
+// caller that lets the user force a set (the CLI's PARITY_KERNELS).
+const par_kernel_set *par_kernels_find(const char *name);
 // Name of the active set: the best the CPU runs ("avx2+fma" on x86-64 with
 // both, "neon" on aarch64, else "portable") unless par_kernels_use chose one.
 const char *par_kernels_variant(void);
