@@ -14,7 +14,13 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 # pkg-config must read the arm64 .pc files, never the host's.
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
 set(ENV{PKG_CONFIG_PATH} "")
+# The dynamic loader comes from the cross libc (-L); LD_LIBRARY_PATH makes it
+# take libc, libm and libgomp from there too, before the multiarch libc6:arm64
+# that the arm64 libraries pull in. A loader of one glibc build with the libc
+# of another (2.36-8cross1 against 2.36-9+deb12u14) shares private structures
+# it lays out differently: the first pthread_create then loops for ever.
 find_program(PAR_QEMU_AARCH64 NAMES qemu-aarch64 qemu-aarch64-static)
 if(PAR_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${PAR_QEMU_AARCH64} -L /usr/aarch64-linux-gnu)
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${PAR_QEMU_AARCH64} -L /usr/aarch64-linux-gnu
+      -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib)
 endif()
