@@ -142,11 +142,13 @@ static json_t *weights_json(const bis_weights_result *w)
     for (size_t k = 0; k < w->n_arrays; k++) {
         const bis_array_diff *t = &w->arrays[k];
         if (!t->n_diff) continue;
-        json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:o, s:o, s:o}", "name", t->name, "shape",
-                           t->shape, "elements", (json_int_t)t->count, "differ",
-                           (json_int_t)t->n_diff, "index", (json_int_t)t->first, "element",
-                           t->index, "a", jnum(t->a), "b", jnum(t->b), "ulps", jnum(t->ulps)));
+        json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:s}", "name", t->name, "shape", t->shape,
+                              "elements", (json_int_t)t->count, "differ", (json_int_t)t->n_diff,
+                              "index", (json_int_t)t->first, "element", t->index);
+        json_object_set_new(o, "a", jnum(t->a));
+        json_object_set_new(o, "b", jnum(t->b));
+        json_object_set_new(o, "ulps", jnum(t->ulps));
+        json_array_append_new(arr, o);
     }
     return arr;
 }

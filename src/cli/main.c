@@ -31,7 +31,8 @@ static int kernels_from_env(void)
                  sets[i]->name);
     fprintf(stderr, "parity: PARITY_KERNELS=%s: no such kernel set on this CPU (it runs: %s)\n",
             want, names);
-    fprintf(stderr, "hint: set PARITY_KERNELS to one of those (or its part before +, as avx2), or unset it\n");
+    fprintf(stderr, "hint: set PARITY_KERNELS to one of those (or its part before +, as avx2), "
+                    "or unset it\n");
     return EXIT_USAGE;
 }
 
