@@ -174,10 +174,10 @@ build() {
     if ! cmake "${args[@]}" >"$T/build-$name.log" 2>&1 ||
         ! cmake --build "$dir" -j"$JOBS" --target parity "$@" >>"$T/build-$name.log" 2>&1; then
         tail -n 30 "$T/build-$name.log"
-        check "build $name ($cc $bt $cflags)" false
+        check "build $name ($cc $bt${cflags:+ $cflags})" false
         return 1
     fi
-    check "build $name ($cc $bt $cflags; $((SECONDS - t0)) s)" true
+    check "build $name ($cc $bt${cflags:+ $cflags}; $((SECONDS - t0)) s)" true
 }
 
 # Configs: NAME|KERNELS|QEMU|BIN, each run on the whole matrix.
