@@ -8,15 +8,25 @@
 # offline once everything is there.
 # Usage: ci/setup.sh [--ci]   (--ci, as ci/test.sh asks: also python3-torch
 # for the PyTorch cross-checks of ctest's torch label, clang with LLVM's
-# libomp for the clang build, and slurm-wlm with munge for ctest's slurm
-# label: its test runs daemons of its own, not the packages' services)
+# libomp for the clang build, slurm-wlm with munge for ctest's slurm
+# label: its test runs daemons of its own, not the packages' services; and
+# for ctest's cross label the aarch64 cross compiler, qemu-user and the arm64
+# libraries parity links, from Debian's multiarch: the arm64 architecture is
+# added to dpkg when they are missing, and apt may then bring installed amd64
+# libraries to the version of their arm64 twins)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config zlib1g-dev libmpfr-dev libgmp-dev libopenmpi-dev
       openmpi-bin libjansson-dev libzip-dev libsodium-dev libxxhash-dev xxhash gcovr
       python3-numpy gnuplot-nox minisign)
-if [ "${1:-}" = --ci ]; then pkgs+=(python3-torch clang libomp-14-dev slurm-wlm munge); fi
+if [ "${1:-}" = --ci ]; then
+    pkgs+=(python3-torch clang libomp-14-dev slurm-wlm munge)
+    # tests/test_cross.sh aarch64 (cmake/aarch64-linux-gnu.cmake): no MPI there.
+    pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user zlib1g-dev:arm64 libmpfr-dev:arm64
+           libgmp-dev:arm64 libjansson-dev:arm64 libzip-dev:arm64 libsodium-dev:arm64
+           libxxhash-dev:arm64)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -29,6 +39,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
     echo "ci/setup.sh: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
+    if [[ " ${missing[*]}" == *:arm64* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+        dpkg --add-architecture arm64
+    fi
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

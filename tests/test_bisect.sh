@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CLI tests of `parity bisect`. cli: exit codes and one-line errors, --json
-# fields, the human report, --logs on real step logs. mpi: serial against
+# fields, the human report, --logs on real step logs (and the .npz weights
+# of the differing step). mpi: serial against
 # mpi/root on 2 ranks (parity launches mpirun), faults found at their step
 # and element, the same element as the omp trainer with the same fault.
 # Usage: test_bisect.sh cli|mpi PATH/TO/parity   (needs fashion-mnist)
@@ -172,6 +173,32 @@ sys.exit(not (re.fullmatch('[0-9a-f]{32}', a) and re.fullmatch('[0-9a-f]{32}', b
     timeout 60 "$P" bisect --logs "$T/a.jsonl" "$T/c.jsonl" >"$T/human" 2>&1
     check "logs human report names step 4" grep -q "first difference at step 4" "$T/human"
     check "logs human report: compared by XXH3-128" grep -q "compared by the XXH3-128 of loss and weights" "$T/human"
+    # With the weights each side saved after step 4 (runs of two builds cannot
+    # be replayed in one process): the arrays that differ, the first named.
+    "$P" train --steps 4 --save "$T/a4.npz" </dev/null &&
+        "$P" train --steps 4 --trainer omp --threads 2 --fault half:4:1 --save "$T/c4.npz" </dev/null &&
+        "$P" train --steps 3 --trainer omp --threads 2 --fault half:4:1 --save "$T/c3.npz" </dev/null
+    check "weights of steps 4 and 3 saved" test $? = 0
+    bisect logs_npz 1 --logs "$T/a.jsonl" "$T/c.jsonl" "$T/a4.npz" "$T/c4.npz"
+    /usr/bin/python3 - "$T/logs_npz.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+arr = j["arrays"]
+assert j["step"] == 4 and arr, j
+assert j["tensor"] == arr[0]["name"] and j["index"] == arr[0]["index"], j
+names = ["layer%d.%s" % (l, k) for l in range(3) for k in ("weight", "bias")]
+assert [a["name"] for a in arr] == [n for n in names if n in {a["name"] for a in arr}], arr
+for a in arr:
+    assert 0 < a["differ"] <= a["elements"] and a["a"] != a["b"] and a["ulps"] >= 1, a
+PY
+    check "logs_npz: the differing arrays in buffer order, the first named with its element" test $? = 0
+    timeout 60 "$P" bisect --logs "$T/a.jsonl" "$T/c.jsonl" "$T/a4.npz" "$T/c4.npz" >"$T/human" 2>&1
+    check "logs_npz human report: first differing tensor" \
+        grep -Eq "^first differing tensor: layer[0-9]\.(weight|bias), element \[[0-9,]+\]" "$T/human"
+    expect 2 "^parity bisect: $T/c3.npz: not the weights of log b after step 4 \(XXH3-128 [0-9a-f]{32}, the log has [0-9a-f]{32}\)$" \
+        bisect --logs "$T/a.jsonl" "$T/c.jsonl" "$T/a4.npz" "$T/c3.npz"
+    expect 2 "expected two step logs \(and the two runs' .npz weights\)" \
+        bisect --logs "$T/a.jsonl" "$T/c.jsonl" "$T/a4.npz"
     # A log of parity before XXH3-128 step digests (SHA-256): refused with one
     # line naming the file and what was expected, never compared.
     sed 's/"weights_xxh128":"[0-9a-f]*"/"weights_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"/' \

@@ -1,9 +1,11 @@
 // Dense kernels against naive loops that spell out the contract (written
 // here, independently of src/kernels and reference/): bitwise equality for
-// f32 and f64, every kernel set the CPU runs (par_kernels_available), shapes
+// f32 and f64, every kernel set the CPU runs (par_kernels_available: AVX2+FMA
+// and portable on x86-64; NEON and portable on aarch64, where the cross build
+// runs this under qemu-aarch64, tests/test_cross.sh), shapes
 // including 1, 7, 33, 784 and 785, any row/column sub-range, any chunk range,
 // fresh or continued folds, and 512 x 1024 and 1024 x 512 (rows 2 KB apart,
-// which the AVX2 kernels copy first); ReLU and Adam likewise. A failure prints the
+// which the SIMD kernels copy first); ReLU and Adam likewise. A failure prints the
 // shape and seed to reproduce it.
 #include <math.h>
 #include <stdint.h>
@@ -280,6 +282,22 @@ int main(void)
     par_check(par_kernels_active() == sets[0] && strcmp(par_kernels_variant(), sets[0]->name) == 0,
               "kernel sets: the best available is active by default");
     printf("kernel sets available: %zu (best: %s)\n", n_sets, sets[0]->name);
+    // par_kernels_find (the CLI's PARITY_KERNELS): every available set by its
+    // name and by the part before '+'; nothing for a set this CPU lacks.
+    int found = par_kernels_find("nosuchset") == NULL && par_kernels_find("") == NULL &&
+                par_kernels_find(NULL) == NULL && par_kernels_find("avx") == NULL;
+    for (size_t v = 0; v < n_sets; v++) {
+        char stem[32];
+        snprintf(stem, sizeof stem, "%.*s", (int)strcspn(sets[v]->name, "+"), sets[v]->name);
+        found &= par_kernels_find(sets[v]->name) == sets[v] && par_kernels_find(stem) == sets[v];
+    }
+    const char *all_names[] = {"avx2+fma", "neon", "portable"};
+    for (size_t i = 0; i < 3; i++) {
+        int runs = 0;
+        for (size_t v = 0; v < n_sets; v++) runs |= strcmp(sets[v]->name, all_names[i]) == 0;
+        found &= (par_kernels_find(all_names[i]) != NULL) == runs;
+    }
+    par_check(found, "kernel sets: par_kernels_find by name and stem, NULL for others");
     test_gemm_acc();
     test_elementwise();
     test_transpose();

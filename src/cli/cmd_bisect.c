@@ -1,9 +1,12 @@
 // `parity bisect A B [flags]`: where two runs that should agree part. A and B
 // are each one string of `parity train` flags; both run in lockstep in one
 // set of processes (verify/bisect/bis_bisect.h), and the first differing step is
-// replayed tensor by tensor. `parity bisect --logs a.jsonl b.jsonl` compares
-// two saved step logs. Exit 0 no divergence, 1 divergence, 2 usage, 3
-// runtime error. Tests: tests/test_bisect.c, tests/test_bisect.sh.
+// replayed tensor by tensor. `parity bisect --logs a.jsonl b.jsonl [a.npz
+// b.npz]` compares two saved step logs, and the weights each run saved after
+// the first differing step array by array (runs of two builds or machines,
+// which cannot be replayed in one process). Exit 0 no divergence, 1
+// divergence, 2 usage, 3 runtime error. Tests: tests/test_bisect.c,
+// tests/test_bisect.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -61,7 +64,7 @@ static void side_table(cli_opt *t, side_opts *o)
 static void usage(const cli_opt *opts)
 {
     cli_usage("parity bisect A B [flags]\n"
-              "       parity bisect --logs A.jsonl B.jsonl [--json]\n\n"
+              "       parity bisect --logs A.jsonl B.jsonl [A.npz B.npz] [--json]\n\n"
               "A and B are each ONE quoted string of `parity train` flags (trainer, mode,\n"
               "threads, ranks, chunk, lr may differ); the flags after them apply to both.\n"
               "Both run in lockstep on the same batches from the same initial weights; after\n"
@@ -107,6 +110,56 @@ static double log_ulps(double a, double b)
     return bis_ulps(a, b, f32 ? PAR_F32 : PAR_F64);
 }
 
+// The weights two runs saved after the first differing step, array by array
+// (bis_weights). Returns 0, or an exit code after printing why not: files
+// that are not the logs' weights at that step are refused, since their
+// differences would point at the wrong step.
+static int logs_weights(bis_weights_result *w, const bis_log_result *r, const char *npz_a,
+                        const char *npz_b)
+{
+    par_status st = bis_weights(w, npz_a, npz_b);
+    if (st != PAR_OK)
+        return cli_fail("bisect", st, "give the .npz each run saved with `parity train --save`");
+    const char *path[2] = {npz_a, npz_b}, *got[2] = {w->xxh_a, w->xxh_b};
+    const char *want[2] = {r->weights_a, r->weights_b};
+    for (int i = 0; i < 2; i++) {
+        if (!want[i][0] || strcmp(got[i], want[i]) == 0) continue;
+        fprintf(stderr,
+                "parity bisect: %s: not the weights of log %c after step %ld (XXH3-128 %s, the "
+                "log has %s)\n",
+                path[i], 'a' + i, r->step, got[i], want[i]);
+        fprintf(stderr, "hint: run that side again with `parity train ... --steps %ld --save %s`\n",
+                r->step, path[i]);
+        bis_weights_free(w);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static json_t *weights_json(const bis_weights_result *w)
+{
+    json_t *arr = json_array();
+    for (size_t k = 0; k < w->n_arrays; k++) {
+        const bis_array_diff *t = &w->arrays[k];
+        if (!t->n_diff) continue;
+        json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:s}", "name", t->name, "shape", t->shape,
+                              "elements", (json_int_t)t->count, "differ", (json_int_t)t->n_diff,
+                              "index", (json_int_t)t->first, "element", t->index);
+        json_object_set_new(o, "a", jnum(t->a));
+        json_object_set_new(o, "b", jnum(t->b));
+        json_object_set_new(o, "ulps", jnum(t->ulps));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+static const bis_array_diff *first_differing(const bis_weights_result *w)
+{
+    for (size_t k = 0; k < w->n_arrays; k++)
+        if (w->arrays[k].n_diff) return &w->arrays[k];
+    return NULL;
+}
+
 static int bisect_logs(int argc, char **argv)
 {
     int logs = 0, json = 0, help = 0;
@@ -116,19 +169,25 @@ static int bisect_logs(int argc, char **argv)
         {"--help", CLI_FLAG, &help, "          this text"},
         {NULL, CLI_FLAG, NULL, NULL},
     };
-    const char *pos[2];
-    int n_pos, rc = cli_parse("bisect", argc, argv, 2, opts, pos, 2, &n_pos);
+    const char *pos[4];
+    int n_pos, rc = cli_parse("bisect", argc, argv, 2, opts, pos, 4, &n_pos);
     if (rc) return rc;
     if (help) {
         usage(opts);
         return EXIT_OK;
     }
-    if (n_pos != 2)
-        return fail_usage("--logs: expected two step logs", "parity bisect --logs a.jsonl b.jsonl");
+    if (n_pos != 2 && n_pos != 4)
+        return fail_usage("--logs: expected two step logs (and the two runs' .npz weights)",
+                          "parity bisect --logs a.jsonl b.jsonl [a.npz b.npz]");
     bis_log_result r;
     par_status st = bis_logs(&r, pos[0], pos[1]);
     if (st != PAR_OK)
         return cli_fail("bisect", st, "give two logs written by `parity train --log FILE`");
+    // The weights are compared at a step both logs have, where they part.
+    bis_weights_result w = {0};
+    const int with_npz = n_pos == 4 && r.diverged && strcmp(r.what, "length") != 0;
+    if (with_npz && (rc = logs_weights(&w, &r, pos[2], pos[3]))) return rc;
+    const bis_array_diff *fd = with_npz ? first_differing(&w) : NULL;
     const double ulps = r.diverged ? log_ulps(r.loss_a, r.loss_b) : NAN;
     if (json) {
         json_t *j = json_pack("{s:b, s:I, s:I, s:b}", "diverged", r.diverged, "steps_a",
@@ -139,12 +198,13 @@ static int bisect_logs(int argc, char **argv)
                                                                     : json_null());
         json_object_set_new(j, "what", r.diverged ? json_string(r.what) : json_null());
         json_object_set_new(j, "layer", json_null());
-        json_object_set_new(j, "tensor",
-                            !r.diverged ? json_null()
-                                        : json_string(strcmp(r.what, "weights") == 0 ? "weights"
-                                                      : strcmp(r.what, "length") == 0 ? "length"
-                                                                                      : "loss"));
-        json_object_set_new(j, "index", json_null());
+        const char *tensor = !r.diverged                        ? NULL
+                             : fd                               ? fd->name
+                             : strcmp(r.what, "weights") == 0 ? "weights"
+                             : strcmp(r.what, "length") == 0  ? "length"
+                                                                : "loss";
+        json_object_set_new(j, "tensor", tensor ? json_string(tensor) : json_null());
+        json_object_set_new(j, "index", fd ? json_integer((json_int_t)fd->first) : json_null());
         json_object_set_new(j, "a", jnum(r.loss_a));
         json_object_set_new(j, "b", jnum(r.loss_b));
         json_object_set_new(j, "ulps", jnum(ulps));
@@ -153,7 +213,9 @@ static int bisect_logs(int argc, char **argv)
                                                                   : json_null());
         json_object_set_new(j, "weights_xxh128_b", r.weights_b[0] ? json_string(r.weights_b)
                                                                   : json_null());
+        json_object_set_new(j, "arrays", with_npz ? weights_json(&w) : json_null());
         print_json(j);
+        bis_weights_free(&w);
         return r.diverged ? EXIT_VERIFY : EXIT_OK;
     }
     printf("logs: a = %s (%ld steps), b = %s (%ld steps), compared by %s\n", pos[0], r.steps_a,
@@ -175,8 +237,29 @@ static int bisect_logs(int argc, char **argv)
     printf("\n");
     if (r.digests)
         printf("  weights_xxh128 a = %s\n                 b = %s\n", r.weights_a, r.weights_b);
-    printf("hint: replay it in lockstep with `parity bisect A B --steps %ld` to name the tensor\n",
-           r.step);
+    if (!with_npz) {
+        printf("hint: replay it in lockstep with `parity bisect A B --steps %ld` to name the "
+               "tensor, or give the weights each run saves with --steps %ld --save\n",
+               r.step, r.step);
+        return EXIT_VERIFY;
+    }
+    printf("weights after step %ld: a = %s, b = %s%s\n", r.step, pos[2], pos[3],
+           r.digests ? " (the logs' digests at that step)" : "");
+    printf("  %zu of %zu arrays differ, in the parameter buffer's order:\n", w.n_differ,
+           w.n_arrays);
+    for (size_t k = 0; k < w.n_arrays; k++) {
+        const bis_array_diff *t = &w.arrays[k];
+        if (!t->n_diff) continue;
+        printf("  %s %s: %zu of %zu elements differ, first %s: a = %.17g, b = %.17g (%.0f ulps)\n",
+               t->name, t->shape, t->n_diff, t->count, t->index, t->a, t->b, t->ulps);
+    }
+    if (fd)
+        printf("first differing tensor: %s, element %s (in buffer order; all come from one "
+               "step)\n",
+               fd->name, fd->index);
+    else
+        printf("the weights agree after step %ld: only the loss differs\n", r.step);
+    bis_weights_free(&w);
     return EXIT_VERIFY;
 }
 

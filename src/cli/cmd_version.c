@@ -37,7 +37,13 @@ int cmd_version(int argc, char **argv)
     printf("compiler:   %s\n", field(p, "compiler"));
     printf("build type: %s\n", field(p, "build_type"));
     printf("flags:      %s\n", field(p, "c_flags"));
-    printf("kernels:    %s\n", par_kernels_variant());
+    const par_kernel_set *best = NULL;
+    par_kernels_available(&best, 1);
+    if (best && strcmp(best->name, par_kernels_variant()) != 0)
+        printf("kernels:    %s (PARITY_KERNELS; this CPU's best: %s)\n", par_kernels_variant(),
+               best->name);
+    else
+        printf("kernels:    %s\n", par_kernels_variant());
     printf("MPI:        %s\n", field(p, "mpi_library"));
     printf("mpirun:     %s\n", field(p, "mpirun_version"));
     printf("MPFR:       %s\n", field(p, "mpfr_version"));

@@ -1,9 +1,40 @@
 // parity: parallel NN training proven equal to a serial reference.
 // `parity help` lists the subcommands; each has --help.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "par_kernels.h"
+
+// PARITY_KERNELS=NAME forces a kernel set (avx2, neon, portable: any set this
+// CPU runs) for every subcommand and every process it starts (mpirun's ranks
+// and verify's runs inherit the variable). All sets give the same bits; the
+// switch is there to show it (tests/test_cross.sh) and to time them. The
+// library reads no environment: this is the CLI's choice, made before any
+// kernel runs. Unset or empty: the best set.
+static int kernels_from_env(void)
+{
+    const char *want = getenv("PARITY_KERNELS");
+    if (!want || !*want) return 0;
+    const par_kernel_set *k = par_kernels_find(want);
+    if (k) {
+        par_kernels_use(k);
+        return 0;
+    }
+    const par_kernel_set *sets[8];
+    size_t n = par_kernels_available(sets, 8);
+    n = n < 8 ? n : 8;
+    char names[160] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                 sets[i]->name);
+    fprintf(stderr, "parity: PARITY_KERNELS=%s: no such kernel set on this CPU (it runs: %s)\n",
+            want, names);
+    fprintf(stderr, "hint: set PARITY_KERNELS to one of those (or its part before +, as avx2), "
+                    "or unset it\n");
+    return EXIT_USAGE;
+}
 
 static void usage(FILE *f)
 {
@@ -27,6 +58,8 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     cli_omp_wait(argv);
+    const int krc = kernels_from_env();
+    if (krc) return krc;
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

@@ -1,16 +1,24 @@
-// Kernel instantiation and dispatch: dense kernels in two variants, portable
-// C (dense_impl.inc, libm's fma) and AVX2+FMA intrinsics (dense_avx2.inc),
-// each a par_kernel_set table; the best set the CPU runs is resolved once, on
-// first use. Elementwise kernels once (elementwise_impl.inc), their ReLU and
-// Adam loops through the set. Both variants evaluate the same fma chains, so
-// they agree bit for bit (test_kernels runs every available set).
+// Kernel instantiation and dispatch: dense kernels in up to three variants,
+// portable C (dense_impl.inc, libm's fma), AVX2+FMA intrinsics on x86-64 and
+// NEON on aarch64 (both the register-tiled dense_simd.inc; NEON's own pieces
+// in dense_neon.inc), each a par_kernel_set table; the best set the CPU runs
+// is resolved once, on first use. Elementwise kernels once
+// (elementwise_impl.inc), their ReLU and Adam loops through the set. Every
+// variant evaluates the same fma chains, so they agree bit for bit
+// (test_kernels runs every available set).
 #include "par_kernels.h"
 
 #include <math.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "par_math.h"
 #include "par_target.h"
+
+#ifdef PAR_HAVE_AARCH64
+#include <asm/hwcap.h>   // HWCAP_ASIMD
+#include <sys/auxv.h>    // getauxval
+#endif
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -55,6 +63,9 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
     return _mm256_cmpgt_epi64(_mm256_set1_epi64x((long long)n), idx);
 }
 
+#define TARGET PAR_TARGET_AVX2
+#define MR 6   // 12 accumulators of AVX2's 16 registers
+#define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #define V __m256
 #define VL 8
 #define REAL float
@@ -66,7 +77,7 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 #define ZERO _mm256_setzero_ps
 #define MLOAD(p, n) _mm256_maskload_ps((p), lane_mask32(n))
 #define NAME(f) CAT3(f, _f32_, avx2)
-#include "dense_avx2.inc"
+#include "dense_simd.inc"
 #undef V
 #undef VL
 #undef REAL
@@ -90,7 +101,7 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 #define ZERO _mm256_setzero_pd
 #define MLOAD(p, n) _mm256_maskload_pd((p), lane_mask64(n))
 #define NAME(f) CAT3(f, _f64_, avx2)
-#include "dense_avx2.inc"
+#include "dense_simd.inc"
 #undef V
 #undef VL
 #undef REAL
@@ -102,6 +113,9 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 #undef ZERO
 #undef MLOAD
 #undef NAME
+#undef TARGET
+#undef MR
+#undef PREFETCH
 // ReLU forward y = y > 0 ? y : 0 and backward dy = y > 0 ? dy : 0 with the
 // same semantics as the scalar loops (+0 for y <= 0, -0 and NaN included):
 // an ordered compare and a mask, no branch.
@@ -246,6 +260,11 @@ TRANSPOSE(f32, float, avx2, 8, tile_f32, PAR_TARGET_AVX2)
 TRANSPOSE(f64, double, avx2, 4, tile_f64, PAR_TARGET_AVX2)
 #endif
 
+// --- NEON variant (aarch64): its dense chains, ReLU, Adam and transposes -----
+#ifdef PAR_HAVE_AARCH64
+#include "dense_neon.inc"
+#endif
+
 // --- the sets ----------------------------------------------------------------
 #define SET_DTYPE(SFX, VAR)                                                                     \
     {                                                                                           \
@@ -270,14 +289,26 @@ static int cpu_has_avx2(void)
 }
 #endif
 
+#ifdef PAR_HAVE_NEON_VARIANT
+static const par_kernel_set set_neon = {
+    .name = "neon", .f32 = SET_DTYPE(f32, neon), .f64 = SET_DTYPE(f64, neon)};
+
+// Linux on aarch64 always reports Advanced SIMD (part of the base ISA); the
+// check still keeps NEON code off a system that does not report it.
+static int cpu_has_neon(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMD) != 0; }
+#endif
+
 // Every compiled set, best first, with the CPU test it needs (NULL: none).
-// A new variant (e.g. NEON) adds its table and one line here.
+// A new variant adds its table and one line here.
 static const struct {
     const par_kernel_set *set;
     int (*runs)(void);
 } candidates[] = {
 #ifdef PAR_HAVE_AVX2_VARIANT
     {&set_avx2, cpu_has_avx2},
+#endif
+#ifdef PAR_HAVE_NEON_VARIANT
+    {&set_neon, cpu_has_neon},
 #endif
     {&set_portable, NULL},
 };
@@ -321,6 +352,20 @@ static inline const par_kernel_set *kset(void)
 const par_kernel_set *par_kernels_active(void) { return kset(); }
 
 void par_kernels_use(const par_kernel_set *k) { atomic_store(&active_set, k ? k : best_set()); }
+
+const par_kernel_set *par_kernels_find(const char *name)
+{
+    const par_kernel_set *sets[sizeof candidates / sizeof candidates[0]];
+    const size_t n = par_kernels_available(sets, sizeof sets / sizeof sets[0]);
+    for (size_t i = 0; i < n && name; i++) {
+        const char *plus = strchr(sets[i]->name, '+');
+        const size_t stem = plus ? (size_t)(plus - sets[i]->name) : strlen(sets[i]->name);
+        if (strcmp(name, sets[i]->name) == 0 ||
+            (strlen(name) == stem && strncmp(name, sets[i]->name, stem) == 0))
+            return sets[i];
+    }
+    return NULL;
+}
 
 const char *par_kernels_variant(void) { return kset()->name; }
 

@@ -160,10 +160,11 @@ PAR_DECLARE_KERNELS(double, f64)
                           size_t o0, size_t o1, size_t i0, size_t i1);                          \
     }
 
-// One variant: a static const table per variant in par_dense.c ("portable",
-// "avx2+fma" where compiled). Resolved once: the first kernel call picks the
-// best set the CPU runs (thread-safe); each dispatched public kernel is then
-// one indirect call through the active set (docs/DESIGN.md, section 4).
+// One variant: a static const table per variant in par_dense.c ("portable";
+// "avx2+fma" on x86-64, "neon" on aarch64). Resolved once: the first kernel
+// call picks the best set the CPU runs (thread-safe); each dispatched public
+// kernel is then one indirect call through the active set (docs/DESIGN.md,
+// section 4).
 typedef struct par_kernel_set {
     const char *name;
     PAR_KERNEL_SET_DTYPE(float) f32;
@@ -179,7 +180,13 @@ size_t par_kernels_available(const par_kernel_set **sets, size_t max);
 // Tests and tools: make k (one of par_kernels_available's) the active set;
 // NULL goes back to the best. Not while kernels run on other threads.
 void par_kernels_use(const par_kernel_set *k);
-// Name of the active set: "avx2+fma" where the CPU has both, else "portable".
+// The set called name that this CPU runs: a set's name ("avx2+fma", "neon",
+// "portable") or the part of it before '+' ("avx2"); NULL when there is none
+// (unknown name, a set not compiled in or one this CPU cannot run). For a
+// caller that lets the user force a set (the CLI's PARITY_KERNELS).
+const par_kernel_set *par_kernels_find(const char *name);
+// Name of the active set: the best the CPU runs ("avx2+fma" on x86-64 with
+// both, "neon" on aarch64, else "portable") unless par_kernels_use chose one.
 const char *par_kernels_variant(void);
 
 #endif

@@ -3,6 +3,8 @@
 // functions carry the attribute, the rest of a file stays portable, and the
 // caller picks the variant at run time by a CPU test (par_dense.c). gcc and
 // clang both accept the attribute; clang ignores "#pragma GCC target".
+// aarch64 needs no attribute: Advanced SIMD (NEON, with its fma) is part of
+// the base ARMv8-A architecture every aarch64 compiler targets.
 #ifndef PAR_TARGET_H
 #define PAR_TARGET_H
 
@@ -12,6 +14,11 @@
 // included (an intrinsic is inlined only into a function with its target).
 #define PAR_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #include <immintrin.h>   // declares every intrinsic, whatever the -m flags
+#endif
+
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define PAR_HAVE_AARCH64 1
+#include <arm_neon.h>
 #endif
 
 #endif

@@ -135,6 +135,32 @@ typedef struct bis_log_result {
 // (SHA-256 digests, "weights_sha256"); the message names file and line.
 par_status bis_logs(bis_log_result *r, const char *path_a, const char *path_b);
 
+// One array of two .npz weight files compared element by element, bitwise.
+typedef struct bis_array_diff {
+    char name[64];              // "layer0.weight"
+    char shape[48];             // "(256, 784)"
+    size_t count, n_diff;       // elements, and how many differ
+    size_t first;               // flat index of the first differing element (C order)
+    char index[48];             // the same as "[3,17]" ("" when none differs)
+    double a, b, ulps;          // its values and their distance in the array's dtype
+} bis_array_diff;
+
+typedef struct bis_weights_result {
+    char xxh_a[33], xxh_b[33];  // XXH3-128 of each file's arrays, concatenated in order:
+                                // the step log's weights_xxh128 of the same weights
+    size_t n_arrays, n_differ;
+    bis_array_diff *arrays;     // n_arrays, in the files' (the parameter buffer's) order
+} bis_weights_result;
+
+// Compares two .npz weight files (`parity train --save`) array by array: what
+// `parity bisect --logs` adds when a log pair comes from two builds or
+// machines that cannot be replayed in lockstep, with the weights each run
+// saved after the first differing step. Both files must hold the same arrays
+// (names, shapes, dtypes; else PAR_ERR_FORMAT naming the first mismatch).
+// Free with bis_weights_free.
+par_status bis_weights(bis_weights_result *r, const char *npz_a, const char *npz_b);
+void bis_weights_free(bis_weights_result *r);
+
 // ---- helpers (public for tests) -----------------------------------------------
 
 // |a - b| in units in the last place of dtype dt (both representable in dt):

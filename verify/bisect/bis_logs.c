@@ -2,7 +2,8 @@
 // `parity train --log`, by their per-step XXH3-128 digests (or the loss
 // values when a log has none); see bis_bisect.h. Epoch lines are skipped. A
 // log of an older parity (SHA-256 step digests) is refused, never compared
-// with XXH3 digests. Not a replay: a log holds no tensors.
+// with XXH3 digests. Not a replay: a log holds no tensors; bis_weights
+// compares the .npz weights two runs saved after the step array by array.
 // Tests: tests/test_bisect.c, tests/test_bisect.sh.
 #define _POSIX_C_SOURCE 200809L
 #include "bis_bisect.h"
@@ -183,4 +184,104 @@ par_status bis_logs(bis_log_result *r, const char *path_a, const char *path_b)
     free(la.s);
     free(lb.s);
     return st;
+}
+
+// The XXH3-128 of an archive's arrays in order, as the step log digests the
+// parameter buffer (par_weights_save writes one array per view, in order).
+static par_status npz_digest(char out[33], const par_npz *z)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < z->n; k++) n += z->arrays[k].count * par_dtype_size(z->arrays[k].dtype);
+    char *buf = malloc(n ? n : 1);
+    PAR_FAIL_IF(!buf, PAR_ERR_ALLOC, "out of memory");
+    size_t off = 0;
+    for (size_t k = 0; k < z->n; k++) {
+        const size_t sz = z->arrays[k].count * par_dtype_size(z->arrays[k].dtype);
+        memcpy(buf + off, z->arrays[k].data, sz);
+        off += sz;
+    }
+    par_xxh128_hex(out, buf, n);
+    free(buf);
+    return PAR_OK;
+}
+
+// "[i,j,...]" of flat index i in array x (C order).
+static void index_text(char *buf, size_t cap, const par_array *x, size_t i)
+{
+    size_t idx[4];
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        idx[d] = x->shape[d] ? i % x->shape[d] : 0;
+        i = x->shape[d] ? i / x->shape[d] : 0;
+    }
+    size_t len = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < x->ndim && len < cap; d++)
+        len += (size_t)snprintf(buf + len, cap - len, d ? ",%zu" : "%zu", idx[d]);
+    if (len < cap) snprintf(buf + len, cap - len, "]");
+}
+
+static void shape_text(char *buf, size_t cap, const par_array *x)
+{
+    size_t len = (size_t)snprintf(buf, cap, "(");
+    for (int d = 0; d < x->ndim && len < cap; d++)
+        len += (size_t)snprintf(buf + len, cap - len, d ? ", %zu" : "%zu", x->shape[d]);
+    if (len < cap) snprintf(buf + len, cap - len, x->ndim == 1 ? ",)" : ")");   // as numpy
+}
+
+static par_status compare_arrays(bis_weights_result *r, const par_npz *a, const par_npz *b,
+                                 const char *path_a, const char *path_b)
+{
+    PAR_FAIL_IF(a->n != b->n, PAR_ERR_FORMAT, "%s holds %zu arrays, %s %zu: not the same model",
+                path_a, a->n, path_b, b->n);
+    r->arrays = calloc(a->n ? a->n : 1, sizeof *r->arrays);
+    PAR_FAIL_IF(!r->arrays, PAR_ERR_ALLOC, "out of memory");
+    r->n_arrays = a->n;
+    for (size_t k = 0; k < a->n; k++) {
+        const par_array *x = &a->arrays[k], *y = &b->arrays[k];
+        int same = strcmp(x->name, y->name) == 0 && x->dtype == y->dtype && x->ndim == y->ndim &&
+                   x->count == y->count;
+        for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == y->shape[d];
+        PAR_FAIL_IF(!same, PAR_ERR_FORMAT,
+                    "array %zu: %s in %s, %s in %s, not the same name, shape and dtype", k + 1,
+                    x->name, path_a, y->name, path_b);
+        bis_array_diff *t = &r->arrays[k];
+        snprintf(t->name, sizeof t->name, "%s", x->name);
+        shape_text(t->shape, sizeof t->shape, x);
+        t->count = x->count;
+        const size_t sz = par_dtype_size(x->dtype);
+        for (size_t i = 0; i < x->count; i++) {
+            if (memcmp((const char *)x->data + i * sz, (const char *)y->data + i * sz, sz) == 0)
+                continue;
+            if (t->n_diff++ == 0) {
+                t->first = i;
+                index_text(t->index, sizeof t->index, x, i);
+                t->a = par_get_real(x->dtype, x->data, i);
+                t->b = par_get_real(y->dtype, y->data, i);
+                t->ulps = bis_ulps(t->a, t->b, x->dtype);
+            }
+        }
+        r->n_differ += t->n_diff > 0;
+    }
+    return PAR_OK;
+}
+
+par_status bis_weights(bis_weights_result *r, const char *npz_a, const char *npz_b)
+{
+    memset(r, 0, sizeof *r);
+    par_npz a = {0}, b = {0};
+    PAR_TRY(par_npz_read(&a, npz_a));
+    par_status st = par_npz_read(&b, npz_b);
+    if (st == PAR_OK) st = npz_digest(r->xxh_a, &a);
+    if (st == PAR_OK) st = npz_digest(r->xxh_b, &b);
+    if (st == PAR_OK) st = compare_arrays(r, &a, &b, npz_a, npz_b);
+    par_npz_free(&a);
+    par_npz_free(&b);
+    if (st != PAR_OK) bis_weights_free(r);
+    return st;
+}
+
+void bis_weights_free(bis_weights_result *r)
+{
+    free(r->arrays);
+    r->arrays = NULL;
+    r->n_arrays = r->n_differ = 0;
 }
