@@ -15,7 +15,7 @@
 #include "par_math.h"
 #include "par_target.h"
 
-#ifdef PAR_HAVE_AARCH64
+#if defined(PAR_HAVE_AARCH64) && defined(__linux__)
 #include <asm/hwcap.h>   // HWCAP_ASIMD
 #include <sys/auxv.h>    // getauxval
 #endif
@@ -293,9 +293,16 @@ static int cpu_has_avx2(void)
 static const par_kernel_set set_neon = {
     .name = "neon", .f32 = SET_DTYPE(f32, neon), .f64 = SET_DTYPE(f64, neon)};
 
-// Linux on aarch64 always reports Advanced SIMD (part of the base ISA); the
-// check still keeps NEON code off a system that does not report it.
-static int cpu_has_neon(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMD) != 0; }
+// Advanced SIMD is part of the base ARMv8-A ISA, and Linux always reports it;
+// the check still keeps NEON code off a Linux system that does not.
+static int cpu_has_neon(void)
+{
+#ifdef __linux__
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMD) != 0;
+#else
+    return 1;
+#endif
+}
 #endif
 
 // Every compiled set, best first, with the CPU test it needs (NULL: none).
