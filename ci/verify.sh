@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing (ci/setup.sh, which also fetches the
 # datasets), builds, makes a signing key if there is none, runs the verify
-# suite (`parity verify verify/suites/default`, under 20 minutes on 2 cores)
+# suite (`parity verify verify/suites/default`, about 25 minutes on 2 cores)
 # and prints its table. Exits with parity verify's code: 0 passed and signed,
 # 1 a verdict failed (table printed, not signed), 2 suite error, 3 runtime.
 # Usage: ci/verify.sh [SUITE]   (default, quick, full, studies, studies-quick
