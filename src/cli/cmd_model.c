@@ -182,11 +182,16 @@ static int time_serial(const char *exe, const char *args, int copies, double *en
         const json_t *ph = json_object_get(j, "phase_seconds");
         const double steps = json_number_value(json_object_get(j, "steps"));
         if (!ph || steps <= 0) bad = 1;
-        double in = 0, out = 0;
-        const char *inside[] = {"forward", "backward", "weight_grads", "update"};
-        const char *rest[] = {"batch", "log", "other"};
-        for (int k = 0; k < 4 && !bad; k++) in += json_number_value(json_object_get(ph, inside[k]));
-        for (int k = 0; k < 3 && !bad; k++) out += json_number_value(json_object_get(ph, rest[k]));
+        // The engine's phases; the rest (the batch, the hooks and "other",
+        // what no phase holds) is the step's cost outside it.
+        double in = 0, out = json_number_value(json_object_get(ph, "other"));
+        for (int k = 0; k < PAR_PHASE_N && !bad; k++) {
+            const double v = json_number_value(json_object_get(ph, par_phase_names[k]));
+            if (k == PAR_PHASE_BATCH || k == PAR_PHASE_LOG)
+                out += v;
+            else if (k != PAR_PHASE_COMM)   // a serial run has none
+                in += v;
+        }
         if (!bad) *engine += in / steps / copies, *outside += out / steps / copies;
         json_decref(j);
     }

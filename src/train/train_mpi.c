@@ -93,6 +93,15 @@ static void own_chunks(size_t n_chunks, int r, int P, size_t *c0, size_t *c1)
     *c1 = *c0 + base + (ur < extra);
 }
 
+// The samples [*s0, *s1) of a batch of B in chunks of C that rank r owns.
+static void own_samples(size_t B, size_t C, int r, int P, size_t *s0, size_t *s1)
+{
+    size_t c0, c1;
+    own_chunks(par_n_chunks(B, C), r, P, &c0, &c1);
+    *s0 = c0 * C < B ? c0 * C : B;
+    *s1 = c1 * C < B ? c1 * C : B;
+}
+
 // Whether exact mpi/hybrid gathers layer l's activations (par_ring_gathers).
 static int gathered_layer(const mpi_state *s, int l)
 {
@@ -395,11 +404,9 @@ static void update_own(mpi_state *s, const par_update *u, int k, int tag)
 static void gather_rows(mpi_state *s, void *buf, size_t row, size_t B, int to_root)
 {
     int *counts = s->counts, *displs = s->displs;
-    const size_t n_chunks = par_n_chunks(B, s->e.C);
     for (int q = 0; q < s->size; q++) {
-        size_t c0, c1;
-        own_chunks(n_chunks, q, s->size, &c0, &c1);
-        const size_t q0 = c0 * s->e.C < B ? c0 * s->e.C : B, q1 = c1 * s->e.C < B ? c1 * s->e.C : B;
+        size_t q0, q1;
+        own_samples(B, s->e.C, q, s->size, &q0, &q1);
         displs[q] = (int)(q0 * row);
         counts[q] = (int)((q1 - q0) * row);
     }
@@ -613,7 +620,8 @@ static par_status step(void *state, const par_batch *batch, double *loss)
     size_t c0, c1;
     own_chunks(n_chunks, s->rank, s->size, &c0, &c1);
     par_engine_begin_step(e);
-    const size_t s0 = c0 * C < B ? c0 * C : B, s1 = c1 * C < B ? c1 * C : B;
+    size_t s0, s1;
+    own_samples(B, C, s->rank, s->size, &s0, &s1);
     // Also a rank without chunks: batchnorm's batch sums pass through it.
     par_engine_forward_backward(e, batch, s0, s1, 1);
 
