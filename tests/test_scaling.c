@@ -97,6 +97,15 @@ int main(void)
     par_check(near(sm_step_seconds(&k, SM_MPI_FAST, 8, 64) - sm_comm_seconds(&k, SM_MPI_FAST, 8, 64),
                    520e-6 + 6e-6),
               "8 ranks take turns on 4 cores");
+    // P = 3 on 2 cores that do not slow each other: one core holds two of the
+    // ranks, and each step waits for both: slow = ceil(3 / 2) = 2 (not 1.5):
+    // 3 chunks = 24 samples, (100us + 240us + 20us) 2 = 720us, + 2 log2(4) 1us
+    sm_costs k2 = k;
+    k2.cores = 2;
+    k2.contention = 1;
+    const double t3 = sm_step_seconds(&k2, SM_MPI_FAST, 3, 64);
+    par_check(near(t3 - sm_comm_seconds(&k2, SM_MPI_FAST, 3, 64), 720e-6 + 4e-6),
+              "3 ranks on 2 cores: the busiest core sets the pace");
     // one rank: no contention, no agreement: 100us + 640us + 20us
     par_check(near(sm_step_seconds(&k, SM_MPI_FAST, 1, 64), 760e-6), "one rank on 4 cores");
     // a short last batch: B = 20, P = 1: all 20 samples

@@ -34,11 +34,13 @@ static int cmp_double(const void *a, const void *b)
 }
 
 #ifdef PARITY_HAVE_MPI
-// Between ranks 0 and 1; rank 0 prints {"alpha": s, "beta": s/byte}. alpha:
-// half a ping-pong of 8 bytes; beta: from both ranks exchanging n bytes at
-// once (MPI_Sendrecv), as the ring, the all-gather and allreduce move data
-// while every rank also receives, at 1 and 4 MB. Medians of the repeats: a
-// training step meets typical transfers, not the best one.
+// Rank 0 prints {"alpha": s, "beta": s/byte}. alpha: half a ping-pong of 8
+// bytes between ranks 0 and 1; beta: from every rank sending n bytes to the
+// next on a ring while it receives from the one before (MPI_Sendrecv; on 2
+// ranks an exchange), as the ring, the all-gather and allreduce move data,
+// at 1 and 4 MB. With more ranks than cores the ring meets the ranks' taking
+// turns, as training does. Medians of the repeats: a training step meets
+// typical transfers, not the best one.
 static int probe_comm(void)
 {
     int rank, size;
@@ -64,9 +66,10 @@ static int probe_comm(void)
             } else if (k == 0 && rank == 1) {
                 MPI_Recv(buf, (int)sizes[k], MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 MPI_Send(buf, (int)sizes[k], MPI_BYTE, 0, 0, MPI_COMM_WORLD);
-            } else if (rank < 2) {   // the rest: an exchange, both ways at once
-                MPI_Sendrecv(buf, (int)sizes[k], MPI_BYTE, 1 - rank, 1, back, (int)sizes[k],
-                             MPI_BYTE, 1 - rank, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else if (k > 0) {   // the rest: a step of a ring, all ranks at once
+                MPI_Sendrecv(buf, (int)sizes[k], MPI_BYTE, (rank + 1) % size, 1, back,
+                             (int)sizes[k], MPI_BYTE, (rank + size - 1) % size, 1,
+                             MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             }
             t[r] = (MPI_Wtime() - t0) / (k == 0 ? 2 : 1);
         }
@@ -91,23 +94,25 @@ static int probe_comm(void)
 }
 #endif
 
-// Runs a command, returns the number field `key` of the JSON on its stdout.
-static int run_json_number(const char *cmd, const char *key, double *out)
+// Runs a command; out[i] = the number field keys[i] of the JSON on its
+// stdout, for the n keys. 0 when the command succeeded and printed them all.
+static int run_json_numbers(const char *cmd, int n, const char *const keys[], double out[])
 {
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     char line[8192];
-    int found = -1;
+    int found = 0;
     while (fgets(line, sizeof line, p)) {
         json_error_t err;
         json_t *j = json_loads(line, 0, &err);
-        if (j && json_is_number(json_object_get(j, key))) {
-            *out = json_number_value(json_object_get(j, key));
-            found = 0;
-        }
+        for (int i = 0; i < n && j; i++)
+            if (json_is_number(json_object_get(j, keys[i]))) {
+                out[i] = json_number_value(json_object_get(j, keys[i]));
+                found |= 1 << i;
+            }
         json_decref(j);
     }
-    return pclose(p) == 0 ? found : -1;
+    return pclose(p) == 0 && found == (1 << n) - 1 ? 0 : -1;
 }
 
 // The command that runs `args` of this binary on R ranks: the launcher with
@@ -131,6 +136,19 @@ static void launch_cmd(char *out, size_t n, const char *launcher, int R, const c
     } else {
         snprintf(out, n, "'%s' %s --ranks %d 2>/dev/null </dev/null", exe, args, R);
     }
+}
+
+// alpha and beta from `parity model --probe-comm` on R ranks (one run).
+static int probe_on(const char *launcher, int R, const char *exe, double *alpha, double *beta)
+{
+    char cmd[8192];
+    launch_cmd(cmd, sizeof cmd, launcher, R, exe, "model --probe-comm");
+    const char *const keys[] = {"alpha", "beta"};
+    double v[2];
+    if (run_json_numbers(cmd, 2, keys, v) != 0) return -1;
+    *alpha = v[0];
+    *beta = v[1];
+    return 0;
 }
 
 typedef struct model_opts {
@@ -356,9 +374,7 @@ int cmd_model(int argc, char **argv)
     char exe[4096], cmd[8192];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
-    launch_cmd(cmd, sizeof cmd, o.launcher, 2, exe, "model --probe-comm");
-    const int have_comm =
-        run_json_number(cmd, "alpha", &c.alpha) == 0 && run_json_number(cmd, "beta", &c.beta) == 0;
+    const int have_comm = probe_on(o.launcher, 2, exe, &c.alpha, &c.beta) == 0;
     if (!have_comm)
         fprintf(stderr, "parity model: the MPI probe did not run; predictions leave communication out\n");
 
@@ -388,24 +404,35 @@ int cmd_model(int argc, char **argv)
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         const int R = atoi(tok);
         if (R < 1) continue;
+        // alpha and beta measured on R ranks: on one host with more ranks
+        // than cores a ring step costs more than on two ranks.
+        sm_costs here = c;
+        if (have_comm && R > 2 && probe_on(o.launcher, R, exe, &here.alpha, &here.beta) != 0)
+            here.alpha = c.alpha, here.beta = c.beta;
+        // Without --launcher the runs are on this host, where the weights are
+        // shared, and its cores are shared by the ranks (with it: --cores).
+        here.one_host = o.launcher == NULL;
+        here.cores = o.launcher == NULL || o.cores > 0 ? cores : 0;
         for (int d = 0; d < 2; d++) {
             const sm_design des = d ? SM_MPI_FAST : SM_MPI_EXACT;
             char args[1024];
             train_args(args, sizeof args, &o, &optim, "mpi", d ? "fast" : "exact");
             launch_cmd(cmd, sizeof cmd, o.launcher, R, exe, args);
-            double secs;
-            if (run_json_number(cmd, "seconds", &secs) != 0) continue;
-            // Without --launcher the runs are on this host, where the weights are
-            // shared, and its cores are shared by the ranks (with it: --cores).
-            sm_costs here = c;
-            here.one_host = o.launcher == NULL;
-            here.cores = o.launcher == NULL || o.cores > 0 ? cores : 0;
-            const double meas = secs / o.steps, pred = sm_step_seconds(&here, des, R, B);
-            json_array_append_new(val, json_pack("{s:s, s:i, s:I, s:f, s:f, s:f}", "design",
-                                                 sm_design_name(des), "ranks", R, "batch",
-                                                 (json_int_t)B, "measured_step_s", meas,
-                                                 "predicted_step_s", pred, "error",
-                                                 (pred - meas) / meas));
+            // The median of 3 runs: one run can meet a slow spell of the
+            // machine (a neighbour, or a VM's cores placed far apart).
+            const char *const key[] = {"seconds"};
+            double secs[3];
+            int ran = 0;
+            while (ran < 3 && run_json_numbers(cmd, 1, key, &secs[ran]) == 0) ran++;
+            if (ran < 3) continue;
+            qsort(secs, 3, sizeof *secs, cmp_double);
+            const double meas = secs[1] / o.steps, pred = sm_step_seconds(&here, des, R, B);
+            json_array_append_new(val, json_pack("{s:s, s:i, s:I, s:f, s:f, s:f, s:f, s:f}",
+                                                 "design", sm_design_name(des), "ranks", R,
+                                                 "batch", (json_int_t)B, "measured_step_s",
+                                                 meas, "predicted_step_s", pred, "error",
+                                                 (pred - meas) / meas, "alpha", here.alpha,
+                                                 "beta", here.beta));
         }
     }
 
@@ -476,12 +503,16 @@ int cmd_model(int argc, char **argv)
         size_t i;
         json_t *v;
         json_array_foreach(val, i, v)
-            printf("  %-10s R=%-3d measured %8.3f ms  predicted %8.3f ms  error %+6.1f%%\n",
+            printf("  %-10s R=%-3d measured %8.3f ms  predicted %8.3f ms  error %+6.1f%%"
+                   "   (probe on R ranks: alpha %.2f us, %.2f GB/s)\n",
                    json_string_value(json_object_get(v, "design")),
                    (int)json_integer_value(json_object_get(v, "ranks")),
                    1e3 * json_real_value(json_object_get(v, "measured_step_s")),
                    1e3 * json_real_value(json_object_get(v, "predicted_step_s")),
-                   100 * json_real_value(json_object_get(v, "error")));
+                   100 * json_real_value(json_object_get(v, "error")),
+                   1e6 * json_real_value(json_object_get(v, "alpha")),
+                   json_real_value(json_object_get(v, "beta")) > 0
+                       ? 1e-9 / json_real_value(json_object_get(v, "beta")) : 0.0);
         printf("\nPREDICTED strong scaling (global batch fixed): speedup / efficiency\n");
         printf("  %-10s %6s", "design", "batch");
         for (int R = 1; R <= o.max_ranks; R *= 4) printf("   R=%-4d     ", R);

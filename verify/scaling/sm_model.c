@@ -58,7 +58,9 @@ double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B)
     if (c->cores > 0) {
         const int k = P < c->cores ? P : c->cores;
         if (c->cores > 1) slow = 1 + (c->contention - 1) * (k - 1) / (c->cores - 1);
-        if (P > c->cores) slow *= (double)P / c->cores;
+        // More ranks than cores: they synchronize every step, so the core
+        // holding the most ranks, ceil(P / cores) of them, sets the pace.
+        if (P > c->cores) slow *= ceil((double)P / c->cores);
     }
     const double agree = P > 1 ? 2 * log2_ceil(P) * c->alpha : 0;
     return (t0 + (double)samples * c->t_sample + c->t_run) * slow + sm_comm_seconds(c, d, P, B) +

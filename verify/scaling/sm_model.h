@@ -55,7 +55,8 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 // slow + comm + the run's per-step agreement of the ranks, 2 ceil(log2 P) a.
 // slow: 1 without cores; with P ranks on `cores` cores, the contention of
 // min(P, cores) busy cores, 1 + (contention - 1) (k - 1) / (cores - 1), and
-// P / cores more when P > cores (the ranks take turns).
+// ceil(P / cores) more when P > cores (the ranks of the busiest core take
+// turns, and every rank waits for them each step).
 // The busiest rank holds ceil(n_chunks / P) chunks of C samples (at most B).
 // mpi exact shards the update: t0 - t_update + t_update / P, plus
 // t_panel (P-1)/P for the panels of the weights received (P > 1; none
