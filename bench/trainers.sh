@@ -4,7 +4,8 @@
 # medians of ROUNDS interleaved rounds (every round runs every config once, so
 # a slow spell of a shared machine hits all of them alike); speedup over
 # serial exact, exact/fast speed ratio, and the bytes one rank sends per step
-# against 2 N sizeof(f32) of a ring allreduce.
+# against 2 N sizeof(f32) of a ring allreduce; then where each config's step
+# goes (phase_seconds, microseconds per step).
 # Prints figures; it is a benchmark, not a test.
 # Usage: bench/trainers.sh [ROUNDS] [EPOCHS]   (3 rounds of 1 epoch)
 set -euo pipefail
@@ -54,4 +55,16 @@ for i, c in enumerate(configs):
         print("%-30s %-6s %9.3f %9.3f %8.2fx %13.0f %8.3fx" % (c, m, sec[(i, m)], lo,
               base / sec[(i, m)], b, b / (2 * N * 4)))
     print("%-30s exact/fast speed ratio %.2f" % (c, sec[(i, "fast")] / sec[(i, "exact")]))
+
+# Where a step goes: the median over the rounds of each phase of
+# phase_seconds (rank 0's, the master thread's), in microseconds per step.
+phases = list(runs(0, "exact")[0]["phase_seconds"])
+print("\nper-phase profile, us per step (medians; %s)" % ", ".join(phases))
+print("%-30s %-6s" % ("config", "mode") + "".join(" %7s" % p[:7] for p in phases))
+for i, c in enumerate(configs):
+    for m in ("exact", "fast"):
+        js = runs(i, m)
+        us = [statistics.median(1e6 * j["phase_seconds"][p] / j["steps"] for j in js)
+              for p in phases]
+        print("%-30s %-6s" % (c, m) + "".join(" %7.1f" % u for u in us))
 PY

@@ -47,6 +47,7 @@ typedef struct trajectory {
     void *w;             // steps x n_params of dtype: weights after each step
     void *g;             // n_params of dtype: the gradient of the last step
     double bytes_max;    // MPI trainers: the most bytes a rank sent per step
+    long one_thread;     // steps run on one thread of several (par_trainer_stats)
 } trajectory;
 
 // Runs `steps` steps of trainer ops from cfg (batch cfg->batch, shuffled
@@ -63,6 +64,7 @@ static inline par_status run_trajectory(trajectory *tr, const par_trainer_ops *o
     tr->w = malloc((size_t)steps * N * sz);
     tr->g = calloc(N, sz);
     tr->bytes_max = 0;
+    tr->one_thread = 0;
     void *x = malloc(B * 784 * sz);
     int32_t *labels = malloc(B * sizeof *labels);
     void *state = NULL;
@@ -97,8 +99,10 @@ static inline par_status run_trajectory(trajectory *tr, const par_trainer_ops *o
     if (st == PAR_OK && ops->grad) st = ops->grad(state, &g);   // collective for MPI trainers
     if (st == PAR_OK && g) memcpy(tr->g, g, N * sz);
     par_trainer_stats stats;
-    if (st == PAR_OK && ops->stats && ops->stats(state, &stats) == PAR_OK)
+    if (st == PAR_OK && ops->stats && ops->stats(state, &stats) == PAR_OK) {
         tr->bytes_max = stats.bytes_sent_max;
+        tr->one_thread = stats.steps_one_thread;
+    }
     ops->destroy(state);
     free(order);
     free(x);

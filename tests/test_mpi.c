@@ -109,8 +109,29 @@ int main(int argc, char **argv)
                 check_exact(ops, &cfg, &ds, &ref, st_ref, rank, size,
                             !ring ? "" : msg ? " (weights by messages)" : " (shared weights)");
             }
-            trajectory_free(&ref);
             cfg.weights_by_messages = 0;
+            // hybrid and root: the governor may change a rank's thread count
+            // between any two steps (a busy machine), each rank on its own:
+            // one thread and T on alternate steps, the same bits.
+            if (T > 1) {
+                cfg.threads_policy = PAR_THREADS_ALTERNATE;
+                trajectory t;
+                const par_status st = run_trajectory(&t, ops, &cfg, &ds, STEPS);
+                // Odd steps on one thread: 15 of 30 (the alternation really ran).
+                int ok = par_ran(st, "  (this rank)") &&
+                         trajectory_equal(&t, &ref, &m, dt, "  (this rank)") &&
+                         t.one_thread == STEPS / 2, all;
+                if (t.one_thread != STEPS / 2)
+                    printf("  rank %d: %ld steps on one thread\n", rank, t.one_thread);
+                MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+                snprintf(name, sizeof name, "%s R=%d 1 and %d threads alternating == reference, "
+                         "%s, B=%zu C=%zu", ops->name, size, T, par_dtype_name(dt), cfg.batch,
+                         cfg.chunk);
+                par_check(all, name);
+                trajectory_free(&t);
+                cfg.threads_policy = PAR_THREADS_ADAPT;
+            }
+            trajectory_free(&ref);
 
             par_run_cfg f = cfg;
             f.mode = PAR_MODE_FAST;

@@ -74,8 +74,12 @@ int main(void)
                 cfg.threads_policy = PAR_THREADS_ALTERNATE;
                 snprintf(name, sizeof name, "omp 1 and %d threads alternating == reference, %s, "
                          "B=%zu C=%zu", T, dn, cfg.batch, cfg.chunk);
-                if (par_ran(run_trajectory(&t, &par_trainer_omp, &cfg, &ds, STEPS), name))
+                if (par_ran(run_trajectory(&t, &par_trainer_omp, &cfg, &ds, STEPS), name)) {
                     trajectory_equal(&t, &ref, &m, dt, name);
+                    snprintf(name, sizeof name, "omp 1 and %d threads alternating: %ld of %d "
+                             "steps on one thread (the odd ones)", T, t.one_thread, STEPS);
+                    par_check(t.one_thread == STEPS / 2, name);
+                }
                 trajectory_free(&t);
             }
             cfg.threads_policy = PAR_THREADS_ADAPT;

@@ -135,7 +135,7 @@ static void print_json(const train_run *t, const par_session_result *r)
         json_object_set_new(j, "best_epoch", json_integer(r->best_epoch + 1));
     if (r->last_ckpt >= 0)
         json_object_set_new(j, "last_checkpoint_step", json_integer(r->last_ckpt));
-    if (r->stats.threads_adaptive)   // omp: steps the governor ran on one thread
+    if (r->stats.threads_adaptive)   // steps the governor ran on one thread
         json_object_set_new(j, "steps_one_thread", json_integer(r->stats.steps_one_thread));
     if (r->stats.steps > 0) {   // MPI trainers: the busiest rank's traffic and wait
         json_object_set_new(j, "bytes_sent_per_step", json_real(r->stats.bytes_sent_max));

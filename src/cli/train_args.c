@@ -47,7 +47,7 @@ int cli_train_parse(train_opts *o, int argc, char **argv)
         {"--select", CLI_STR, &o->select, "last|best-val  weights kept at the end: the last, or the epoch with the best validation accuracy (last)"},
         {"--seed", CLI_U64, &o->seed, "S         seed of initialisation and shuffling (42)"},
         {"--threads", CLI_INT, &o->threads, "T         OpenMP threads per process (OMP_NUM_THREADS, else 1)"},
-        {"--fixed-threads", CLI_FLAG, &o->fixed_threads, "          omp: every step on --threads threads (default: steps run on one thread while that is measured faster, as on a busy machine; the same bits)"},
+        {"--fixed-threads", CLI_FLAG, &o->fixed_threads, "          omp, hybrid, root: every step on --threads threads (default: steps run on one thread while that is measured faster, as on a busy machine; the same bits)"},
         {"--weights-by-messages", CLI_FLAG, &o->weights_by_messages, "          exact mpi/hybrid: pass the new weights round the ring even when every rank is on one host (default there: one copy in MPI shared memory; the same bits)"},
         {"--ranks", CLI_INT, &o->ranks, "R         launch R MPI ranks through mpirun (mpi/hybrid/root)"},
         {"--log", CLI_STR, &o->log, "FILE      JSONL log: one line per step and per epoch, written as it goes"},

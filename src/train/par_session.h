@@ -51,7 +51,7 @@ typedef struct par_session_cfg {
     const char *save;              // rank 0 writes the final weights there
     const char *log;               // JSONL step log (rank 0)
     int no_digest;                 // no per-step weight digests in the log
-    int fixed_threads;             // omp: every step on `threads` threads (PAR_THREADS_FIXED)
+    int fixed_threads;             // every step on `threads` threads (PAR_THREADS_FIXED)
     int weights_by_messages;       // exact mpi/hybrid: no shared copy of the weights
     const char *ckpt_dir;          // checkpoints there (one run per folder); NULL: none
     const char *resume;            // continue the run of this folder (and, without

@@ -93,8 +93,8 @@ typedef struct par_optim_state {
     long t;
 } par_optim_state;
 
-// How `omp` uses its cfg.threads threads (docs/performance.md, "Threads on
-// a busy machine"). Any choice gives the same bits: exact mode computes
+// How `omp`, `hybrid` and `root` use their cfg.threads threads per process
+// (par_governor.h; docs/performance.md, "Threads on a busy machine"). Any choice gives the same bits: exact mode computes
 // every element as one thread does.
 typedef enum par_threads_policy {
     PAR_THREADS_ADAPT = 0,      // a step runs on one thread while that is measured faster
@@ -113,7 +113,7 @@ typedef struct par_run_cfg {
     const void *init_params;    // model->n_params elements of dtype; copied
     const par_fault *fault;     // TESTS ONLY: this run's fault; NULL: the process-wide one
     const par_optim *optim;     // NULL: plain SGD; copied
-    par_threads_policy threads_policy;   // omp only (others: FIXED)
+    par_threads_policy threads_policy;   // omp, hybrid, root (the others: one thread)
     int weights_by_messages;    // exact mpi/hybrid: new weights round the ring even when
                                 // every rank is on one host (0: one shared copy there)
 } par_run_cfg;
@@ -145,13 +145,13 @@ typedef enum par_phase {
 extern const char *const par_phase_names[PAR_PHASE_N];
 
 // Communication counters of an MPI trainer, for benchmarks and reports; and
-// how many steps `omp` ran on one thread (cfg.threads_policy); the phases.
+// how many steps ran on one thread (cfg.threads_policy); the phases.
 typedef struct par_trainer_stats {
     long steps;                 // MPI trainers: steps counted (0: no communication figures)
     double bytes_sent_max;      // largest bytes sent by one rank, per step
     double comm_seconds_max;    // largest time one rank spent in communication, per step
-    int threads_adaptive;       // omp with threads > 1 under PAR_THREADS_ADAPT
-    long steps_one_thread;      // omp: steps run on one thread
+    int threads_adaptive;       // threads > 1 under PAR_THREADS_ADAPT
+    long steps_one_thread;      // steps run on one thread (rank 0's under MPI)
     double phase[PAR_PHASE_N];  // seconds per phase (par_phase), summed over the run
 } par_trainer_stats;
 

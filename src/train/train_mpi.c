@@ -38,6 +38,8 @@
 #include <string.h>
 
 #include "par_engine.h"
+#include "par_governor.h"
+#include "par_time.h"
 
 typedef struct segment {
     int layer;
@@ -77,6 +79,7 @@ typedef struct mpi_state {
     int n_reqs, cap_reqs;
     par_trainer_stats stats;
     double bytes, comm_s;        // totals of this rank
+    par_governor gov;            // how many threads the next step runs on
 } mpi_state;
 
 static void *at(const mpi_state *s, const void *base, size_t i)
@@ -324,6 +327,7 @@ static par_status create(const par_run_cfg *cfg, void **state, int threads, int 
         return st;
     }
     s->is_root_design = root_design;
+    par_governor_init(&s->gov, threads, cfg->threads_policy);
     MPI_Comm_dup(MPI_COMM_WORLD, &s->comm);
     MPI_Comm_rank(s->comm, &s->rank);
     MPI_Comm_size(s->comm, &s->size);
@@ -609,10 +613,9 @@ static double root_fold(mpi_state *s, size_t B, size_t c0, size_t c1, size_t n_c
     }
     return 0;   // rank 0's sum reaches every rank with the weights
 }
-
-static par_status step(void *state, const par_batch *batch, double *loss)
+// A step of this rank's engine on e->threads threads.
+static par_status step_on(mpi_state *s, const par_batch *batch, double *loss)
 {
-    mpi_state *s = state;
     par_engine *e = &s->e;
     const size_t B = batch->B, C = e->C, n_chunks = par_n_chunks(B, C), N = e->m->n_params;
     PAR_FAIL_IF(B == 0 || B > e->B_cap, PAR_ERR_CONFIG, "batch of %zu samples, expected 1..%zu", B,
@@ -626,7 +629,6 @@ static par_status step(void *state, const par_batch *batch, double *loss)
     par_engine_forward_backward(e, batch, s0, s1, 1);
 
     double sum;
-    const double t0 = MPI_Wtime();
     if (e->mode == PAR_MODE_EXACT && !s->is_root_design && s->size == 1) {
         // One rank: the chain is just this rank's fold. In one parallel region,
         // not one per ring segment (each region wakes the threads again).
@@ -659,7 +661,6 @@ static par_status step(void *state, const par_batch *batch, double *loss)
         }
         s->comm_s += MPI_Wtime() - t1;
     }
-    (void)t0;
 
     if (s->is_root_design) {
         // Rank 0 updates; everyone receives the new weights.
@@ -678,6 +679,22 @@ static par_status step(void *state, const par_batch *batch, double *loss)
     return PAR_OK;
 }
 
+// hybrid and root with threads: a step runs on one thread while that is
+// measured faster (par_governor.h); each rank decides for itself, and any
+// count gives the same bits.
+static par_status step(void *state, const par_batch *batch, double *loss)
+{
+    mpi_state *s = state;
+    par_governor *g = &s->gov;
+    const int measures = par_governor_measures(g);
+    s->e.threads = par_governor_threads(g);   // at most the count the engine was made for
+    const double t0 = par_now(), c0 = measures ? par_thread_cpu() : 0;
+    const par_status st = step_on(s, batch, loss);
+    par_governor_step(g, s->e.threads, par_now() - t0, measures ? par_thread_cpu() - c0 : 0);
+    s->e.threads = g->T;   // params, set_params and the rest: every thread
+    return st;
+}
+
 static par_status stats(void *state, par_trainer_stats *out)
 {
     mpi_state *s = state;
@@ -688,6 +705,8 @@ static par_status stats(void *state, par_trainer_stats *out)
     out->bytes_sent_max = all[0] / steps;
     out->comm_seconds_max = all[1] / steps;
     memcpy(out->phase, s->e.phase, sizeof out->phase);   // this rank's
+    out->threads_adaptive = par_governor_measures(&s->gov);
+    out->steps_one_thread = s->gov.T > 1 ? s->gov.one : 0;
     out->phase[PAR_PHASE_COMM] = s->comm_s;
     return PAR_OK;
 }
