@@ -2,13 +2,14 @@
 // vf_stats.h) and the machine readings around them (vf_harness.h): median,
 // MLPerf's dropping of the fastest and slowest run, the coefficient of
 // variation and the NOISY rule at 5%, the paired bootstrap interval of a
-// speedup, /proc/stat's steal and /proc/loadavg. Every expected value is
-// worked out by hand in the comment beside it.
+// speedup, /proc/stat's steal, /proc/loadavg and the core-to-core round
+// trip. Every expected value is worked out by hand in the comment beside it.
 // Run: cmake --build build --target test_timing && build/tests/test_timing
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE   // sched_getaffinity, sched_setaffinity
 
 #include <jansson.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -184,6 +185,61 @@ static void test_machine(void)
     json_decref(l);
 }
 
+static void test_round_trip(void)
+{
+    // Probes 90 100 400 95 NAN 410: 5 measured, sorted 90 95 100 400 410, median 100;
+    // 410 > 2 x 90, so the distance changed; far: 400 and 410 (> 180).
+    const double ns[6] = {90, 100, 400, 95, NAN, 410};
+    json_t *o = vf_round_trip_summary(ns, 6);
+    par_check(json_integer_value(json_object_get(o, "probes")) == 6 &&
+                  json_integer_value(json_object_get(o, "measured")) == 5 &&
+                  json_real_value(json_object_get(o, "min")) == 90 &&
+                  json_real_value(json_object_get(o, "median")) == 100 &&
+                  json_real_value(json_object_get(o, "max")) == 410 &&
+                  json_integer_value(json_object_get(o, "far")) == 2,
+              "round trips 90 100 400 95 - 410: 5 measured, 90 / 100 / 410 ns, 2 far");
+    json_decref(o);
+    // Steady: 90 150 170, 170 <= 2 x 90: none far.
+    const double st[3] = {90, 150, 170};
+    o = vf_round_trip_summary(st, 3);
+    par_check(json_integer_value(json_object_get(o, "far")) == 0 &&
+                  json_real_value(json_object_get(o, "median")) == 150,
+              "round trips 90 150 170: median 150, none far (170 <= 2 x 90)");
+    json_decref(o);
+    const double none[2] = {NAN, NAN};
+    o = vf_round_trip_summary(none, 2);
+    par_check(json_integer_value(json_object_get(o, "measured")) == 0 &&
+                  !json_object_get(o, "min") && !json_object_get(o, "far"),
+              "no probe measured: no min, median, max or far");
+    json_decref(o);
+
+    // This machine: with two CPUs or more in the mask, a finite time (a cache
+    // line crosses in well under 100 us); restricted to one CPU (as `taskset -c 0`
+    // does), NAN at once rather than two threads waiting for each other.
+    cpu_set_t mask, one;
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0) {
+        par_check(0, "sched_getaffinity");
+        return;
+    }
+    const double t = vf_core_round_trip_ns();
+    if (CPU_COUNT(&mask) >= 2)
+        par_check(isfinite(t) && t > 0 && t < 100000,
+                  "core-to-core round trip of this machine in (0, 100000) ns");
+    else
+        par_check(isnan(t), "one CPU in the affinity mask: round trip NAN");
+    printf("# core-to-core round trip: %.0f ns (%d CPUs in the mask)\n", t, CPU_COUNT(&mask));
+    int first = 0;
+    while (!CPU_ISSET(first, &mask)) first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) {
+        par_check(0, "sched_setaffinity to one CPU");
+        return;
+    }
+    par_check(isnan(vf_core_round_trip_ns()), "affinity restricted to one CPU: round trip NAN");
+    par_check(sched_setaffinity(0, sizeof mask, &mask) == 0, "affinity mask restored");
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/par_timing_XXXXXX");
@@ -191,6 +247,7 @@ int main(void)
     test_stats();
     test_bootstrap();
     test_machine();
+    test_round_trip();
     const char *names[] = {"stat1", "stat2", "stat3", "loadavg", "loadavg2", "loadavg3"};
     for (int i = 0; i < 6; i++) {
         char p[160];

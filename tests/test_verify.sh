@@ -14,7 +14,8 @@
 #   timing the timing method on a tiny suite: the calibrated window, warm-up
 #          steps, round-robin rounds, each row's statistics and speedup interval
 #          recomputed from the raw runs in results.json, NOISY in the table
-#          exactly where the runs say so, load and steal in provenance (~1 min)
+#          exactly where the runs say so, the per-phase medians and their
+#          table, load, steal and the core-to-core probes in provenance (~1 min)
 #   noisy  the same tiny suite beside a competing load (two busy loops, stopped
 #          and started at random): at least one row marked NOISY. Statistical,
 #          not certain: such a load makes a CV under 5% in every row most
@@ -560,6 +561,8 @@ timing | noisy)
     check "the tiny suite passes and is signed" test $rc = 0 -a -s "$T/r/results.json.minisig"
     grep -A8 '^| trainer | mode | T | R' "$T/r/table.md" | head -n 5
     grep '^Timing: ' "$T/r/table.md"
+    grep -A6 '^Where the time goes' "$T/r/table.md"
+    grep '^| core distance |' "$T/r/table.md"
     if [ "$MODE" = timing ]; then
         python3 - "$T/r/results.json" "$T/r/table.md" "$T/r/table.csv" <<'PY'
 import csv, json, math, statistics, sys
@@ -642,6 +645,48 @@ for o in (p, tc):
 assert p['steal_percent_timed'] >= 0 and tc['steal_percent'] >= 0, (p, tc)
 # one reading of the runnable tasks before each of the 6 rounds x 3 configs
 assert tc['others_runnable_samples'] == 18 and tc['others_runnable_mean'] >= 0, tc
+# Phases: each timed run's phase_seconds (8 phases, none negative) add up to
+# its seconds; each row's phase medians are the medians of those runs; the
+# "where the time goes" table prints them in ms per step (step: the median).
+names = ['batch', 'forward', 'backward', 'weight_grads', 'communication', 'update', 'log', 'other']
+i = md.index(next(l for l in md if l.startswith('Where the time goes, in ms per step')))
+assert md[i + 2] == '| trainer | mode | T | R | step | ' + ' | '.join(names) + ' |', md[i + 2]
+for x, row in zip(cf, md[i + 4:i + 7]):
+    t = x['timing']
+    assert len(t['phase_seconds']) == 5, t
+    for ph, sec in zip(t['phase_seconds'], t['seconds']):
+        assert sorted(ph) == sorted(names) and all(v >= 0 for v in ph.values()), ph
+        assert abs(sum(ph.values()) - sec) <= 1e-12 * sec, (ph, sec)
+    med = t['phase_median_seconds']
+    assert list(med) == names, med
+    for k in names:
+        assert med[k] == statistics.median(ph[k] for ph in t['phase_seconds']), (k, med, t)
+    want = '| %s | exact | %d | %d | %.3f | %s |' % (x['trainer'], x['threads'], x['ranks'],
+        1e3 * t['median'] / W, ' | '.join('%.3f' % (1e3 * med[k] / W) for k in names))
+    assert row == want, (row, want)
+assert md[i + 7] == '', md[i + 7]
+# The core-to-core round trip: one probe before each of the 6 rounds and one
+# after the last, finite on a machine with two CPUs to pin to; provenance
+# sums them up; the header says the range (and whether the distance changed).
+probes = tc['core_round_trip_ns']
+assert len(probes) == 7, probes
+import os
+if len(os.sched_getaffinity(0)) >= 2:
+    assert all(v is not None and 0 < v < 100000 for v in probes), probes
+ns = sorted(v for v in probes if v is not None)
+rt = p['core_round_trip_ns']
+assert rt['probes'] == 7 and rt['measured'] == len(ns), rt
+if ns:
+    far = sum(v > 2 * ns[0] for v in ns) if ns[-1] > 2 * ns[0] else 0
+    assert (rt['min'], rt['median'], rt['max'], rt['far']) == (ns[0], statistics.median(ns),
+                                                               ns[-1], far), rt
+    head = '| core distance | core-to-core round trip %.0f-%.0f ns during the timings (median ' \
+           '%.0f, %d probes)' % (ns[0], ns[-1], rt['median'], len(ns))
+    if far:
+        head += ": the cores' distance changed (far, over twice the fastest, in %d of %d " \
+                'probes); two-core rows timed while far are slower' % (far, len(ns))
+    assert head + ' |' in md, (head, [l for l in md if l.startswith('| core distance')])
+    print('core-to-core round trip: %s ns' % ', '.join('%.0f' % v for v in probes))
 rows = list(csv.DictReader(open(sys.argv[3])))
 assert [r['noisy'] for r in rows] == [('yes' if x['timing']['noisy'] else 'no') for x in cf], rows
 assert all(float(r['speedup_ci95_lo']) <= float(r['speedup']) <= float(r['speedup_ci95_hi']) for r in rows)

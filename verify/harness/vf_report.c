@@ -178,7 +178,75 @@ static void md_timing(FILE *f, const json_t *cs)
                 integer(tc, "rounds") < VF_CV_MIN_RUNS ? ", the noise is not judged (no CV, "
                                                          "never NOISY)"
                 : "");
+    const json_t *probes = json_object_get(tc, "core_round_trip_ns");
+    if (json_array_size(probes) > 0) {
+        fprintf(f, " Core-to-core round trip before each round and after the last (ns):");
+        size_t i;
+        json_t *v;
+        json_array_foreach(probes, i, v) {
+            fprintf(f, i ? ", " : " ");
+            if (json_is_number(v)) fprintf(f, "%.0f", json_number_value(v));
+            else fprintf(f, "-");
+        }
+        fprintf(f, ".");
+    }
     fprintf(f, "\n\n");
+}
+
+// Where each timed config's time goes: per phase of `parity train --json`'s
+// phase_seconds, the median over the config's timed runs, in ms per step.
+static void md_phases(FILE *f, const json_t *cs)
+{
+    const json_t *configs = json_object_get(cs, "configs"), *cols = NULL;
+    const long steps = integer(json_object_get(cs, "timing"), "steps");
+    size_t i;
+    json_t *cf, *v;
+    const char *name;
+    json_array_foreach(configs, i, cf) {
+        if (!cols) cols = json_object_get(json_object_get(cf, "timing"), "phase_median_seconds");
+    }
+    if (!cols || steps < 1) return;
+    fprintf(f, "Where the time goes, in ms per step: each phase's median over the row's timed "
+               "runs (`parity train --json`'s phase_seconds: OpenMP's master thread, waits at "
+               "barriers included; MPI's rank 0), and the "
+               "step, the row's median s / %ld steps. Each median is taken on its own, so a "
+               "row's phases need not add up to its step exactly.\n\n", steps);
+    fprintf(f, "| trainer | mode | T | R | step |");
+    json_object_foreach((json_t *)cols, name, v) fprintf(f, " %s |", name);
+    fprintf(f, "\n|---|---|--:|--:|--:|");
+    json_object_foreach((json_t *)cols, name, v) fprintf(f, "--:|");
+    fprintf(f, "\n");
+    json_array_foreach(configs, i, cf) {
+        const json_t *t = json_object_get(cf, "timing");
+        const json_t *med = json_object_get(t, "phase_median_seconds");
+        if (!med) continue;
+        fprintf(f, "| %s | %s | %ld | %ld | %.3f |", str(cf, "trainer"), str(cf, "mode"),
+                integer(cf, "threads"), integer(cf, "ranks"), 1e3 * num(t, "median") / steps);
+        json_object_foreach((json_t *)cols, name, v)
+            fprintf(f, " %.3f |", 1e3 * num(med, name) / steps);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\n");
+}
+
+// The core-to-core round trip over every probe of the run (provenance): its
+// range, and whether the distance between the two cores changed meanwhile.
+static void md_round_trip(FILE *f, const json_t *rt)
+{
+    const long measured = integer(rt, "measured"), far = integer(rt, "far");
+    fprintf(f, "| core distance | ");
+    if (measured == 0) {
+        fprintf(f, "core-to-core round trip not measured (%s) |\n",
+                integer(rt, "probes") > 0 ? "fewer than two CPUs to pin two threads to"
+                                          : "nothing was timed");
+        return;
+    }
+    fprintf(f, "core-to-core round trip %.0f-%.0f ns during the timings (median %.0f, %ld "
+               "probes)", num(rt, "min"), num(rt, "max"), num(rt, "median"), measured);
+    if (far > 0)
+        fprintf(f, ": the cores' distance changed (far, over twice the fastest, in %ld of %ld "
+                   "probes); two-core rows timed while far are slower", far, measured);
+    fprintf(f, " |\n");
 }
 
 static void md_header(FILE *f, const json_t *res, const char *signed_note)
@@ -205,8 +273,10 @@ static void md_header(FILE *f, const json_t *res, const char *signed_note)
     fprintf(f, "| load | load average (1, 5, 15 min) %s at the start, %s at the end; CPU time "
                "stolen by the hypervisor while timings ran: ", a, b);
     if (json_is_number(json_object_get(p, "steal_percent_timed")))
-        fprintf(f, "%.2f%% |\n\n", num(p, "steal_percent_timed"));
-    else fprintf(f, "not known |\n\n");
+        fprintf(f, "%.2f%% |\n", num(p, "steal_percent_timed"));
+    else fprintf(f, "not known |\n");
+    md_round_trip(f, json_object_get(p, "core_round_trip_ns"));
+    fprintf(f, "\n");
 }
 
 // The scaling model's rows (suite key `predict`), marked PREDICTED, and the
@@ -314,6 +384,7 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
     }
     fprintf(f, "\n");
     md_timing(f, cs);
+    md_phases(f, cs);
     if (!json_object_get(cs, "timing_baseline") || json_is_null(json_object_get(cs, "timing_baseline")))
         fprintf(f, "No speedups: this case has no timed `serial exact T=1 R=1` config (the timing baseline).\n\n");
 

@@ -5,8 +5,10 @@
 // timed) and times the W steps after them. Runs go round-robin: each round
 // runs every config once, starting one config later than the round before,
 // so that drift on the machine (another job, a neighbour VM, the clock
-// frequency) falls on every config alike. Statistics: vf_stats.h. A timing
-// never decides a verdict; a timing run that fails is an error, as before.
+// frequency) falls on every config alike. Each run's phase_seconds is kept
+// beside its seconds, and the core-to-core round trip (vf_harness.h) is
+// probed before every round and after the last. Statistics: vf_stats.h. A
+// timing never decides a verdict; a timing run that fails is an error.
 #define _POSIX_C_SOURCE 200809L
 #include "vf_run.h"
 
@@ -105,20 +107,48 @@ static par_status plan_window(vf_runner *r, vf_case_run *cr, const vf_config *cf
     return PAR_OK;
 }
 
-// What one config's timed runs are, into its "timing" object.
+// Per phase (par_phase_names, then "other"), the median of the n runs'
+// phase_seconds, into timing["phase_median_seconds"]; left out when a run
+// has no phase_seconds.
+static void phase_medians(json_t *timing, json_t *const *phases, int n)
+{
+    double *x = malloc((size_t)n * sizeof *x);
+    json_t *med = json_object();
+    for (int k = 0; x && k <= PAR_PHASE_N; k++) {
+        const char *name = k < PAR_PHASE_N ? par_phase_names[k] : "other";
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            const json_t *v = json_object_get(phases[i], name);
+            if (json_is_number(v)) x[m++] = json_number_value(v);
+        }
+        if (m == n) json_object_set_new(med, name, json_real(vf_median_sort(x, m)));
+    }
+    free(x);
+    if (json_object_size(med) == PAR_PHASE_N + 1)
+        json_object_set_new(timing, "phase_median_seconds", med);
+    else
+        json_decref(med);
+}
+
+// What one config's timed runs are, into its "timing" object; phases[k]:
+// run k's phase_seconds (NULL when it has none).
 static void config_timing(json_t *timing, const double *sec, const double *wall, const int *seq,
-                          int warmup, int repeats, time_plan p, json_t *last)
+                          json_t *const *phases, int warmup, int repeats, time_plan p,
+                          json_t *last)
 {
     json_t *warm = json_array(), *runs = json_array(), *walls = json_array(), *order = json_array();
+    json_t *ph = json_array();
     for (int k = 0; k < warmup + repeats; k++) {
         json_array_append_new(k < warmup ? warm : runs, json_real(sec[k]));
         if (k >= warmup) {
             json_array_append_new(walls, json_real(wall[k]));
             json_array_append_new(order, json_integer(seq[k]));
+            json_array_append(ph, phases[k] ? phases[k] : json_null());
         }
     }
     json_object_set_new(timing, "warmup_seconds", warm);
     json_object_set_new(timing, "seconds", runs);
+    json_object_set_new(timing, "phase_seconds", ph);
     json_object_set_new(timing, "wall_seconds", walls);
     json_object_set_new(timing, "order", order);
     json_object_set_new(timing, "warmup_steps", json_integer(p.K));
@@ -138,6 +168,7 @@ static void config_timing(json_t *timing, const double *sec, const double *wall,
     json_object_set_new(timing, "mean_kept", json_real(ts.mean_kept));
     json_object_set_new(timing, "cv", vf_jnum(ts.cv_kept));
     json_object_set_new(timing, "noisy", json_boolean(ts.noisy));
+    phase_medians(timing, phases + warmup, repeats);
     json_t *bs = json_object_get(last, "bytes_sent_per_step");
     if (bs) json_object_set(timing, "bytes_sent_per_step", bs);
     json_t *sps = json_object_get(last, "samples_per_second");
@@ -212,23 +243,23 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
     json_object_set_new(tc, "order", json_string("round-robin: every config once a round, each "
                                                  "round starting one config later"));
 
+    // Run rd of config j is [j * rounds + rd] in sec, wall, seq and phases.
     double *sec = calloc((size_t)n * rounds, sizeof *sec);
     double *wall = calloc((size_t)n * rounds, sizeof *wall);
     int *seq = calloc((size_t)n * rounds, sizeof *seq);
+    json_t **phases = calloc((size_t)n * rounds, sizeof *phases);
     json_t **last = calloc((size_t)n, sizeof *last);
     char (*why)[600] = calloc((size_t)n, sizeof *why);
-    if (!sec || !wall || !seq || !last || !why) {
-        free(sec);
-        free(wall);
-        free(seq);
-        free(last);
-        free(why);
-        PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory");
-    }
     par_status st = PAR_OK;
+    if (!sec || !wall || !seq || !phases || !last || !why)
+        st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    // The core-to-core round trip before every round and after the last.
+    json_t *probes = json_array();
+    json_object_set_new(tc, "core_round_trip_ns", probes);
     int order = 0, n_busy = 0;
     double busy = 0;   // tasks runnable besides verify itself, read before each run
     for (int rd = 0; st == PAR_OK && rd < rounds; rd++) {
+        json_array_append_new(probes, vf_jnum(vf_core_round_trip_ns()));
         for (int j = 0; st == PAR_OK && j < n; j++) {
             const int q = (rd + j) % n;
             const vf_config *cf = &c->configs[idx[q]];
@@ -250,8 +281,11 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
                 vf_task_skip(r, cr, VF_T_TIME, (double)(p.K + p.W) * cf->ranks, rounds - rd - 1);
             sec[(size_t)q * rounds + rd] = s;
             seq[(size_t)q * rounds + rd] = order++;
+            if (s > 0) phases[(size_t)q * rounds + rd] =
+                json_incref(json_object_get(last[q], "phase_seconds"));
         }
     }
+    json_array_append_new(probes, vf_jnum(vf_core_round_trip_ns()));
     machine_after(r, tc, &t0, ticks_ok);
     json_object_set_new(tc, "others_runnable_mean", n_busy ? json_real(busy / n_busy) : json_null());
     json_object_set_new(tc, "others_runnable_samples", json_integer(n_busy));
@@ -263,16 +297,19 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
             json_object_set_new(timing, "note", json_string("a timing run failed"));
             json_object_set_new(timing, "error", json_string(why[j]));
         } else {
-            config_timing(timing, sec + (size_t)j * rounds, wall + (size_t)j * rounds,
-                          seq + (size_t)j * rounds, c->warmup, c->repeats, p, last[j]);
+            const size_t at = (size_t)j * rounds;
+            config_timing(timing, sec + at, wall + at, seq + at, phases + at, c->warmup,
+                          c->repeats, p, last[j]);
         }
         if (!json_is_true(json_object_get(timing, "timed")))
             json_object_set_new(e, "verdict", json_string("error"));
     }
-    for (int j = 0; j < n; j++) json_decref(last[j]);
+    for (int j = 0; last && j < n; j++) json_decref(last[j]);
+    for (size_t k = 0; phases && k < (size_t)n * rounds; k++) json_decref(phases[k]);
     free(sec);
     free(wall);
     free(seq);
+    free(phases);
     free(last);
     free(why);
     return st;

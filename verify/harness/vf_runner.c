@@ -243,6 +243,30 @@ static void iso_time(char *buf, size_t n)
     strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+// A case's core-to-core probes (timing.core_round_trip_ns; null: not measured).
+static const json_t *case_probes(const json_t *cs)
+{
+    return json_object_get(json_object_get(cs, "timing"), "core_round_trip_ns");
+}
+
+// Every case's probes summed up by vf_round_trip_summary.
+static json_t *round_trips(const json_t *cases)
+{
+    size_t n = 0, i, k;
+    json_t *cs, *v;
+    json_array_foreach(cases, i, cs) n += json_array_size(case_probes(cs));
+    double *ns = malloc((n > 0 ? n : 1) * sizeof *ns);
+    if (!ns) return json_null();
+    n = 0;
+    json_array_foreach(cases, i, cs) {
+        json_array_foreach(case_probes(cs), k, v)
+            ns[n++] = json_is_number(v) ? json_number_value(v) : NAN;
+    }
+    json_t *o = vf_round_trip_summary(ns, (int)n);
+    free(ns);
+    return o;
+}
+
 par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *o)
 {
     vf_runner r = {.s = s, .o = o, .cache = json_object(), .t0 = par_now()};
@@ -302,6 +326,7 @@ par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *
                         r.ticks_total > 0 ? json_real(100.0 * (double)r.ticks_steal /
                                                       (double)r.ticks_total)
                                           : json_null());
+    json_object_set_new(prov, "core_round_trip_ns", round_trips(cases));
     json_object_set_new(res, "seconds", json_real(par_now() - r.t0));
     if (st != PAR_OK) {
         json_object_set_new(res, "verdict", json_string("error"));
