@@ -5,7 +5,8 @@
 # a slow spell of a shared machine hits all of them alike); speedup over
 # serial exact, exact/fast speed ratio, and the bytes one rank sends per step
 # against 2 N sizeof(f32) of a ring allreduce; then where each config's step
-# goes (phase_seconds, microseconds per step).
+# goes (phase_seconds, microseconds per step), and the cores' distance
+# before each round (bench_cores: a VM's cores far apart slow two-core runs).
 # Prints figures; it is a benchmark, not a test.
 # Usage: bench/trainers.sh [ROUNDS] [EPOCHS]   (3 rounds of 1 epoch)
 set -euo pipefail
@@ -24,7 +25,10 @@ trap 'rm -rf "$T"' EXIT
 
 CONFIGS=("serial" "omp --threads 2" "mpi --ranks 2" "hybrid --ranks 1 --threads 2"
          "hybrid --ranks 2 --threads 1" "root --ranks 2")
+C=./build/bench_cores   # the cores' distance before each round (bench/cores.c)
+[ -x "$C" ] || cmake --build build --target bench_cores >/dev/null
 for r in $(seq 1 "$ROUNDS"); do
+    "$C" >"$T/cores.$r"
     for i in "${!CONFIGS[@]}"; do
         for mode in exact fast; do
             # shellcheck disable=SC2086
@@ -45,6 +49,21 @@ sec = {(i, m): statistics.median(j["seconds"] / epochs for j in runs(i, m))
        for i in range(len(configs)) for m in ("exact", "fast")}
 base = sec[(0, "exact")]
 print(f"medians of {rounds} interleaved rounds, {epochs} epoch(s) each")
+# A VM's host may move its two virtual CPUs apart (no shared cache): two-core
+# runs are then slower. A round is "far" when its probe is over twice the
+# fastest probe's; the medians of the near rounds alone follow when some were.
+ns = [float(open(f"{d}/cores.{r}").read()) for r in range(1, rounds + 1)]
+fin = [x for x in ns if x == x]
+far = [x > 2 * min(fin) for x in ns] if fin else [False] * rounds
+print("core-to-core round trip before each round (ns): " + ", ".join("%.0f" % x for x in ns) +
+      ("; far rounds: %d of %d" % (sum(far), rounds) if any(far) else ""))
+near = [r for r in range(rounds) if not far[r]]
+if any(far) and near:
+    print("near rounds only (%d), s/epoch:" % len(near))
+    for i, c in enumerate(configs):
+        print("  %-30s" % c + "".join(
+            "  %s %.3f" % (m, statistics.median(runs(i, m)[r]["seconds"] / epochs for r in near))
+            for m in ("exact", "fast")))
 print("%-30s %-6s %9s %9s %9s %13s %9s" % ("config", "mode", "s/epoch", "min", "speedup",
                                            "bytes/step", "vs 2N*4"))
 for i, c in enumerate(configs):

@@ -30,6 +30,22 @@ d = json.load(open(sys.argv[1]))
 print('\n'.join(sorted(t['view'] + ':' + t['tensor'] for t in d['tensors'] if t['verdict'] == 'FAIL')))
 " "$1"
 }
+# model_rows_ok FILE: True when parity model --validate 2's rows are whole:
+# mpi exact and fast on 2 ranks, the error recomputed from the measured and
+# predicted step (the JSON prints 6 significant digits of each), the probe's
+# alpha and beta, the cores' distance (null: not measured).
+model_rows_ok() {
+    $PY -c "
+import json, sys
+rows = json.load(open(sys.argv[1]))['validation']
+ok = sorted(r['design'] for r in rows) == ['mpi exact', 'mpi fast']
+for r in rows:
+    m, p, rt = r['measured_step_s'], r['predicted_step_s'], r['core_round_trip_ns']
+    ok &= r['ranks'] == 2 and m > 0 and p > 0 and abs(r['error'] - (p - m) / m) < 1e-4
+    ok &= r['alpha'] > 0 and r['beta'] > 0 and (rt is None or 0 < rt < 1e5)
+print(ok)
+" "$1"
+}
 # field FILE KEY
 field() { $PY -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 
@@ -60,6 +76,13 @@ mpi)
     check "check root R=2 text: says it checked rank 0's view of 2 ranks" \
         grep -q "^run: trainer root, mode exact, 1 thread per rank, 2 ranks (rank 0's view)" "$T/out"
     expect 2 "^parity check: --ranks 2: trainer omp is not an MPI trainer$" check --trainer omp --ranks 2
+    # parity model's validation rows: measured on 2 ranks, the error recomputed
+    # from them, the probe's alpha and beta and the cores' distance recorded.
+    "$P" model --validate 2 --steps 30 --json >"$T/m.json" 2>"$T/err"
+    rc=$?
+    rows_ok=$(model_rows_ok "$T/m.json" 2>&1)
+    check "model --validate 2: exit 0, mpi exact and fast rows, error = (pred - meas) / meas, alpha, beta, cores' distance" \
+        test $rc = 0 -a "$rows_ok" = True
     ;;
 optim)
     for opt in momentum nesterov adam; do

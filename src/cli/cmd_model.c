@@ -22,6 +22,7 @@
 #include "par_run.h"
 #include "par_time.h"
 #include "sm_model.h"
+#include "vf_harness.h"
 
 #ifdef PARITY_HAVE_MPI
 #include <mpi.h>
@@ -413,6 +414,10 @@ int cmd_model(int argc, char **argv)
         // shared, and its cores are shared by the ranks (with it: --cores).
         here.one_host = o.launcher == NULL;
         here.cores = o.launcher == NULL || o.cores > 0 ? cores : 0;
+        // How far apart this machine's first two cores are now (a VM's host
+        // may place its virtual CPUs on cores that share no cache: two-core
+        // runs are then 1.3-1.45x slower, and a validation row says so).
+        const double round_trip = vf_core_round_trip_ns();
         for (int d = 0; d < 2; d++) {
             const sm_design des = d ? SM_MPI_FAST : SM_MPI_EXACT;
             char args[1024];
@@ -427,12 +432,13 @@ int cmd_model(int argc, char **argv)
             if (ran < 3) continue;
             qsort(secs, 3, sizeof *secs, cmp_double);
             const double meas = secs[1] / o.steps, pred = sm_step_seconds(&here, des, R, B);
-            json_array_append_new(val, json_pack("{s:s, s:i, s:I, s:f, s:f, s:f, s:f, s:f}",
-                                                 "design", sm_design_name(des), "ranks", R,
-                                                 "batch", (json_int_t)B, "measured_step_s",
-                                                 meas, "predicted_step_s", pred, "error",
-                                                 (pred - meas) / meas, "alpha", here.alpha,
-                                                 "beta", here.beta));
+            json_t *row = json_pack("{s:s, s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "design",
+                                    sm_design_name(des), "ranks", R, "batch", (json_int_t)B,
+                                    "measured_step_s", meas, "predicted_step_s", pred, "error",
+                                    (pred - meas) / meas, "alpha", here.alpha, "beta", here.beta);
+            json_object_set_new(row, "core_round_trip_ns",
+                                isfinite(round_trip) ? json_real(round_trip) : json_null());
+            json_array_append_new(val, row);
         }
     }
 
@@ -502,17 +508,22 @@ int cmd_model(int argc, char **argv)
         printf("\nvalidation (measured vs PREDICTED seconds per step, batch %d):\n", o.batch);
         size_t i;
         json_t *v;
-        json_array_foreach(val, i, v)
+        json_array_foreach(val, i, v) {
+            const json_t *rt = json_object_get(v, "core_round_trip_ns");
+            char apart[64] = "cores' distance not measured";
+            if (json_is_real(rt))
+                snprintf(apart, sizeof apart, "cores %.0f ns apart", json_real_value(rt));
+            const double beta = json_real_value(json_object_get(v, "beta"));
             printf("  %-10s R=%-3d measured %8.3f ms  predicted %8.3f ms  error %+6.1f%%"
-                   "   (probe on R ranks: alpha %.2f us, %.2f GB/s)\n",
+                   "   (probe on R ranks: alpha %.2f us, %.2f GB/s; %s)\n",
                    json_string_value(json_object_get(v, "design")),
                    (int)json_integer_value(json_object_get(v, "ranks")),
                    1e3 * json_real_value(json_object_get(v, "measured_step_s")),
                    1e3 * json_real_value(json_object_get(v, "predicted_step_s")),
                    100 * json_real_value(json_object_get(v, "error")),
                    1e6 * json_real_value(json_object_get(v, "alpha")),
-                   json_real_value(json_object_get(v, "beta")) > 0
-                       ? 1e-9 / json_real_value(json_object_get(v, "beta")) : 0.0);
+                   beta > 0 ? 1e-9 / beta : 0.0, apart);
+        }
         printf("\nPREDICTED strong scaling (global batch fixed): speedup / efficiency\n");
         printf("  %-10s %6s", "design", "batch");
         for (int R = 1; R <= o.max_ranks; R *= 4) printf("   R=%-4d     ", R);
