@@ -14,6 +14,13 @@ int main(void)
                   .elem_bytes = 4, .chunk = 8, .seg_params = 250, .chain_params = 1000};
     // mpi fast, P = 2: 2 (1) 1us + 2 (1/2) 4000 B 1ns = 2us + 4us
     par_check(near(sm_comm_seconds(&c, SM_MPI_FAST, 2, 64), 6e-6), "ring allreduce P=2");
+    // an allreduce measured at 9us on 2 ranks, 1.5x the 6us above: P = 4 is
+    // 1.5 x (2 (3) 1us + 2 (3/4) 4000 B 1ns) = 1.5 x 12us = 18us
+    sm_costs ar = c;
+    ar.t_allreduce = 9e-6;
+    ar.allreduce_ranks = 2;
+    par_check(near(sm_comm_seconds(&ar, SM_MPI_FAST, 4, 64), 18e-6),
+              "ring allreduce P=4 scaled by the one measured on 2 ranks");
     // mpi exact, P = 2: 4 segments of 1000 B, 1us + 1us each: the chain
     // (4 + 0) 2us = 8us, the weights (1/2 4 + 0) 2us = 4us: 12us
     par_check(near(sm_comm_seconds(&c, SM_MPI_EXACT, 2, 64), 12e-6), "ordered chain P=2");

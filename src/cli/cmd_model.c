@@ -42,7 +42,7 @@ static int cmp_double(const void *a, const void *b)
 // at 1 and 4 MB. With more ranks than cores the ring meets the ranks' taking
 // turns, as training does. Medians of the repeats: a training step meets
 // typical transfers, not the best one.
-static int probe_comm(void)
+static int probe_comm(size_t n_values, par_dtype dt)
 {
     int rank, size;
     if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("model", PAR_ERR_MPI, NULL);
@@ -79,17 +79,32 @@ static int probe_comm(void)
     }
     free(buf);
     free(back);
+    // fast mode's reduction itself: MPI_Allreduce (sum) of the model's
+    // n_values parameters, as the library runs it (its algorithm, the sums).
+    double t_ar[REPS];
+    void *g = calloc(n_values ? n_values : 1, par_dtype_size(dt));
+    for (int r = 0; r < REPS; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = MPI_Wtime();
+        MPI_Allreduce(MPI_IN_PLACE, g, (int)n_values, dt == PAR_F32 ? MPI_FLOAT : MPI_DOUBLE,
+                      MPI_SUM, MPI_COMM_WORLD);
+        t_ar[r] = MPI_Wtime() - t0;
+    }
+    free(g);
+    qsort(t_ar, REPS, sizeof *t_ar, cmp_double);
     if (rank == 0) {
         const double alpha = t_one[0];
         const double beta = (t_one[N_SIZES - 1] - t_one[N_SIZES - 3]) /
                             (double)(sizes[N_SIZES - 1] - sizes[N_SIZES - 3]);
-        printf("{\"alpha\": %.9g, \"beta\": %.9g}\n", alpha, beta > 0 ? beta : 0.0);
+        printf("{\"alpha\": %.9g, \"beta\": %.9g, \"allreduce\": %.9g}\n", alpha,
+               beta > 0 ? beta : 0.0, t_ar[REPS / 2]);
     }
     return par_mpi_finish(EXIT_OK);
 }
 #else
-static int probe_comm(void)
+static int probe_comm(size_t n_values, par_dtype dt)
 {
+    (void)n_values, (void)dt;
     fprintf(stderr, "parity model --probe-comm: parity was built without MPI\n");
     return EXIT_RUNTIME;
 }
@@ -139,16 +154,22 @@ static void launch_cmd(char *out, size_t n, const char *launcher, int R, const c
     }
 }
 
-// alpha and beta from `parity model --probe-comm` on R ranks (one run).
-static int probe_on(const char *launcher, int R, const char *exe, double *alpha, double *beta)
+// The network of `parity model --probe-comm` on R ranks (one run): alpha,
+// beta, and the seconds of an allreduce of the model's parameters
+// (model_args: its --model, --act and --dtype).
+static int probe_on(const char *launcher, int R, const char *exe, const char *model_args,
+                    sm_costs *c)
 {
-    char cmd[8192];
-    launch_cmd(cmd, sizeof cmd, launcher, R, exe, "model --probe-comm");
-    const char *const keys[] = {"alpha", "beta"};
-    double v[2];
-    if (run_json_numbers(cmd, 2, keys, v) != 0) return -1;
-    *alpha = v[0];
-    *beta = v[1];
+    char cmd[8192], args[2048];
+    snprintf(args, sizeof args, "model --probe-comm %s", model_args);
+    launch_cmd(cmd, sizeof cmd, launcher, R, exe, args);
+    const char *const keys[] = {"alpha", "beta", "allreduce"};
+    double v[3];
+    if (run_json_numbers(cmd, 3, keys, v) != 0) return -1;
+    c->alpha = v[0];
+    c->beta = v[1];
+    c->t_allreduce = v[2];
+    c->allreduce_ranks = R;
     return 0;
 }
 
@@ -295,7 +316,7 @@ int cmd_model(int argc, char **argv)
         {"--launcher", CLI_STR, &o.launcher, "CMD       run MPI jobs as CMD with {R} = ranks (default: --ranks)"},
         {"--cores", CLI_INT, &o.cores, "N         cores the validation runs' ranks share (this machine's; with --launcher: a core per rank unless given)"},
         {"--json", CLI_FLAG, &o.json, "          JSON on stdout"},
-        {"--probe-comm", CLI_FLAG, &o.probe, "          (internal) ping-pong under mpirun; prints alpha, beta"},
+        {"--probe-comm", CLI_FLAG, &o.probe, "          (internal) under mpirun: prints alpha, beta and an allreduce's seconds"},
         {"--ranks", CLI_INT, &o.max_ranks, "R         (with --probe-comm) ranks to launch"},
         {"--help", CLI_FLAG, &o.help, "          this text"},
         {NULL, CLI_FLAG, NULL, NULL},
@@ -307,16 +328,16 @@ int cmd_model(int argc, char **argv)
         cli_usage("parity model [flags]", opts);
         return EXIT_OK;
     }
-    if (o.probe) {
-        if (!par_mpi_under_launcher()) return par_mpi_relaunch(argc, argv, 2);
-        return probe_comm();
-    }
     cli_numerics nu;
     const cli_numerics_flags nf = {o.act, o.model, NULL, o.dtype, NULL, NULL, 1};
     rc = cli_numerics_resolve("model", &nf, &nu);
     if (rc) return rc;
     const par_model m = nu.m;
     const par_dtype dt = nu.dt;
+    if (o.probe) {
+        if (!par_mpi_under_launcher()) return par_mpi_relaunch(argc, argv, 2);
+        return probe_comm(m.n_params, dt);
+    }
     if (o.batch < 1 || o.chunk < 1 || o.steps < 1 || o.max_ranks < 1 || o.cores < 0) {
         fprintf(stderr, "parity model: --batch, --chunk, --steps and --max-ranks must be >= 1, "
                         "--cores >= 0\n");
@@ -375,7 +396,10 @@ int cmd_model(int argc, char **argv)
     char exe[4096], cmd[8192];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
-    const int have_comm = probe_on(o.launcher, 2, exe, &c.alpha, &c.beta) == 0;
+    char model_args[1024];
+    snprintf(model_args, sizeof model_args, "--model %s --act %s --dtype %s", o.model, o.act,
+             o.dtype);
+    const int have_comm = probe_on(o.launcher, 2, exe, model_args, &c) == 0;
     if (!have_comm)
         fprintf(stderr, "parity model: the MPI probe did not run; predictions leave communication out\n");
 
@@ -408,8 +432,8 @@ int cmd_model(int argc, char **argv)
         // alpha and beta measured on R ranks: on one host with more ranks
         // than cores a ring step costs more than on two ranks.
         sm_costs here = c;
-        if (have_comm && R > 2 && probe_on(o.launcher, R, exe, &here.alpha, &here.beta) != 0)
-            here.alpha = c.alpha, here.beta = c.beta;
+        if (have_comm && R > 2 && probe_on(o.launcher, R, exe, model_args, &here) != 0)
+            here = c;
         // Without --launcher the runs are on this host, where the weights are
         // shared, and its cores are shared by the ranks (with it: --cores).
         here.one_host = o.launcher == NULL;
@@ -483,6 +507,7 @@ int cmd_model(int argc, char **argv)
                               "t_update_s", c.t_update, "t_panel_s", c.t_panel, "t_sample_s",
                               c.t_sample, "alpha_s", c.alpha, "beta_s_per_byte", c.beta,
                               "comm_measured", have_comm, "validation", val, "predicted", pred);
+        json_object_set_new(j, "allreduce_s", json_real(c.t_allreduce));
         json_object_set_new(j, "t_run_s", json_real(c.t_run));
         json_object_set_new(j, "contention", json_real(c.contention));
         json_object_set_new(j, "cores", json_integer(cores));
@@ -505,6 +530,15 @@ int cmd_model(int argc, char **argv)
                c.t_run * 1e6, cores, cores, c.contention, cores);
         printf("  network  alpha = %.2f us, beta = %.3f ns/byte (%.2f GB/s)%s\n", c.alpha * 1e6,
                c.beta * 1e9, c.beta > 0 ? 1e-9 / c.beta : 0.0, have_comm ? "" : " (not measured)");
+        if (have_comm) {
+            const double ring = sm_comm_seconds(&(sm_costs){.alpha = c.alpha, .beta = c.beta,
+                                                            .n_params = c.n_params,
+                                                            .elem_bytes = c.elem_bytes},
+                                                SM_MPI_FAST, 2, (size_t)o.batch);
+            printf("           MPI_Allreduce of the %zu parameters on 2 ranks %.1f us, %.2fx "
+                   "what alpha and beta give a ring (fast mode's term is scaled by it)\n",
+                   c.n_params, c.t_allreduce * 1e6, ring > 0 ? c.t_allreduce / ring : 0.0);
+        }
         printf("\nvalidation (measured vs PREDICTED seconds per step, batch %d):\n", o.batch);
         size_t i;
         json_t *v;

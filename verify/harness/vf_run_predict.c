@@ -73,6 +73,9 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
         .t_sample = get_num(mj, "t_sample_s"),
         .alpha = get_num(mj, "alpha_s"),
         .beta = get_num(mj, "beta_s_per_byte"),
+        .t_allreduce =
+            json_is_number(json_object_get(mj, "allreduce_s")) ? get_num(mj, "allreduce_s") : 0,
+        .allreduce_ranks = 2,   // parity model's probe runs on 2 ranks
         .n_params = (size_t)json_integer_value(json_object_get(mj, "n_params")),
         .elem_bytes = strcmp(c->dtype, "f64") == 0 ? 8 : 4,
         .chunk = (size_t)c->chunk,

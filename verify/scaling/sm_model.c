@@ -17,8 +17,13 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
     const double full = c->alpha + Ns * c->beta;
     const size_t n_chunks = (B + c->chunk - 1) / c->chunk;
     switch (d) {
-    case SM_MPI_FAST:
-        return 2.0 * (P - 1) * c->alpha + 2.0 * (P - 1) / P * Ns * c->beta;
+    case SM_MPI_FAST: {
+        const double ring = 2.0 * (P - 1) * c->alpha + 2.0 * (P - 1) / P * Ns * c->beta;
+        const int Q = c->allreduce_ranks;
+        if (Q < 2 || !(c->t_allreduce > 0)) return ring;
+        const double ring_Q = 2.0 * (Q - 1) * c->alpha + 2.0 * (Q - 1) / Q * Ns * c->beta;
+        return ring_Q > 0 ? ring * c->t_allreduce / ring_Q : ring;
+    }
     case SM_MPI_EXACT: {
         const double n_seg = ceil((double)c->n_params / (double)c->seg_params);
         const double S = Ns / n_seg;

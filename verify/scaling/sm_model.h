@@ -14,6 +14,8 @@ typedef struct sm_costs {
     double t_sample;      // seconds per sample (forward, backward, weight gradient)
     double alpha;         // seconds per message (latency)
     double beta;          // seconds per byte (inverse bandwidth)
+    double t_allreduce;   // seconds of an MPI_Allreduce of the N parameters, measured on
+    int allreduce_ranks;  // this many ranks (0: not measured)
     size_t n_params;      // N
     size_t elem_bytes;    // 4 (f32) or 8 (f64)
     size_t chunk;         // C
@@ -31,7 +33,10 @@ typedef struct sm_costs {
 typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST } sm_design;
 
 // Seconds of communication per step on P ranks, global batch B.
-//   mpi fast (ring allreduce):     2 (P-1) a + 2 (P-1)/P N s b
+//   mpi fast (ring allreduce):     2 (P-1) a + 2 (P-1)/P N s b, times the
+//   measured allreduce over that formula at the ranks it was measured on
+//   (t_allreduce / formula(allreduce_ranks): the library's algorithm and
+//   its sums, which alpha and beta leave out), when it was measured
 //   mpi exact (the gathered layers' activations all-gathered round a ring,
 //   the other layers' gradient along the ordered chain, then the updated
 //   weights round the ring; chain and weights pipelined over segments of
