@@ -81,9 +81,12 @@ static int probe_comm(size_t n_values, par_dtype dt)
     free(back);
     // fast mode's reduction itself: MPI_Allreduce (sum) of the model's
     // n_values parameters, as the library runs it (its algorithm, the sums).
-    double t_ar[REPS];
+    // (0 s, "not measured", when a rank has no memory for it: all or none.)
+    double t_ar[REPS] = {0};
     void *g = calloc(n_values ? n_values : 1, par_dtype_size(dt));
-    for (int r = 0; r < REPS; r++) {
+    int have = g != NULL;
+    MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    for (int r = 0; r < REPS && have; r++) {
         MPI_Barrier(MPI_COMM_WORLD);
         const double t0 = MPI_Wtime();
         MPI_Allreduce(MPI_IN_PLACE, g, (int)n_values, dt == PAR_F32 ? MPI_FLOAT : MPI_DOUBLE,
