@@ -24,8 +24,9 @@
 //   values per step, like a ring allreduce. The gradient and optimizer state
 //   of the segments a rank does not own are current only on their owner:
 //   grad and get_optim gather them.
-// exact, root: the gathered layers' per-sample data and every loss go to
-//   rank 0, which computes their whole chunk fold; for the other layers ranks
+// exact, root: the gathered layers' per-sample data goes to every rank, and
+//   each computes the whole chunk fold of the rows mpi's owner would and
+//   sends them to rank 0; every loss goes to rank 0; for the other layers ranks
 //   send each of their chunk gradients to rank 0, which folds them in chunk
 //   order; rank 0 updates and broadcasts the weights (the classic design made
 //   exact, at the price of one message per chunk).
@@ -568,24 +569,32 @@ static size_t chained_params(mpi_state *s, void *buf, int how)
 }
 
 // exact root: the gradient is completed on rank 0, in chunk order. The
-// gathered layers' per-sample data and every sample's loss go to rank 0,
-// which computes their whole chunk fold; for the other layers each rank
-// sends each of its chunks' gradient (those layers' parameters only) to
-// rank 0, which folds them in chunk order.
+// gathered layers' per-sample data goes to every rank, and each rank computes
+// the whole chunk fold of its rows of those layers (the rows mpi's owners
+// compute) and sends them to rank 0; every sample's loss goes to rank 0. For
+// the other layers each rank sends each of its chunks' gradient (those
+// layers' parameters only) to rank 0, which folds them in chunk order.
+enum { TAG_ROWS = 1 << 18 };
 static double root_fold(mpi_state *s, size_t B, size_t c0, size_t c1, size_t n_chunks)
 {
     par_engine *e = &s->e;
     const par_model *m = e->m;
-    gather_layers(s, B, 1);
-    const double t0 = MPI_Wtime();
+    gather_layers(s, B, 0);
+    double t0 = MPI_Wtime();
     gather_rows(s, e->loss, 1, B, 1);
     s->comm_s += MPI_Wtime() - t0;
+    s->n_reqs = 0;
+    for (int i = 0; i < s->n_mine; i++)
+        par_engine_layer_grads(e, s->mine[i].layer, B, 0, n_chunks, s->mine[i].o0, s->mine[i].o1,
+                               0);
+    for (int k = 0; k < s->n_seg && s->rank != 0; k++)
+        if (s->owner[k] == s->rank && s->gathered[s->seg[k].layer])
+            isend_seg(s, e->g, k, 0, TAG_ROWS + 2 * k);
     const size_t Nc = chained_params(s, NULL, PACK);
     if (s->rank == 0) {
         for (int l = 0; l < m->n_layers; l++)
-            if (m->layers[l].n_rows > 0)
-                par_engine_layer_grads(e, l, B, s->gathered[l] ? 0 : c0,
-                                       s->gathered[l] ? n_chunks : c1, 0, m->layers[l].n_rows, 0);
+            if (m->layers[l].n_rows > 0 && !s->gathered[l])
+                par_engine_layer_grads(e, l, B, c0, c1, 0, m->layers[l].n_rows, 0);
         for (size_t c = c1; c < n_chunks && Nc > 0; c++) {
             size_t q0 = 0, q1 = 0;
             int from = 1;
@@ -598,6 +607,9 @@ static double root_fold(mpi_state *s, size_t B, size_t c0, size_t c1, size_t n_c
             s->comm_s += MPI_Wtime() - t1;
             chained_params(s, s->chunk_g, UNPACK_FOLD);
         }
+        for (int k = 0; k < s->n_seg; k++)
+            if (s->owner[k] != 0 && s->gathered[s->seg[k].layer])
+                recv_seg(s, e->g, k, s->owner[k], TAG_ROWS + 2 * k);
         return par_engine_loss_fold(e, B, 0, n_chunks, 0, 0);
     }
     for (size_t c = c0; c < c1 && Nc > 0; c++) {
@@ -611,6 +623,9 @@ static double root_fold(mpi_state *s, size_t B, size_t c0, size_t c1, size_t n_c
         s->comm_s += MPI_Wtime() - t1;
         s->bytes += (double)(Nc * par_dtype_size(e->dt));
     }
+    t0 = MPI_Wtime();
+    MPI_Waitall(s->n_reqs, s->reqs, MPI_STATUSES_IGNORE);
+    s->comm_s += MPI_Wtime() - t0;
     return 0;   // rank 0's sum reaches every rank with the weights
 }
 // A step of this rank's engine on e->threads threads.

@@ -40,9 +40,18 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
         return 2.0 * log2_ceil(P) * full;
     case SM_ROOT_EXACT: {
         const size_t own0 = n_chunks / (size_t)P + (n_chunks % (size_t)P != 0);
-        const double per_sample = (double)(c->gather_values + 1) * (double)c->elem_bytes;
+        const double per_sample = (double)c->elem_bytes;   // the losses, to rank 0
         const double chunk = c->alpha + (double)c->chain_params * (double)c->elem_bytes * c->beta;
-        return (P - 1) * (c->alpha + (double)B * per_sample / P * c->beta) +
+        double t = 0;
+        if (c->gather_values > 0) {
+            // The all-gather, as mpi exact's; the rows the other ranks computed to rank 0.
+            const double gathered = (double)B * (double)c->gather_values * (double)c->elem_bytes;
+            const double n_g = (double)(c->n_params - c->chain_params);
+            t += (P - 1) * (c->alpha + gathered / P * c->beta) +
+                 (double)(P - 1) / P *
+                     (ceil(n_g / (double)c->seg_params) * c->alpha + n_g * c->elem_bytes * c->beta);
+        }
+        return t + (P - 1) * (c->alpha + (double)B * per_sample / P * c->beta) +
                (double)(n_chunks - (own0 < n_chunks ? own0 : n_chunks)) * chunk +
                log2_ceil(P) * full;
     }
