@@ -88,7 +88,7 @@ static inline par_status run_trajectory(trajectory *tr, const par_trainer_ops *o
         }
         par_data_gather(&ds->train, order + pos, B, cfg->dtype, x, labels);
         pos += B;
-        const par_batch batch = {x, labels, B};
+        const par_batch batch = {.x = x, .labels = labels, .B = B};
         st = ops->step(state, &batch, &tr->loss[k]);
         const void *w;
         size_t n;

@@ -68,7 +68,7 @@ static void run_k(const char *trainer, par_run_cfg cfg, int k, float *g, int l, 
     double loss;
     for (int s = 0; s < k; s++) {
         par_data_gather(&DS.train, order + (size_t)s * BATCH, BATCH, PAR_F32, x, labels);
-        const par_batch b = {x, labels, BATCH};
+        const par_batch b = {.x = x, .labels = labels, .B = BATCH};
         if (ops->step(state, &b, &loss) != PAR_OK) abort();
     }
     const void *gp;

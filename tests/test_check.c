@@ -152,7 +152,7 @@ static par_status check_step(chk_report *r, const par_model *m, par_dtype dt,
                              .lr = 0.05,
                              .threads = threads,
                              .init_params = w0};
-    const par_batch batch = {bb->x, bb->labels, bb->B};
+    const par_batch batch = {.x = bb->x, .labels = bb->labels, .B = bb->B};
     chk_step run, ref;
     PAR_TRY(chk_capture(&run, tr, &cfg, &batch));
     const chk_opts o = {prec, 0, 1};
@@ -224,7 +224,7 @@ static par_status check_optim_step(chk_report *r, const par_run_cfg *cfg, const 
                                    const batch_buf *bb, const par_optim_state *start)
 {
     memset(r, 0, sizeof *r);
-    const par_batch batch = {bb->x, bb->labels, bb->B};
+    const par_batch batch = {.x = bb->x, .labels = bb->labels, .B = bb->B};
     chk_step run, ref;
     PAR_TRY(chk_capture_state(&run, tr, cfg, &batch, start));
     const chk_opts o = {256, 0, 1};
@@ -290,7 +290,7 @@ static void optim_checks(const par_dataset *ds)
             double loss;
             for (int s = 0; s < 3; s++) {
                 gather(&bb, ds, dt, 24, 24 * (size_t)s);
-                const par_batch b = {bb.x, bb.labels, bb.B};
+                const par_batch b = {.x = bb.x, .labels = bb.labels, .B = bb.B};
                 PAR_REQUIRE(par_trainer_reference.step(rs, &b, &loss));
             }
             const void *wp;
@@ -464,7 +464,7 @@ static void faults(const par_dataset *ds)
                                  .lr = 0.05,
                                  .threads = 1,
                                  .init_params = w0};
-        const par_batch batch = {bb.x, bb.labels, bb.B};
+        const par_batch batch = {.x = bb.x, .labels = bb.labels, .B = bb.B};
         size_t big = 0;
         if (chk_capture(&run, &par_trainer_reference, &cfg, &batch) == PAR_OK) {
             for (size_t i = 0; i < m.n_params; i++)
@@ -686,7 +686,7 @@ static void cnn_checks(const par_dataset *ds)
                                  .lr = 0.05,
                                  .threads = 1,
                                  .init_params = w0};
-        const par_batch batch = {bb.x, bb.labels, bb.B};
+        const par_batch batch = {.x = bb.x, .labels = bb.labels, .B = bb.B};
         size_t moved[2] = {0, 0};
         memset(&r, 0, sizeof r);
         const par_status cap = chk_capture(&run, &par_trainer_serial, &cfg, &batch);
@@ -753,7 +753,7 @@ static void bn_hand(void)
                                  .lr = 0.05,
                                  .threads = 1,
                                  .init_params = w0};
-        const par_batch batch = {xb, labels, 2};
+        const par_batch batch = {.x = xb, .labels = labels, .B = 2};
         chk_step run;
         chk_report r = {0};
         PAR_REQUIRE(chk_capture(&run, &par_trainer_serial, &cfg, &batch));
@@ -923,7 +923,7 @@ static void step_records(const par_dataset *ds)
                                      .lr = 0.05,
                                      .threads = 1,
                                      .init_params = w_prev};
-            const par_batch b = {x, labels, B};
+            const par_batch b = {.x = x, .labels = labels, .B = B};
             st = chk_capture(&run, &par_trainer_serial, &cfg, &b);
             free(x);
             free(labels);

@@ -85,7 +85,7 @@ static void odd_shape_case(const char *spec, par_dtype dt, const par_kernel_set 
         for (int k = 0; k < 3 && ok; k++) {
             grid_inputs(x, B * m.n_inputs, dt, (uint64_t)k);
             for (size_t s = 0; s < B; s++) labels[s] = (int32_t)((s + (size_t)k) % m.n_classes);
-            const par_batch batch = {x, labels, B};
+            const par_batch batch = {.x = x, .labels = labels, .B = B};
             double lr_ref, lt;
             const void *gr, *gt, *wr, *wt;
             size_t n;
@@ -138,7 +138,7 @@ static void conv_fault_control(par_dtype dt)
             else ((double *)x)[i] = v;
         }
         for (size_t s = 0; s < B; s++) labels[s] = (int32_t)(s % 10);
-        const par_batch batch = {x, labels, B};
+        const par_batch batch = {.x = x, .labels = labels, .B = B};
         double l;
         const void *g;
         ok = par_trainer_omp.step(clean, &batch, &l) == PAR_OK &&

@@ -257,7 +257,7 @@ static int serial_run(const par_model *m, const double *w, size_t C, step_out *o
                              .lr = LR,
                              .threads = 1,
                              .init_params = w};
-    const par_batch batch = {X, Y, B};
+    const par_batch batch = {.x = X, .labels = Y, .B = B};
     void *state;
     if (par_trainer_serial.create(&cfg, &state) != PAR_OK) return 0;
     const void *p, *g;

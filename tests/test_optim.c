@@ -610,7 +610,7 @@ static void mpfr_takes_adam(const par_model *m)
     ce.mode = PAR_MODE_EXACT;
     float *x = calloc(32 * 784, sizeof(float));
     int32_t labels[32] = {0};
-    const par_batch b = {x, labels, 32};
+    const par_batch b = {.x = x, .labels = labels, .B = 32};
     for (size_t i = 0; i < 32 * 784; i++) x[i] = (float)((i * 7) % 13) / 13.0f;
     // The MPFR checker takes adam (tests/test_check.c checks its steps): from
     // a zero state m' = fl(b1 * 0) + fl(c1 g) = fl(c1 g) with c1 = 1 - 0.9f

@@ -491,7 +491,7 @@ int cmd_check(int argc, char **argv)
                                  .threads = o.threads,
                                  .init_params = w0,
                                  .optim = &optim};
-        const par_batch batch = {x, labels, B};
+        const par_batch batch = {.x = x, .labels = labels, .B = B};
         const double t1 = par_now();
         st = chk_capture_state(&run, tr, &cfg, &batch, &start);
         c.t_run = par_now() - t1;

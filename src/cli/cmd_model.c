@@ -271,7 +271,7 @@ static par_status time_steps(const par_model *m, par_dtype dt, const par_optim *
     for (int r = -3; r < reps; r++) {   // 3 warm-up steps
         for (size_t s = 0; s < b; s++) idx[s] = ((size_t)(r + 3) * b + s) % ds->n_train;
         par_data_gather(&ds->train, idx, b, dt, x, labels);
-        const par_batch batch = {x, labels, b};
+        const par_batch batch = {.x = x, .labels = labels, .B = b};
         const double t0 = par_now();
         par_engine_forward_backward(&e, &batch, 0, b, 1);
         par_engine_weight_grads(&e, b, 0, par_n_chunks(b, C), 0);

@@ -255,6 +255,17 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     const size_t B = batch->B;
     size_t hits = 0;
     double tm = t == 0 ? par_now() : 0;   // the master thread times the phases
+    size_t lo, hi;
+    par_engine_own_samples(s0, s1, t, T, &lo, &hi);
+    if (batch->fill) {
+        // Each thread assembles the samples it computes first; a first
+        // layer that splits its work otherwise waits for all of them.
+        batch->fill(batch->fill_ctx, lo, hi);
+        if (T > 1 && !par_layer_ops_of(m->layers[0].kind)->per_sample) {
+#pragma omp barrier
+        }
+        if (t == 0) phase_to(e, PAR_PHASE_BATCH, &tm);
+    }
     // Forward, layer by layer; each kind splits its work among the threads.
     // Between two per_sample layers (and after the last, the loss being per
     // sample too) a thread reads only what it wrote itself: no barrier.
@@ -268,8 +279,6 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     }
     // Loss and input gradients: each thread takes its own samples, top down;
     // a thread needs no other thread's samples, so no barrier between layers.
-    size_t lo, hi;
-    par_engine_own_samples(s0, s1, t, T, &lo, &hi);
     if (hi > lo)
         hits += KCALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo, hi,
                       m->n_classes, B);

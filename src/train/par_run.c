@@ -142,6 +142,25 @@ static par_status check_start(const par_run_opts *o, const par_run_point *p)
     return PAR_OK;
 }
 
+// A batch's samples [lo, hi) from the training records, for trainers that
+// assemble it themselves (par_batch.fill).
+typedef struct batch_src {
+    const par_images *im;
+    const size_t *idx;   // the batch's records
+    par_dtype dt;
+    void *x;
+    int32_t *labels;
+} batch_src;
+
+static void fill_batch(void *ctx, size_t lo, size_t hi)
+{
+    const batch_src *b = ctx;
+    const size_t row = b->im->n_features * par_dtype_size(b->dt);
+    if (hi > lo)
+        par_data_gather(b->im, b->idx + lo, hi - lo, b->dt, (char *)b->x + lo * row,
+                        b->labels + lo);
+}
+
 par_status par_run(const par_run_opts *o, const par_run_hooks *h, void *final_params,
                    long *steps_done, par_trainer_stats *stats)
 {
@@ -211,8 +230,12 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
             if (limited && step >= o->max_steps) break;
             const size_t B = n_train - pos < Bmax ? n_train - pos : Bmax;
             double t0 = par_now();
-            par_data_gather(&ds->train, order + pos, B, o->cfg.dtype, xb, labels);
-            const par_batch batch = {xb, labels, B};
+            // The trainer's threads assemble their own samples, or it is done here.
+            batch_src src = {&ds->train, order + pos, o->cfg.dtype, xb, labels};
+            const int fills = (o->trainer->caps & PAR_CAP_FILLS_BATCH) != 0;
+            if (!fills) fill_batch(&src, 0, B);
+            const par_batch batch = {.x = xb, .labels = labels, .B = B,
+                                     .fill = fills ? fill_batch : NULL, .fill_ctx = &src};
             double loss = 0;
             run_ph[PAR_PHASE_BATCH] += par_now() - t0;
             st = o->trainer->step(state, &batch, &loss);
@@ -253,7 +276,7 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
         if (s2 != PAR_OK) st = s2;
     }
     if (stats) {
-        stats->phase[PAR_PHASE_BATCH] = run_ph[PAR_PHASE_BATCH];
+        stats->phase[PAR_PHASE_BATCH] += run_ph[PAR_PHASE_BATCH];   // and the trainer's
         stats->phase[PAR_PHASE_LOG] = run_ph[PAR_PHASE_LOG];
     }
     *steps_done = step;
@@ -300,7 +323,7 @@ par_status par_evaluate(const par_model *m, par_dtype dt, const void *params,
         const size_t B = count - pos < EB ? count - pos : EB;
         for (size_t s = 0; s < B; s++) idx[s] = first + pos + s;
         par_data_gather(im, idx, B, dt, x, labels);
-        const par_batch batch = {x, labels, B};
+        const par_batch batch = {.x = x, .labels = labels, .B = B};
         par_engine_forward_backward(&e, &batch, 0, B, 0);
         hits += e.hits;
         for (size_t s = 0; s < B; s++)

@@ -176,7 +176,7 @@ static par_status after_step(void *ctx, const par_run_point *pt, const void *par
         s->warm_done = 1;
         par_trainer_stats so_far = {0};   // collective for the MPI trainers, like this hook
         if (now->trainer->stats) PAR_TRY(now->trainer->stats(now->state, &so_far));
-        so_far.phase[PAR_PHASE_BATCH] = now->run_phase[PAR_PHASE_BATCH];
+        so_far.phase[PAR_PHASE_BATCH] += now->run_phase[PAR_PHASE_BATCH];
         so_far.phase[PAR_PHASE_LOG] = now->run_phase[PAR_PHASE_LOG];
         memcpy(s->phase_warm, so_far.phase, sizeof s->phase_warm);
         s->t_warm = par_now();

@@ -29,6 +29,7 @@ void par_ring_split(const par_model *m, size_t B, size_t *chain_params, size_t *
 enum {
     PAR_CAP_THREADS = 1u << 0,  // honours cfg.threads
     PAR_CAP_RANKS = 1u << 1,    // runs one process per MPI rank
+    PAR_CAP_FILLS_BATCH = 1u << 2,   // assembles the batch itself (par_batch.fill)
 };
 
 // Test-only faults: deliberately wrong arithmetic, so that tests can show
@@ -123,6 +124,12 @@ typedef struct par_batch {
     const void *x;              // (B, n_inputs) of cfg.dtype
     const int32_t *labels;      // (B)
     size_t B;                   // 1 <= B <= cfg.batch
+    // NULL, or samples [0, B) of x and labels are not there yet: the trainer
+    // (PAR_CAP_FILLS_BATCH) calls fill(fill_ctx, lo, hi) for every sample
+    // before it reads it, so that each thread assembles the samples it
+    // computes (the same values as assembled beforehand).
+    void (*fill)(void *fill_ctx, size_t lo, size_t hi);
+    void *fill_ctx;
 } par_batch;
 
 // Where a run's time goes: seconds per phase, summed over the run. A trainer

@@ -82,7 +82,7 @@ static void local_destroy(void *state)
 const par_trainer_ops par_trainer_serial = {
     .name = "serial",
     .summary = "kernels, one thread",
-    .caps = 0,
+    .caps = PAR_CAP_FILLS_BATCH,
     .create = serial_create,
     .step = local_step,
     .params = par_engine_params_op,
@@ -97,7 +97,7 @@ const par_trainer_ops par_trainer_serial = {
 const par_trainer_ops par_trainer_omp = {
     .name = "omp",
     .summary = "OpenMP threads (--threads T): samples and weight rows split among threads",
-    .caps = PAR_CAP_THREADS,
+    .caps = PAR_CAP_THREADS | PAR_CAP_FILLS_BATCH,
     .create = omp_create,
     .step = local_step,
     .params = par_engine_params_op,

@@ -747,7 +747,7 @@ par_status bis_lockstep(bis_result *r, const bis_opts *o)
         for (size_t pos = 0; st == PAR_OK && pos < ds->n_train; pos += Bmax) {
             const size_t B = ds->n_train - pos < Bmax ? ds->n_train - pos : Bmax;
             par_data_gather(&ds->train, b.order + pos, B, ca->dtype, b.x, b.labels);
-            const par_batch batch = {b.x, b.labels, B};
+            const par_batch batch = {.x = b.x, .labels = b.labels, .B = B};
             const void *w;
             size_t n;
             double la = 0, lb = 0;

@@ -324,7 +324,7 @@ par_status vf_lockstep(vf_lockstep_result *r, const par_trainer_ops *ops,
              pos += Bmax) {
             const size_t B = n_train - pos < Bmax ? n_train - pos : Bmax;
             par_data_gather(&ds->train, b.order + pos, B, dt, b.x, b.labels);
-            const par_batch batch = {b.x, b.labels, B};
+            const par_batch batch = {.x = b.x, .labels = b.labels, .B = B};
             st = one_step(r, &b, ops, cfg_fast, lr, &batch, ++k, comm);
         }
     }
