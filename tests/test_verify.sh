@@ -691,6 +691,13 @@ rows = list(csv.DictReader(open(sys.argv[3])))
 assert [r['noisy'] for r in rows] == [('yes' if x['timing']['noisy'] else 'no') for x in cf], rows
 assert all(float(r['speedup_ci95_lo']) <= float(r['speedup']) <= float(r['speedup_ci95_hi']) for r in rows)
 assert all(int(r['runs']) == 5 and int(r['window_steps']) == W for r in rows), rows
+# The phase columns: each phase's median over the row's runs (recomputed from
+# the raw phase_seconds), in ms per step.
+for r, x in zip(rows, cf):
+    for name in ('batch', 'forward', 'backward', 'weight_grads', 'communication', 'update',
+                 'log', 'other'):
+        want = 1e3 * statistics.median(p[name] for p in x['timing']['phase_seconds']) / W
+        assert abs(float(r[name + '_ms']) - want) <= 5e-7 + 1e-6 * want, (name, r, want)
 print('window %d steps after %d; CV %s' % (W, tc['warmup_steps'],
       ', '.join('%.1f%%' % (100 * x['timing']['cv']) for x in cf)))
 PY
