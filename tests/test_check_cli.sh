@@ -33,7 +33,8 @@ print('\n'.join(sorted(t['view'] + ':' + t['tensor'] for t in d['tensors'] if t[
 # model_rows_ok FILE: True when parity model --validate 2's rows are whole:
 # mpi exact and fast on 2 ranks, the error recomputed from the measured and
 # predicted step (the JSON prints 6 significant digits of each), the probe's
-# alpha and beta, the cores' distance (null: not measured).
+# alpha, beta and allreduce, the cores' distance before and after the runs (null: not
+# measured) and whether they moved (one over twice the other).
 model_rows_ok() {
     $PY -c "
 import json, sys
@@ -42,7 +43,11 @@ ok = sorted(r['design'] for r in rows) == ['mpi exact', 'mpi fast']
 for r in rows:
     m, p, rt = r['measured_step_s'], r['predicted_step_s'], r['core_round_trip_ns']
     ok &= r['ranks'] == 2 and m > 0 and p > 0 and abs(r['error'] - (p - m) / m) < 1e-4
-    ok &= r['alpha'] > 0 and r['beta'] > 0 and (rt is None or 0 < rt < 1e5)
+    ok &= r['alpha'] > 0 and r['beta'] > 0 and r['allreduce_s'] >= 0 and (rt is None or 0 < rt < 1e5)
+    ra = r['core_round_trip_after_ns']
+    ok &= ra is None or 0 < ra < 1e5
+    if rt is not None and ra is not None:
+        ok &= r['cores_moved'] == (max(rt, ra) > 2 * min(rt, ra))
 print(ok)
 " "$1"
 }

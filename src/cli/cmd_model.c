@@ -157,9 +157,12 @@ static void launch_cmd(char *out, size_t n, const char *launcher, int R, const c
     }
 }
 
-// The network of `parity model --probe-comm` on R ranks (one run): alpha,
-// beta, and the seconds of an allreduce of the model's parameters
-// (model_args: its --model, --act and --dtype).
+// The network of `parity model --probe-comm` on R ranks: alpha, beta, and
+// the seconds of an allreduce of the model's parameters (model_args: its
+// --model, --act and --dtype), each the median of 3 launches, as the
+// validation runs are: a launch can meet a network in another state (over
+// TCP between this VM's namespace hosts the same allreduce took 0.2 or 0.5
+// ms from one launch to the next, and stayed so through the launch).
 static int probe_on(const char *launcher, int R, const char *exe, const char *model_args,
                     sm_costs *c)
 {
@@ -167,11 +170,18 @@ static int probe_on(const char *launcher, int R, const char *exe, const char *mo
     snprintf(args, sizeof args, "model --probe-comm %s", model_args);
     launch_cmd(cmd, sizeof cmd, launcher, R, exe, args);
     const char *const keys[] = {"alpha", "beta", "allreduce"};
-    double v[3];
-    if (run_json_numbers(cmd, 3, keys, v) != 0) return -1;
-    c->alpha = v[0];
-    c->beta = v[1];
-    c->t_allreduce = v[2];
+    double v[3][3];   // [launch][key]
+    for (int k = 0; k < 3; k++)
+        if (run_json_numbers(cmd, 3, keys, v[k]) != 0) return -1;
+    double med[3];
+    for (int j = 0; j < 3; j++) {
+        double x[3] = {v[0][j], v[1][j], v[2][j]};
+        qsort(x, 3, sizeof *x, cmp_double);
+        med[j] = x[1];
+    }
+    c->alpha = med[0];
+    c->beta = med[1];
+    c->t_allreduce = med[2];
     c->allreduce_ranks = R;
     return 0;
 }
@@ -432,11 +442,11 @@ int cmd_model(int argc, char **argv)
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         const int R = atoi(tok);
         if (R < 1) continue;
-        // alpha and beta measured on R ranks: on one host with more ranks
-        // than cores a ring step costs more than on two ranks.
+        // alpha, beta and the allreduce measured on R ranks just before R's
+        // runs: on one host with more ranks than cores a ring step costs more
+        // than on two ranks, and the network of a shared machine drifts.
         sm_costs here = c;
-        if (have_comm && R > 2 && probe_on(o.launcher, R, exe, model_args, &here) != 0)
-            here = c;
+        if (have_comm && probe_on(o.launcher, R, exe, model_args, &here) != 0) here = c;
         // Without --launcher the runs are on this host, where the weights are
         // shared, and its cores are shared by the ranks (with it: --cores).
         here.one_host = o.launcher == NULL;
@@ -458,13 +468,21 @@ int cmd_model(int argc, char **argv)
             while (ran < 3 && run_json_numbers(cmd, 1, key, &secs[ran]) == 0) ran++;
             if (ran < 3) continue;
             qsort(secs, 3, sizeof *secs, cmp_double);
+            // The distance after the runs too: a row whose cores moved
+            // meanwhile measured two machines, and says so.
+            const double rt_after = vf_core_round_trip_ns();
             const double meas = secs[1] / o.steps, pred = sm_step_seconds(&here, des, R, B);
             json_t *row = json_pack("{s:s, s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "design",
                                     sm_design_name(des), "ranks", R, "batch", (json_int_t)B,
                                     "measured_step_s", meas, "predicted_step_s", pred, "error",
                                     (pred - meas) / meas, "alpha", here.alpha, "beta", here.beta);
+            json_object_set_new(row, "allreduce_s", json_real(here.t_allreduce));
             json_object_set_new(row, "core_round_trip_ns",
                                 isfinite(round_trip) ? json_real(round_trip) : json_null());
+            json_object_set_new(row, "core_round_trip_after_ns",
+                                isfinite(rt_after) ? json_real(rt_after) : json_null());
+            const double lo = fmin(round_trip, rt_after), hi = fmax(round_trip, rt_after);
+            json_object_set_new(row, "cores_moved", json_boolean(isfinite(lo) && hi > 2 * lo));
             json_array_append_new(val, row);
         }
     }
@@ -547,19 +565,24 @@ int cmd_model(int argc, char **argv)
         json_t *v;
         json_array_foreach(val, i, v) {
             const json_t *rt = json_object_get(v, "core_round_trip_ns");
-            char apart[64] = "cores' distance not measured";
-            if (json_is_real(rt))
-                snprintf(apart, sizeof apart, "cores %.0f ns apart", json_real_value(rt));
+            const json_t *rt2 = json_object_get(v, "core_round_trip_after_ns");
+            char apart[128] = "cores' distance not measured";
+            if (json_is_real(rt) && json_is_real(rt2))
+                snprintf(apart, sizeof apart, "cores %.0f ns apart, %.0f after%s",
+                         json_real_value(rt), json_real_value(rt2),
+                         json_is_true(json_object_get(v, "cores_moved"))
+                             ? ": they moved, the row measured two machines" : "");
             const double beta = json_real_value(json_object_get(v, "beta"));
             printf("  %-10s R=%-3d measured %8.3f ms  predicted %8.3f ms  error %+6.1f%%"
-                   "   (probe on R ranks: alpha %.2f us, %.2f GB/s; %s)\n",
+                   "   (probe on R ranks: alpha %.2f us, %.2f GB/s, allreduce %.0f us; %s)\n",
                    json_string_value(json_object_get(v, "design")),
                    (int)json_integer_value(json_object_get(v, "ranks")),
                    1e3 * json_real_value(json_object_get(v, "measured_step_s")),
                    1e3 * json_real_value(json_object_get(v, "predicted_step_s")),
                    100 * json_real_value(json_object_get(v, "error")),
                    1e6 * json_real_value(json_object_get(v, "alpha")),
-                   beta > 0 ? 1e-9 / beta : 0.0, apart);
+                   beta > 0 ? 1e-9 / beta : 0.0,
+                   1e6 * json_real_value(json_object_get(v, "allreduce_s")), apart);
         }
         printf("\nPREDICTED strong scaling (global batch fixed): speedup / efficiency\n");
         printf("  %-10s %6s", "design", "batch");

@@ -30,8 +30,11 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
         const double one = c->alpha + S * c->beta;
         const double n_c = ceil((double)c->chain_params / (double)c->seg_params);
         const double gathered = (double)B * (double)c->gather_values * (double)c->elem_bytes;
+        // The weights ring: every segment is sent as soon as it is there,
+        // so a hop's latency is paid once, by the first segment, and the
+        // rest follow at the link's rate.
         double t = c->one_host ? 2 * log2_ceil(P) * c->alpha
-                               : ((double)(P - 1) / P * n_seg + P - 2) * one;
+                               : (P - 1) * c->alpha + ((double)(P - 1) / P * n_seg + P - 2) * S * c->beta;
         if (c->gather_values > 0) t += (P - 1) * (c->alpha + gathered / P * c->beta);
         if (n_c > 0) t += (n_c + P - 2) * one;
         return t;
@@ -47,9 +50,8 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
             // The all-gather, as mpi exact's; the rows the other ranks computed to rank 0.
             const double gathered = (double)B * (double)c->gather_values * (double)c->elem_bytes;
             const double n_g = (double)(c->n_params - c->chain_params);
-            t += (P - 1) * (c->alpha + gathered / P * c->beta) +
-                 (double)(P - 1) / P *
-                     (ceil(n_g / (double)c->seg_params) * c->alpha + n_g * c->elem_bytes * c->beta);
+            t += (P - 1) * (c->alpha + gathered / P * c->beta) +   // streamed, as the weights
+                 (P - 1) * c->alpha + (double)(P - 1) / P * n_g * c->elem_bytes * c->beta;
         }
         return t + (P - 1) * (c->alpha + (double)B * per_sample / P * c->beta) +
                (double)(n_chunks - (own0 < n_chunks ? own0 : n_chunks)) * chunk +

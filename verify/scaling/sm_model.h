@@ -45,17 +45,17 @@ typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST 
 //   the chain):
 //     (P-1) (a + B g s b / P)        [g = gather_values; none if 0]
 //     + (n_c + P - 2) (a + S b)      [none if n_c = 0]
-//     + ((P-1)/P n_seg + P - 2) (a + S b)
-//   (one_host: the last term is two barriers instead, 2 ceil(log2 P) a)
+//     + (P-1) a + ((P-1)/P n_seg + P - 2) S b
+//   (the weights stream: each of the P-1 hops pays its latency once, for
+//   the first segment; one_host: the last term is two barriers instead,
+//   2 ceil(log2 P) a)
 //   root fast (reduce + broadcast, binomial trees): 2 ceil(log2 P) (a + N s b)
 //   root exact (the gathered layers' activations all-gathered as mpi exact's,
 //   each rank's rows of those layers' gradient, (P-1)/P of their N_g = N -
-//   chain_params parameters in ceil(N_g / seg_params) segments, and every
-//   loss to rank 0; rank 0 receives every chunk it does not own of the
-//   chained layers' gradient, chain_params values; then broadcasts the
-//   weights):
-//     (P-1) (a + B g s b / P) + (P-1)/P (ceil(N_g / seg_params) a + N_g s b)
-//                                    [none if g = 0]
+//   chain_params parameters, streamed as the weights are, and every loss to
+//   rank 0; rank 0 receives every chunk it does not own of the chained
+//   layers' gradient, chain_params values; then broadcasts the weights):
+//     (P-1) (a + B g s b / P) + (P-1) a + (P-1)/P N_g s b   [none if g = 0]
 //     + (P-1) (a + B s b / P) + (n_chunks - own_0) (a + chain_params s b)
 //     + ceil(log2 P) (a + N s b)
 double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B);
