@@ -429,15 +429,15 @@ static void gather_rows(mpi_state *s, void *buf, size_t row, size_t B, int to_ro
 }
 
 // The gathered layers' inputs (a[0], the batch, is everywhere already) and
-// output gradients of every sample, to every rank (or rank 0: to_root).
-static void gather_layers(mpi_state *s, size_t B, int to_root)
+// output gradients of every sample, to every rank.
+static void gather_layers(mpi_state *s, size_t B)
 {
     const par_model *m = s->e.m;
     const double t0 = MPI_Wtime();
     for (int l = 0; l < m->n_layers; l++) {
         if (!s->gathered[l]) continue;
-        if (l > 0) gather_rows(s, s->e.a[l], m->layers[l].n_in, B, to_root);
-        gather_rows(s, s->e.d[l], m->layers[l].n_out, B, to_root);
+        if (l > 0) gather_rows(s, s->e.a[l], m->layers[l].n_in, B, 0);
+        gather_rows(s, s->e.d[l], m->layers[l].n_out, B, 0);
     }
     s->comm_s += MPI_Wtime() - t0;
 }
@@ -447,7 +447,7 @@ static void gather_layers(mpi_state *s, size_t B, int to_root)
 // round the ring.
 static void own_gathered(mpi_state *s, const par_update *u, size_t B, int tag_new)
 {
-    gather_layers(s, B, 0);
+    gather_layers(s, B);
     const size_t n_chunks = par_n_chunks(B, s->e.C);
     for (int i = 0; i < s->n_mine; i++)
         par_engine_layer_grads(&s->e, s->mine[i].layer, B, 0, n_chunks, s->mine[i].o0,
@@ -579,7 +579,7 @@ static double root_fold(mpi_state *s, size_t B, size_t c0, size_t c1, size_t n_c
 {
     par_engine *e = &s->e;
     const par_model *m = e->m;
-    gather_layers(s, B, 0);
+    gather_layers(s, B);
     double t0 = MPI_Wtime();
     gather_rows(s, e->loss, 1, B, 1);
     s->comm_s += MPI_Wtime() - t0;
