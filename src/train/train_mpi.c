@@ -443,15 +443,21 @@ static void gather_layers(mpi_state *s, size_t B)
 }
 
 // The gathered layers' per-sample data to every rank, then the weight
-// gradient of this rank's rows of them over all chunks, updated and sent
-// round the ring.
-static void own_gathered(mpi_state *s, const par_update *u, size_t B, int tag_new)
+// gradient of this rank's rows of them over all chunks (mpi exact and root).
+static void mine_grads(mpi_state *s, size_t B)
 {
     gather_layers(s, B);
     const size_t n_chunks = par_n_chunks(B, s->e.C);
     for (int i = 0; i < s->n_mine; i++)
         par_engine_layer_grads(&s->e, s->mine[i].layer, B, 0, n_chunks, s->mine[i].o0,
                                s->mine[i].o1, 0);
+}
+
+// This rank's rows of the gathered layers computed, updated and sent round
+// the ring.
+static void own_gathered(mpi_state *s, const par_update *u, size_t B, int tag_new)
+{
+    mine_grads(s, B);
     par_engine_update_rows(&s->e, u, s->mine, s->n_mine);
     for (int k = 0; k < s->n_seg; k++)
         if (s->owner[k] == s->rank && s->gathered[s->seg[k].layer] && !s->shared)
@@ -579,14 +585,11 @@ static double root_fold(mpi_state *s, size_t B, size_t c0, size_t c1, size_t n_c
 {
     par_engine *e = &s->e;
     const par_model *m = e->m;
-    gather_layers(s, B);
+    mine_grads(s, B);
     double t0 = MPI_Wtime();
     gather_rows(s, e->loss, 1, B, 1);
     s->comm_s += MPI_Wtime() - t0;
     s->n_reqs = 0;
-    for (int i = 0; i < s->n_mine; i++)
-        par_engine_layer_grads(e, s->mine[i].layer, B, 0, n_chunks, s->mine[i].o0, s->mine[i].o1,
-                               0);
     for (int k = 0; k < s->n_seg && s->rank != 0; k++)
         if (s->owner[k] == s->rank && s->gathered[s->seg[k].layer])
             isend_seg(s, e->g, k, 0, TAG_ROWS + 2 * k);

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "par_status.h"
+#include "par_trainer.h"
 #include "vf_suite.h"
 
 // ---- processes --------------------------------------------------------------
@@ -122,6 +123,11 @@ double vf_core_round_trip_ns(void);
 // the measured ones and "far": how many are above twice the fastest when
 // the slowest is (0 when the distance did not change by that much).
 json_t *vf_round_trip_summary(const double *ns, int n);
+
+// The keys of a run's phase_seconds, k in [0, VF_N_PHASES): par_phase_names,
+// then "other" (what no phase holds).
+#define VF_N_PHASES (PAR_PHASE_N + 1)
+const char *vf_phase_name(int k);
 
 // ---- running a suite ---------------------------------------------------------
 

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "par_io.h"
-#include "par_trainer.h"
 #include "vf_stats.h"
 
 static const char *str(const json_t *o, const char *key)
@@ -503,8 +502,7 @@ static void write_csv(FILE *f, const json_t *res)
                "worst_ratio,mpfr,timed,median_s,min_s,max_s,speedup,efficiency,speedup_ci95_lo,"
                "speedup_ci95_hi,cv,noisy,runs,window_steps,warmup_steps,repeats,detail");
     // Then where the time goes (md_phases): each phase's median, ms per step.
-    for (int k = 0; k <= PAR_PHASE_N; k++)
-        fprintf(f, ",%s_ms", k < PAR_PHASE_N ? par_phase_names[k] : "other");
+    for (int k = 0; k < VF_N_PHASES; k++) fprintf(f, ",%s_ms", vf_phase_name(k));
     fprintf(f, "\n");
     size_t i, j;
     json_t *cs, *cf;
@@ -543,9 +541,8 @@ static void write_csv(FILE *f, const json_t *res)
             fprintf(f, ",%ld,", integer(json_object_get(cs, "settings"), "repeats"));
             csv_field(f, str(c, "detail"));
             const json_t *med = json_object_get(t, "phase_median_seconds");
-            for (int k = 0; k <= PAR_PHASE_N; k++) {
-                const json_t *v =
-                    json_object_get(med, k < PAR_PHASE_N ? par_phase_names[k] : "other");
+            for (int k = 0; k < VF_N_PHASES; k++) {
+                const json_t *v = json_object_get(med, vf_phase_name(k));
                 fputc(',', f);
                 if (json_is_number(v) && steps > 0)
                     fprintf(f, "%.6f", 1e3 * json_number_value(v) / (double)steps);

@@ -107,15 +107,16 @@ static par_status plan_window(vf_runner *r, vf_case_run *cr, const vf_config *cf
     return PAR_OK;
 }
 
-// Per phase (par_phase_names, then "other"), the median of the n runs'
-// phase_seconds, into timing["phase_median_seconds"]; left out when a run
-// has no phase_seconds.
+const char *vf_phase_name(int k) { return k < PAR_PHASE_N ? par_phase_names[k] : "other"; }
+
+// Per phase (vf_phase_name), the median of the n runs' phase_seconds, into
+// timing["phase_median_seconds"]; left out when a run has no phase_seconds.
 static void phase_medians(json_t *timing, json_t *const *phases, int n)
 {
     double *x = malloc((size_t)n * sizeof *x);
     json_t *med = json_object();
-    for (int k = 0; x && k <= PAR_PHASE_N; k++) {
-        const char *name = k < PAR_PHASE_N ? par_phase_names[k] : "other";
+    for (int k = 0; x && k < VF_N_PHASES; k++) {
+        const char *name = vf_phase_name(k);
         int m = 0;
         for (int i = 0; i < n; i++) {
             const json_t *v = json_object_get(phases[i], name);
@@ -124,7 +125,7 @@ static void phase_medians(json_t *timing, json_t *const *phases, int n)
         if (m == n) json_object_set_new(med, name, json_real(vf_median_sort(x, m)));
     }
     free(x);
-    if (json_object_size(med) == PAR_PHASE_N + 1)
+    if (json_object_size(med) == VF_N_PHASES)
         json_object_set_new(timing, "phase_median_seconds", med);
     else
         json_decref(med);

@@ -10,6 +10,20 @@ static double log2_ceil(int P)
     return (double)k;
 }
 
+// A ring all-gather of B samples' gathered values on P ranks.
+static double allgather_seconds(const sm_costs *c, int P, size_t B)
+{
+    const double bytes = (double)B * (double)c->gather_values * (double)c->elem_bytes;
+    return (P - 1) * (c->alpha + bytes / P * c->beta);
+}
+
+// Messages sent back to back through `hops` ranks: each hop pays its latency
+// once, for the first message, and the rest follow at the link's rate.
+static double streamed_seconds(const sm_costs *c, int hops, double bytes)
+{
+    return hops * c->alpha + bytes * c->beta;
+}
+
 double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
 {
     if (P <= 1) return 0;
@@ -29,13 +43,11 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
         const double S = Ns / n_seg;
         const double one = c->alpha + S * c->beta;
         const double n_c = ceil((double)c->chain_params / (double)c->seg_params);
-        const double gathered = (double)B * (double)c->gather_values * (double)c->elem_bytes;
-        // The weights ring: every segment is sent as soon as it is there,
-        // so a hop's latency is paid once, by the first segment, and the
-        // rest follow at the link's rate.
-        double t = c->one_host ? 2 * log2_ceil(P) * c->alpha
-                               : (P - 1) * c->alpha + ((double)(P - 1) / P * n_seg + P - 2) * S * c->beta;
-        if (c->gather_values > 0) t += (P - 1) * (c->alpha + gathered / P * c->beta);
+        // The weights ring: every segment is sent as soon as it is there.
+        double t = c->one_host
+                       ? 2 * log2_ceil(P) * c->alpha
+                       : streamed_seconds(c, P - 1, ((double)(P - 1) / P * n_seg + P - 2) * S);
+        if (c->gather_values > 0) t += allgather_seconds(c, P, B);
         if (n_c > 0) t += (n_c + P - 2) * one;
         return t;
     }
@@ -48,10 +60,9 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
         double t = 0;
         if (c->gather_values > 0) {
             // The all-gather, as mpi exact's; the rows the other ranks computed to rank 0.
-            const double gathered = (double)B * (double)c->gather_values * (double)c->elem_bytes;
             const double n_g = (double)(c->n_params - c->chain_params);
-            t += (P - 1) * (c->alpha + gathered / P * c->beta) +   // streamed, as the weights
-                 (P - 1) * c->alpha + (double)(P - 1) / P * n_g * c->elem_bytes * c->beta;
+            t += allgather_seconds(c, P, B) +
+                 streamed_seconds(c, P - 1, (double)(P - 1) / P * n_g * (double)c->elem_bytes);
         }
         return t + (P - 1) * (c->alpha + (double)B * per_sample / P * c->beta) +
                (double)(n_chunks - (own0 < n_chunks ? own0 : n_chunks)) * chunk +
