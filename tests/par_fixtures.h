@@ -50,8 +50,29 @@ typedef struct trajectory {
     long one_thread;     // steps run on one thread of several (par_trainer_stats)
 } trajectory;
 
+// par_batch.fill for run_trajectory: samples [lo, hi) of the batch.
+typedef struct fixture_batch {
+    const par_images *im;
+    const size_t *idx;
+    par_dtype dt;
+    void *x;
+    int32_t *labels;
+} fixture_batch;
+
+static inline void fixture_fill(void *ctx, size_t lo, size_t hi)
+{
+    const fixture_batch *b = ctx;
+    const size_t row = b->im->n_features * par_dtype_size(b->dt);
+    if (hi > lo)
+        par_data_gather(b->im, b->idx + lo, hi - lo, b->dt, (char *)b->x + lo * row,
+                        b->labels + lo);
+}
+
 // Runs `steps` steps of trainer ops from cfg (batch cfg->batch, shuffled
-// with seed 7), recording losses and weights. Returns PAR_OK, or the first
+// with seed 7), recording losses and weights. A trainer that assembles its
+// batch (PAR_CAP_FILLS_BATCH) gets it whole on even steps and to fill on odd
+// ones, over NaN inputs: a sample it reads without filling it first spoils
+// the trajectory. Returns PAR_OK, or the first
 // failure (then the steps from the failing one on hold nothing): a caller
 // checks it before it compares. tr is freed by trajectory_free either way.
 static inline par_status run_trajectory(trajectory *tr, const par_trainer_ops *ops,
@@ -86,9 +107,17 @@ static inline par_status run_trajectory(trajectory *tr, const par_trainer_ops *o
             if (st != PAR_OK) break;
             pos = 0;
         }
-        par_data_gather(&ds->train, order + pos, B, cfg->dtype, x, labels);
+        fixture_batch src = {&ds->train, order + pos, cfg->dtype, x, labels};
+        const int fills = (ops->caps & PAR_CAP_FILLS_BATCH) && k % 2 == 1;
+        if (fills) {
+            memset(x, 0xFF, B * 784 * sz);   // all bits set: a NaN in f32 and f64
+            memset(labels, 0, B * sizeof *labels);
+        } else {
+            fixture_fill(&src, 0, B);
+        }
         pos += B;
-        const par_batch batch = {.x = x, .labels = labels, .B = B};
+        const par_batch batch = {.x = x, .labels = labels, .B = B,
+                                 .fill = fills ? fixture_fill : NULL, .fill_ctx = &src};
         st = ops->step(state, &batch, &tr->loss[k]);
         const void *w;
         size_t n;

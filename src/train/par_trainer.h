@@ -119,7 +119,8 @@ typedef struct par_run_cfg {
                                 // every rank is on one host (0: one shared copy there)
 } par_run_cfg;
 
-// A batch: every process gets the whole batch; MPI trainers use their chunks.
+// A batch: every process gets the whole batch (or fills what it reads, below);
+// MPI trainers use their chunks.
 typedef struct par_batch {
     const void *x;              // (B, n_inputs) of cfg.dtype
     const int32_t *labels;      // (B)

@@ -1,8 +1,9 @@
 // The MPI trainers: `mpi` (one thread per rank), `hybrid` (OpenMP inside each
 // rank, MPI_THREAD_FUNNELED: only the master thread calls MPI) and `root`.
-// Every rank loads the dataset itself and receives the whole batch from the
-// loop (cheap: the batch is gathered from memory); rank r owns a contiguous
-// range of chunks.
+// Every rank loads the dataset itself and assembles the samples of its own
+// chunks (PAR_CAP_FILLS_BATCH), and the other ranks' samples only where it
+// reads them (exact: a gathered first layer's weight gradient reads every
+// sample's input); rank r owns a contiguous range of chunks.
 //
 // exact, mpi/hybrid: every rank owns a contiguous block of row segments
 //   (about N / P parameters), computes or receives their final gradient and
@@ -444,8 +445,19 @@ static void gather_layers(mpi_state *s, size_t B)
 
 // The gathered layers' per-sample data to every rank, then the weight
 // gradient of this rank's rows of them over all chunks (mpi exact and root).
-static void mine_grads(mpi_state *s, size_t B)
+// A gathered first layer reads every sample's input: the other ranks'
+// samples are assembled here too, if the step's pass assembled only its own.
+static void mine_grads(mpi_state *s, const par_batch *batch)
 {
+    const size_t B = batch->B;
+    if (batch->fill && s->gathered[0]) {
+        const double t0 = par_now();
+        size_t s0, s1;
+        own_samples(B, s->e.C, s->rank, s->size, &s0, &s1);
+        batch->fill(batch->fill_ctx, 0, s0);
+        batch->fill(batch->fill_ctx, s1, B);
+        s->e.phase[PAR_PHASE_BATCH] += par_now() - t0;
+    }
     gather_layers(s, B);
     const size_t n_chunks = par_n_chunks(B, s->e.C);
     for (int i = 0; i < s->n_mine; i++)
@@ -455,9 +467,9 @@ static void mine_grads(mpi_state *s, size_t B)
 
 // This rank's rows of the gathered layers computed, updated and sent round
 // the ring.
-static void own_gathered(mpi_state *s, const par_update *u, size_t B, int tag_new)
+static void own_gathered(mpi_state *s, const par_update *u, const par_batch *batch, int tag_new)
 {
-    mine_grads(s, B);
+    mine_grads(s, batch);
     par_engine_update_rows(&s->e, u, s->mine, s->n_mine);
     for (int k = 0; k < s->n_seg; k++)
         if (s->owner[k] == s->rank && s->gathered[s->seg[k].layer] && !s->shared)
@@ -467,8 +479,9 @@ static void own_gathered(mpi_state *s, const par_update *u, size_t B, int tag_ne
 // exact mpi/hybrid: the ordered chain fold and the sharded update (see the
 // top of the file), the gathered layers computed by their owners. Returns
 // the folded loss sum, the same on every rank.
-static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
+static double ring_step(mpi_state *s, const par_batch *batch, size_t c0, size_t c1)
 {
+    const size_t B = batch->B;
     const int r = s->rank, P = s->size, last = P - 1, n = s->n_seg;
     const int has = c1 > c0;
     // Tags: [0, 2n] the chain (segments, then the loss), [T_OWN, T_OWN + 2n]
@@ -483,7 +496,7 @@ static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
     if (s->shared) node_sync(s);
     // Rank 0 starts the chain first, so that the ranks after it find its
     // segments waiting when they come to the chain after their own rows.
-    if (r > 0) own_gathered(s, &u, B, T_NEW);
+    if (r > 0) own_gathered(s, &u, batch, T_NEW);
     for (int k = 0; k < n; k++) {
         if (s->gathered[s->seg[k].layer]) continue;
         if (r > 0) recv_seg(s, s->e.g, k, r - 1, 2 * k);
@@ -509,7 +522,7 @@ static double ring_step(mpi_state *s, size_t B, size_t c0, size_t c1)
     else
         for (int q = 0; q < last; q++) isend(s, lossbuf[1], 1, q, T_OWN + 2 * n);
     s->comm_s += MPI_Wtime() - t0;
-    if (r == 0) own_gathered(s, &u, B, T_NEW);
+    if (r == 0) own_gathered(s, &u, batch, T_NEW);
 
     // Own segments: their final gradient from the last rank (after this rank's
     // chain send of the same buffer completed), the update, the new weights out.
@@ -581,11 +594,13 @@ static size_t chained_params(mpi_state *s, void *buf, int how)
 // the other layers each rank sends each of its chunks' gradient (those
 // layers' parameters only) to rank 0, which folds them in chunk order.
 enum { TAG_ROWS = 1 << 18 };
-static double root_fold(mpi_state *s, size_t B, size_t c0, size_t c1, size_t n_chunks)
+static double root_fold(mpi_state *s, const par_batch *batch, size_t c0, size_t c1,
+                        size_t n_chunks)
 {
     par_engine *e = &s->e;
     const par_model *m = e->m;
-    mine_grads(s, B);
+    const size_t B = batch->B;
+    mine_grads(s, batch);
     double t0 = MPI_Wtime();
     gather_rows(s, e->loss, 1, B, 1);
     s->comm_s += MPI_Wtime() - t0;
@@ -653,9 +668,9 @@ static par_status step_on(mpi_state *s, const par_batch *batch, double *loss)
         par_engine_weight_grads(e, B, c0, c1, 0);
         sum = par_engine_loss_fold(e, B, c0, c1, 0, 0);
     } else if (e->mode == PAR_MODE_EXACT && !s->is_root_design) {
-        sum = ring_step(s, B, c0, c1);
+        sum = ring_step(s, batch, c0, c1);
     } else if (e->mode == PAR_MODE_EXACT) {
-        sum = root_fold(s, B, c0, c1, n_chunks);
+        sum = root_fold(s, batch, c0, c1, n_chunks);
     } else {
         // fast: local sums, combined by the MPI library in its own order.
         if (c1 > c0) {
@@ -810,7 +825,7 @@ static void destroy(void *state)
 const par_trainer_ops par_trainer_mpi = {
     .name = "mpi",
     .summary = "one process per MPI rank, owners of rows + ordered chain (exact) or MPI_Allreduce (fast)",
-    .caps = PAR_CAP_RANKS,
+    .caps = PAR_CAP_RANKS | PAR_CAP_FILLS_BATCH,
     .create = mpi_create,
     .step = step,
     .params = par_engine_params_op,
@@ -825,7 +840,7 @@ const par_trainer_ops par_trainer_mpi = {
 const par_trainer_ops par_trainer_hybrid = {
     .name = "hybrid",
     .summary = "MPI ranks x OpenMP threads (--threads T per rank), MPI_THREAD_FUNNELED",
-    .caps = PAR_CAP_RANKS | PAR_CAP_THREADS,
+    .caps = PAR_CAP_RANKS | PAR_CAP_THREADS | PAR_CAP_FILLS_BATCH,
     .create = hybrid_create,
     .step = step,
     .params = par_engine_params_op,
@@ -840,7 +855,7 @@ const par_trainer_ops par_trainer_hybrid = {
 const par_trainer_ops par_trainer_root = {
     .name = "root",
     .summary = "classic reduce to rank 0, update there, broadcast weights (exact: chunk by chunk)",
-    .caps = PAR_CAP_RANKS | PAR_CAP_THREADS,
+    .caps = PAR_CAP_RANKS | PAR_CAP_THREADS | PAR_CAP_FILLS_BATCH,
     .create = root_create,
     .step = step,
     .params = par_engine_params_op,
