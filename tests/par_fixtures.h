@@ -55,17 +55,14 @@ typedef struct fixture_batch {
     const par_images *im;
     const size_t *idx;
     par_dtype dt;
-    void *x;
-    int32_t *labels;
 } fixture_batch;
 
-static inline void fixture_fill(void *ctx, size_t lo, size_t hi)
+static inline void fixture_fill(void *ctx, size_t lo, size_t hi, void *x, int32_t *labels)
 {
     const fixture_batch *b = ctx;
     const size_t row = b->im->n_features * par_dtype_size(b->dt);
     if (hi > lo)
-        par_data_gather(b->im, b->idx + lo, hi - lo, b->dt, (char *)b->x + lo * row,
-                        b->labels + lo);
+        par_data_gather(b->im, b->idx + lo, hi - lo, b->dt, (char *)x + lo * row, labels + lo);
 }
 
 // Runs `steps` steps of trainer ops from cfg (batch cfg->batch, shuffled
@@ -107,13 +104,13 @@ static inline par_status run_trajectory(trajectory *tr, const par_trainer_ops *o
             if (st != PAR_OK) break;
             pos = 0;
         }
-        fixture_batch src = {&ds->train, order + pos, cfg->dtype, x, labels};
+        fixture_batch src = {&ds->train, order + pos, cfg->dtype};
         const int fills = (ops->caps & PAR_CAP_FILLS_BATCH) && k % 2 == 1;
         if (fills) {
             memset(x, 0xFF, B * 784 * sz);   // all bits set: a NaN in f32 and f64
             memset(labels, 0, B * sizeof *labels);
         } else {
-            fixture_fill(&src, 0, B);
+            fixture_fill(&src, 0, B, x, labels);
         }
         pos += B;
         const par_batch batch = {.x = x, .labels = labels, .B = B,

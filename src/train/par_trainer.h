@@ -126,10 +126,13 @@ typedef struct par_batch {
     const int32_t *labels;      // (B)
     size_t B;                   // 1 <= B <= cfg.batch
     // NULL, or samples [0, B) of x and labels are not there yet: the trainer
-    // (PAR_CAP_FILLS_BATCH) calls fill(fill_ctx, lo, hi) for every sample
-    // before it reads it, so that each thread assembles the samples it
-    // computes (the same values as assembled beforehand).
-    void (*fill)(void *fill_ctx, size_t lo, size_t hi);
+    // (PAR_CAP_FILLS_BATCH) calls fill(fill_ctx, lo, hi, x, labels) for every
+    // sample before it reads it, so that each thread assembles the samples it
+    // computes (the same values as assembled beforehand). fill writes samples
+    // [lo, hi) at their places in x and labels: the batch's own buffers
+    // (writable; const for the trainer's reads) or a trainer's own of the
+    // same layout (exact MPI on one host: one shared copy of x).
+    void (*fill)(void *fill_ctx, size_t lo, size_t hi, void *x, int32_t *labels);
     void *fill_ctx;
 } par_batch;
 

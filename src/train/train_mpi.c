@@ -76,6 +76,7 @@ typedef struct mpi_state {
     // owners update their rows in place, between two node_sync of a step.
     int shared;
     MPI_Win win;
+    void *x_shared;              // shared, gathered first layer: the batch's inputs, once
     void *chunk_g;               // root exact: one chunk's gradient of the chained layers
     MPI_Request *reqs;
     int n_reqs, cap_reqs;
@@ -255,7 +256,9 @@ static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 // Moves the engine's weights and transposed panels into one MPI shared-memory
 // window, when every rank is on this host and the step can use it: exact
 // mpi/hybrid on more than one rank, no batchnorm (its forward pass writes the
-// running statistics, held with the weights, on every rank). Collective.
+// running statistics, held with the weights, on every rank). A gathered first
+// layer's inputs go there too: each rank assembles its own samples, the
+// weight gradient reads every rank's. Collective.
 static par_status share_weights(mpi_state *s, int by_messages)
 {
     par_engine *e = &s->e;
@@ -276,6 +279,8 @@ static par_status share_weights(mpi_state *s, int by_messages)
         off[l] = total;
         if (e->wt[l]) total += round_up(par_dense_wt_elems(L->row_len, L->n_rows) * sz, 64);
     }
+    const size_t off_x = total;
+    if (s->gathered[0]) total += round_up(e->B_cap * m->n_inputs * sz, 64);
     void *mine = NULL, *base = NULL;
     // An MPI that cannot give the window: the weights go by messages.
     MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
@@ -303,6 +308,7 @@ static par_status share_weights(mpi_state *s, int by_messages)
     }
     free(e->w);
     e->w = base;
+    if (s->gathered[0]) s->x_shared = (char *)base + off_x;
     for (int l = 0; l < m->n_layers; l++)
         if (e->wt[l]) {
             free(e->wt[l]);
@@ -446,16 +452,17 @@ static void gather_layers(mpi_state *s, size_t B)
 // The gathered layers' per-sample data to every rank, then the weight
 // gradient of this rank's rows of them over all chunks (mpi exact and root).
 // A gathered first layer reads every sample's input: the other ranks'
-// samples are assembled here too, if the step's pass assembled only its own.
+// samples are assembled here too, if the step's pass assembled only its own
+// (in the shared window they are there, after ring_step's first node_sync).
 static void mine_grads(mpi_state *s, const par_batch *batch)
 {
     const size_t B = batch->B;
-    if (batch->fill && s->gathered[0]) {
+    if (batch->fill && s->gathered[0] && !s->x_shared) {
         const double t0 = par_now();
         size_t s0, s1;
         own_samples(B, s->e.C, s->rank, s->size, &s0, &s1);
-        batch->fill(batch->fill_ctx, 0, s0);
-        batch->fill(batch->fill_ctx, s1, B);
+        batch->fill(batch->fill_ctx, 0, s0, (void *)batch->x, (int32_t *)batch->labels);
+        batch->fill(batch->fill_ctx, s1, B, (void *)batch->x, (int32_t *)batch->labels);
         s->e.phase[PAR_PHASE_BATCH] += par_now() - t0;
     }
     gather_layers(s, B);
@@ -647,9 +654,15 @@ static double root_fold(mpi_state *s, const par_batch *batch, size_t c0, size_t 
     return 0;   // rank 0's sum reaches every rank with the weights
 }
 // A step of this rank's engine on e->threads threads.
-static par_status step_on(mpi_state *s, const par_batch *batch, double *loss)
+static par_status step_on(mpi_state *s, const par_batch *given, double *loss)
 {
     par_engine *e = &s->e;
+    // Shared window: the samples are assembled into its one copy of x. A
+    // step writes it only after the last step's second node_sync, when every
+    // rank has read it.
+    par_batch in_window = *given;
+    if (s->x_shared && given->fill) in_window.x = s->x_shared;
+    const par_batch *batch = &in_window;
     const size_t B = batch->B, C = e->C, n_chunks = par_n_chunks(B, C), N = e->m->n_params;
     PAR_FAIL_IF(B == 0 || B > e->B_cap, PAR_ERR_CONFIG, "batch of %zu samples, expected 1..%zu", B,
                 e->B_cap);
