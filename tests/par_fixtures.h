@@ -50,21 +50,6 @@ typedef struct trajectory {
     long one_thread;     // steps run on one thread of several (par_trainer_stats)
 } trajectory;
 
-// par_batch.fill for run_trajectory: samples [lo, hi) of the batch.
-typedef struct fixture_batch {
-    const par_images *im;
-    const size_t *idx;
-    par_dtype dt;
-} fixture_batch;
-
-static inline void fixture_fill(void *ctx, size_t lo, size_t hi, void *x, int32_t *labels)
-{
-    const fixture_batch *b = ctx;
-    const size_t row = b->im->n_features * par_dtype_size(b->dt);
-    if (hi > lo)
-        par_data_gather(b->im, b->idx + lo, hi - lo, b->dt, (char *)x + lo * row, labels + lo);
-}
-
 // Runs `steps` steps of trainer ops from cfg (batch cfg->batch, shuffled
 // with seed 7), recording losses and weights. A trainer that assembles its
 // batch (PAR_CAP_FILLS_BATCH) gets it whole on even steps and to fill on odd
@@ -104,17 +89,17 @@ static inline par_status run_trajectory(trajectory *tr, const par_trainer_ops *o
             if (st != PAR_OK) break;
             pos = 0;
         }
-        fixture_batch src = {&ds->train, order + pos, cfg->dtype};
+        par_data_batch src = {&ds->train, order + pos, cfg->dtype};
         const int fills = (ops->caps & PAR_CAP_FILLS_BATCH) && k % 2 == 1;
         if (fills) {
             memset(x, 0xFF, B * 784 * sz);   // all bits set: a NaN in f32 and f64
             memset(labels, 0, B * sizeof *labels);
         } else {
-            fixture_fill(&src, 0, B, x, labels);
+            par_data_batch_fill(&src, 0, B, x, labels);
         }
         pos += B;
         const par_batch batch = {.x = x, .labels = labels, .B = B,
-                                 .fill = fills ? fixture_fill : NULL, .fill_ctx = &src};
+                                 .fill = fills ? par_data_batch_fill : NULL, .fill_ctx = &src};
         st = ops->step(state, &batch, &tr->loss[k]);
         const void *w;
         size_t n;

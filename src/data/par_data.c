@@ -639,3 +639,11 @@ void par_data_gather(const par_images *im, const size_t *idx, size_t B, par_dtyp
     if (labels)
         for (size_t s = 0; s < B; s++) labels[s] = im->labels[idx[s]];
 }
+
+void par_data_batch_fill(void *batch, size_t lo, size_t hi, void *x, int32_t *labels)
+{
+    const par_data_batch *b = batch;
+    const size_t row = b->im->n_features * par_dtype_size(b->dt);
+    if (hi > lo)
+        par_data_gather(b->im, b->idx + lo, hi - lo, b->dt, (char *)x + lo * row, labels + lo);
+}

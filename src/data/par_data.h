@@ -100,4 +100,15 @@ void par_dataset_free(par_dataset *ds);
 void par_data_gather(const par_images *im, const size_t *idx, size_t B, par_dtype dt,
                      void *x, int32_t *labels);
 
+// A batch's records, to be gathered a range at a time (par_batch.fill).
+typedef struct par_data_batch {
+    const par_images *im;
+    const size_t *idx;   // the batch's records
+    par_dtype dt;
+} par_data_batch;
+
+// par_batch.fill: samples [lo, hi) of the batch (a par_data_batch) at their
+// places in x and labels.
+void par_data_batch_fill(void *batch, size_t lo, size_t hi, void *x, int32_t *labels);
+
 #endif

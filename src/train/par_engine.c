@@ -260,7 +260,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     if (batch->fill) {
         // Each thread assembles the samples it computes first; a first
         // layer that splits its work otherwise waits for all of them.
-        batch->fill(batch->fill_ctx, lo, hi, (void *)batch->x, (int32_t *)batch->labels);
+        par_batch_fill(batch, lo, hi);
         if (T > 1 && !par_layer_ops_of(m->layers[0].kind)->per_sample) {
 #pragma omp barrier
         }

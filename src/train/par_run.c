@@ -142,22 +142,6 @@ static par_status check_start(const par_run_opts *o, const par_run_point *p)
     return PAR_OK;
 }
 
-// A batch's samples [lo, hi) from the training records, for trainers that
-// assemble it themselves (par_batch.fill).
-typedef struct batch_src {
-    const par_images *im;
-    const size_t *idx;   // the batch's records
-    par_dtype dt;
-} batch_src;
-
-static void fill_batch(void *ctx, size_t lo, size_t hi, void *x, int32_t *labels)
-{
-    const batch_src *b = ctx;
-    const size_t row = b->im->n_features * par_dtype_size(b->dt);
-    if (hi > lo)
-        par_data_gather(b->im, b->idx + lo, hi - lo, b->dt, (char *)x + lo * row, labels + lo);
-}
-
 par_status par_run(const par_run_opts *o, const par_run_hooks *h, void *final_params,
                    long *steps_done, par_trainer_stats *stats)
 {
@@ -228,11 +212,11 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
             const size_t B = n_train - pos < Bmax ? n_train - pos : Bmax;
             double t0 = par_now();
             // The trainer's threads assemble their own samples, or it is done here.
-            batch_src src = {&ds->train, order + pos, o->cfg.dtype};
+            par_data_batch src = {&ds->train, order + pos, o->cfg.dtype};
             const int fills = (o->trainer->caps & PAR_CAP_FILLS_BATCH) != 0;
-            if (!fills) fill_batch(&src, 0, B, xb, labels);
+            if (!fills) par_data_batch_fill(&src, 0, B, xb, labels);
             const par_batch batch = {.x = xb, .labels = labels, .B = B,
-                                     .fill = fills ? fill_batch : NULL, .fill_ctx = &src};
+                                     .fill = fills ? par_data_batch_fill : NULL, .fill_ctx = &src};
             double loss = 0;
             run_ph[PAR_PHASE_BATCH] += par_now() - t0;
             st = o->trainer->step(state, &batch, &loss);

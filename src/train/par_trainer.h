@@ -136,6 +136,12 @@ typedef struct par_batch {
     void *fill_ctx;
 } par_batch;
 
+// Samples [lo, hi) of b assembled into b's own x and labels (b->fill set).
+static inline void par_batch_fill(const par_batch *b, size_t lo, size_t hi)
+{
+    b->fill(b->fill_ctx, lo, hi, (void *)b->x, (int32_t *)b->labels);
+}
+
 // Where a run's time goes: seconds per phase, summed over the run. A trainer
 // times its own phases on its calling thread (OpenMP: the master thread,
 // waits at barriers included; MPI: each rank its own, rank 0's reported);

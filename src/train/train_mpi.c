@@ -461,8 +461,8 @@ static void mine_grads(mpi_state *s, const par_batch *batch)
         const double t0 = par_now();
         size_t s0, s1;
         own_samples(B, s->e.C, s->rank, s->size, &s0, &s1);
-        batch->fill(batch->fill_ctx, 0, s0, (void *)batch->x, (int32_t *)batch->labels);
-        batch->fill(batch->fill_ctx, s1, B, (void *)batch->x, (int32_t *)batch->labels);
+        par_batch_fill(batch, 0, s0);
+        par_batch_fill(batch, s1, B);
         s->e.phase[PAR_PHASE_BATCH] += par_now() - t0;
     }
     gather_layers(s, B);
