@@ -34,7 +34,8 @@ print('\n'.join(sorted(t['view'] + ':' + t['tensor'] for t in d['tensors'] if t[
 # mpi exact and fast on 2 ranks, the error recomputed from the measured and
 # predicted step (the JSON prints 6 significant digits of each), the probe's
 # alpha, beta and allreduce, the cores' distance before and after the runs (null: not
-# measured) and whether they moved (one over twice the other).
+# measured) and whether they moved (one over twice the other); the probe's
+# launches: 3 at the cores' nearest placement, or all 9 when 3 were not found.
 model_rows_ok() {
     $PY -c "
 import json, sys
@@ -44,6 +45,8 @@ for r in rows:
     m, p, rt = r['measured_step_s'], r['predicted_step_s'], r['core_round_trip_ns']
     ok &= r['ranks'] == 2 and m > 0 and p > 0 and abs(r['error'] - (p - m) / m) < 1e-4
     ok &= r['alpha'] > 0 and r['beta'] > 0 and r['allreduce_s'] >= 0 and (rt is None or 0 < rt < 1e5)
+    pb = r['probe']
+    ok &= pb['used'] == 3 and 3 <= pb['launches'] <= 9 if pb['cores_near'] else pb['used'] == pb['launches'] == 9
     ra = r['core_round_trip_after_ns']
     ok &= ra is None or 0 < ra < 1e5
     if rt is not None and ra is not None:

@@ -213,6 +213,20 @@ static void test_round_trip(void)
               "no probe measured: no min, median, max or far");
     json_decref(o);
 
+    // Probes with the round trip before and after each: the fastest reading
+    // is 80; the second (170 after) and the fourth (400 after) read over
+    // 2 x 80 = 160, the rest at most 150.
+    const double rt[5][2] = {{80, 95}, {90, 170}, {85, 88}, {90, 400}, {NAN, 150}};
+    int near[5];
+    par_check(vf_near_probes(rt, 5, near) == 3 && near[0] && !near[1] && near[2] && !near[3] &&
+                  near[4],
+              "near probes: 80-95, 85-88 and -/150 near (<= 2 x 80), 90-170 and 90-400 far");
+    // All far together: the fastest is far too, so all are alike.
+    const double far[2][2] = {{330, 350}, {340, 380}};
+    par_check(vf_near_probes(far, 2, near) == 2, "steadily far probes count as alike");
+    const double unmeasured[2][2] = {{NAN, NAN}, {NAN, NAN}};
+    par_check(vf_near_probes(unmeasured, 2, near) == 2, "unmeasured probes count as near");
+
     // This machine: with two CPUs or more in the mask, a finite time (a cache
     // line crosses in well under 100 us); restricted to one CPU (as `taskset -c 0`
     // does), NAN at once rather than two threads waiting for each other.

@@ -124,6 +124,13 @@ double vf_core_round_trip_ns(void);
 // the slowest is (0 when the distance did not change by that much).
 json_t *vf_round_trip_summary(const double *ns, int n);
 
+// Which of n measurements met near cores, when rt[k] holds the round trips
+// read just before and just after measurement k: near[k] = 0 when either
+// is over twice the fastest of all 2n readings (as vf_round_trip_summary's
+// "far"); NAN readings tell nothing and count as near. Returns how many
+// are near.
+int vf_near_probes(const double (*rt)[2], int n, int near[]);
+
 // The keys of a run's phase_seconds, k in [0, VF_N_PHASES): par_phase_names,
 // then "other" (what no phase holds).
 #define VF_N_PHASES (PAR_PHASE_N + 1)

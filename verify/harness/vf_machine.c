@@ -160,3 +160,15 @@ json_t *vf_round_trip_summary(const double *ns, int n)
     free(x);
     return o;
 }
+
+int vf_near_probes(const double (*rt)[2], int n, int near[])
+{
+    double fastest = INFINITY;   // fmin skips NAN
+    for (int k = 0; k < n; k++) fastest = fmin(fastest, fmin(rt[k][0], rt[k][1]));
+    int n_near = 0;
+    for (int k = 0; k < n; k++) {
+        near[k] = !(fmax(rt[k][0], rt[k][1]) > 2 * fastest);
+        n_near += near[k];
+    }
+    return n_near;
+}

@@ -297,10 +297,26 @@ static void md_predicted(FILE *f, const json_t *pr)
                "%.2f us", num(k, "t0_s") * 1e6, num(k, "t_sample_s") * 1e6);
     if (strcmp(str(cal, "to"), "none") != 0)
         fprintf(f, " (scaled by %.3f to the %s)", num(cal, "compute_scale"), str(cal, "to"));
-    if (json_is_true(json_object_get(k, "comm_measured")))
-        fprintf(f, "; network alpha = %.2f us, beta = %.3f ns/byte (2-rank ping-pong).\n\n",
+    if (json_is_true(json_object_get(k, "comm_measured"))) {
+        fprintf(f, "; network alpha = %.2f us, beta = %.3f ns/byte (2-rank ping-pong",
                 num(k, "alpha_s") * 1e6, num(k, "beta_s_per_byte") * 1e9);
-    else fprintf(f, "; network not measured (no MPI): communication left out.\n\n");
+        const json_t *pb = json_object_get(k, "probe");
+        if (json_is_object(pb)) {
+            fprintf(f, "; medians of %ld of %ld launches, ", integer(pb, "used"),
+                    integer(pb, "launches"));
+            if (json_is_true(json_object_get(pb, "cores_near")))
+                fprintf(f, "those at the cores' nearest placement");
+            else fprintf(f, "the cores far or moving in every one: the communication "
+                            "predicted is that placement's");
+            const json_t *rt = json_object_get(pb, "core_round_trip_ns");
+            if (json_array_size(rt) == 2)
+                fprintf(f, ", %.0f-%.0f ns apart", json_number_value(json_array_get(rt, 0)),
+                        json_number_value(json_array_get(rt, 1)));
+        }
+        fprintf(f, ").\n\n");
+    } else {
+        fprintf(f, "; network not measured (no MPI): communication left out.\n\n");
+    }
     fprintf(f, "| trainer | mode | R | seconds | speedup (vs the model's R=1) | efficiency | |\n"
                "|---|---|--:|--:|--:|--:|---|\n");
     size_t i;

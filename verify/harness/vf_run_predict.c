@@ -110,11 +110,13 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
     json_object_set_new(pr, "calibration",
                         json_pack("{s:o, s:s}", "compute_scale", vf_jnum(scale), "to",
                                   scale != 1 ? "serial exact T=1 R=1 median" : "none"));
-    json_object_set_new(pr, "costs", json_pack("{s:o, s:o, s:o, s:o, s:O}", "t0_s", vf_jnum(k.t0),
-                                               "t_sample_s", vf_jnum(k.t_sample), "alpha_s",
-                                               vf_jnum(k.alpha), "beta_s_per_byte",
+    json_t *probe = json_object_get(mj, "probe");
+    json_object_set_new(pr, "costs", json_pack("{s:o, s:o, s:o, s:o, s:O, s:O}", "t0_s",
+                                               vf_jnum(k.t0), "t_sample_s", vf_jnum(k.t_sample),
+                                               "alpha_s", vf_jnum(k.alpha), "beta_s_per_byte",
                                                vf_jnum(k.beta), "comm_measured",
-                                               json_object_get(mj, "comm_measured")));
+                                               json_object_get(mj, "comm_measured"), "probe",
+                                               probe ? probe : json_null()));
     json_decref(mj);
 
     json_t *rows = json_array();
