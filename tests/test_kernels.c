@@ -273,6 +273,41 @@ static void test_transpose(void)
         }
 }
 
+// The weight gradient where every product underflows to -0 (dz = -2^-100,
+// x = 2^-100 in f32; -2^-600 and 2^-600 in f64): by hand, each chunk's
+// chain is fma(d, x, +0) = -0, then fma(d, x, -0) = -0, and the fold
+// -0 + -0 = -0, so every dW is -0; a fold that started from +0 would give
+// +0 (+0 + -0 = +0 under round to nearest). The bias chain starts from +0
+// and adds dz: with dz = -0 every db is +0.
+#define ZERO_CASE(REAL, SFX, TINY)                                                              \
+    do {                                                                                        \
+        const size_t B = 20, C = 8, n_in = 37, n_out = 13;                                      \
+        REAL x[20 * 37], dz[20 * 13], dzb[20 * 13], dW[13 * 37], db[13];                         \
+        for (size_t i = 0; i < B * n_in; i++) x[i] = (REAL)(TINY);                               \
+        for (size_t i = 0; i < B * n_out; i++) dz[i] = -(REAL)(TINY), dzb[i] = -(REAL)0;         \
+        par_dense_backward_weights_##SFX(dW, db, dz, x, B, C, 0, 3, 0, n_out, n_in, n_out, 0);   \
+        for (size_t i = 0; i < n_out * n_in; i++) ok &= dW[i] == 0 && signbit(dW[i]);             \
+        par_dense_backward_weights_##SFX(dW, db, dzb, x, B, C, 0, 3, 0, n_out, n_in, n_out, 0);  \
+        for (size_t i = 0; i < n_out; i++) ok &= db[i] == 0 && !signbit(db[i]);                   \
+    } while (0)
+
+static void test_signed_zero_fold(void)
+{
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    for (size_t v = 0; v < n_sets; v++) {
+        par_kernels_use(sets[v]);
+        int ok = 1;
+        ZERO_CASE(float, f32, 0x1p-100);
+        ZERO_CASE(double, f64, 0x1p-600);
+        char name[160];
+        snprintf(name, sizeof name, "%s backward_weights: products underflowing to -0 fold to -0",
+                 sets[v]->name);
+        par_check(ok, name);
+    }
+    par_kernels_use(NULL);
+}
+
 int main(void)
 {
     const par_kernel_set *sets[MAX_SETS];
@@ -301,6 +336,7 @@ int main(void)
     test_gemm_acc();
     test_elementwise();
     test_transpose();
+    test_signed_zero_fold();
     const size_t sizes[] = {1, 7, 16, 33, 128, 784, 785};
     const size_t n_sizes = sizeof sizes / sizeof sizes[0];
     char name[200];
