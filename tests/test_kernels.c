@@ -8,10 +8,14 @@
 // which the SIMD kernels copy first); ReLU and Adam likewise. A failure prints the
 // shape and seed to reproduce it.
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "par_alloc.h"
 #include "par_kernels.h"
 #include "par_rng.h"
 #include "par_test.h"
@@ -308,6 +312,31 @@ static void test_signed_zero_fold(void)
     par_kernels_use(NULL);
 }
 
+// par_calloc_big zeroes by dropping pages on Linux: memory that malloc hands
+// back after a free (filled with 0xAB here) must read as zero again, for a
+// size under the huge page (calloc), one over it, and one not a multiple of it.
+// glibc maps big blocks afresh (already zero) unless told to keep them in
+// its heap, where a freed block's bytes stay as they were: so it is told.
+static void test_calloc_big(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+    const size_t sizes[] = {1000, (size_t)3 << 20, ((size_t)5 << 20) + 12};
+    int ok = 1;
+    for (int round = 0; round < 3; round++)
+        for (size_t k = 0; k < 3; k++) {
+            unsigned char *p = par_calloc_big(sizes[k], 1);
+            ok &= p != NULL;
+            for (size_t i = 0; p && i < sizes[k]; i++) ok &= p[i] == 0;
+            if (p) memset(p, 0xAB, sizes[k]);
+            free(p);
+        }
+    par_check(ok && par_calloc_big(SIZE_MAX / 2, 4) == NULL,
+              "par_calloc_big: zeroed after reuse (1000 B, 3 MiB, 5 MiB + 12), NULL on overflow");
+}
+
 int main(void)
 {
     const par_kernel_set *sets[MAX_SETS];
@@ -337,6 +366,7 @@ int main(void)
     test_elementwise();
     test_transpose();
     test_signed_zero_fold();
+    test_calloc_big();
     const size_t sizes[] = {1, 7, 16, 33, 128, 784, 785};
     const size_t n_sizes = sizeof sizes / sizeof sizes[0];
     char name[200];

@@ -22,6 +22,14 @@ void *par_calloc_big(size_t n, size_t size)
 #ifdef MADV_HUGEPAGE
     madvise(p, padded, MADV_HUGEPAGE);   // advice only: failure changes nothing
 #endif
+#if defined(__linux__) && defined(MADV_DONTNEED)   // elsewhere it may not zero
+    // Zeroed by dropping the pages (whole ones: p and padded are 2 MiB
+    // multiples): malloc's memory is anonymous and private, and such a page
+    // reads as zero until it is written. So only what a run writes becomes
+    // resident: an MPI rank of a --batch full run writes its own samples'
+    // rows of the activations, not the others'.
+    if (madvise(p, padded, MADV_DONTNEED) == 0) return p;
+#endif
     memset(p, 0, padded);
     return p;
 }
