@@ -35,7 +35,8 @@ print('\n'.join(sorted(t['view'] + ':' + t['tensor'] for t in d['tensors'] if t[
 # predicted step (the JSON prints 6 significant digits of each), the probe's
 # alpha, beta and allreduce, the cores' distance before and after the runs (null: not
 # measured) and whether they moved (one over twice the other); the probe's
-# launches: 3 at the cores' nearest placement, or all 9 when 3 were not found.
+# launches: 3 at the cores' nearest placement, or all 9 when 3 were not found;
+# the compute scale and contention re-measured before the runs.
 model_rows_ok() {
     $PY -c "
 import json, sys
@@ -45,6 +46,7 @@ for r in rows:
     m, p, rt = r['measured_step_s'], r['predicted_step_s'], r['core_round_trip_ns']
     ok &= r['ranks'] == 2 and m > 0 and p > 0 and abs(r['error'] - (p - m) / m) < 1e-4
     ok &= r['alpha'] > 0 and r['beta'] > 0 and r['allreduce_s'] >= 0 and (rt is None or 0 < rt < 1e5)
+    ok &= r['compute_scale'] > 0 and r['contention'] > 0
     pb = r['probe']
     ok &= pb['used'] == 3 and 3 <= pb['launches'] <= 9 if pb['cores_near'] else pb['used'] == pb['launches'] == 9
     ra = r['core_round_trip_after_ns']

@@ -294,6 +294,20 @@ static int time_serial(const char *exe, const char *args, int copies, double *en
     return started == copies && !bad ? 0 : -1;
 }
 
+// A serial run's engine and outside seconds per step (time_serial), and
+// the contention of `cores` such runs at once: their engine time over the
+// one run's (1 when cores is 1 or the runs at once failed).
+static int run_costs(const char *exe, const char *targs, int cores, double *engine,
+                     double *outside, double *contention)
+{
+    double engk, outk;
+    *contention = 1;
+    if (time_serial(exe, targs, 1, engine, outside) != 0) return -1;
+    if (cores > 1 && *engine > 0 && time_serial(exe, targs, cores, &engk, &outk) == 0)
+        *contention = engk / *engine;
+    return 0;
+}
+
 // Serial seconds per step at batch b: median of `reps` steps of the engine;
 // and the medians of its update and of recomputing every panel (not a part
 // of the step: what a rank of the sharded update does for weights it receives).
@@ -468,12 +482,9 @@ int cmd_model(int argc, char **argv)
     const int cores = o.cores > 0 ? o.cores : online > 0 ? (int)online : 1;
     char targs[1024];
     train_args(targs, sizeof targs, &o, &optim, "serial", "exact");
-    double eng1 = 0, out1 = 0, engk = 0, outk = 0;
-    const int have_run = time_serial(exe, targs, 1, &eng1, &out1) == 0;
+    double eng1 = 0, out1 = 0;
+    const int have_run = run_costs(exe, targs, cores, &eng1, &out1, &c.contention) == 0;
     c.t_run = have_run ? out1 : 0;
-    c.contention = 1;
-    if (have_run && cores > 1 && eng1 > 0 && time_serial(exe, targs, cores, &engk, &outk) == 0)
-        c.contention = engk / eng1;
     if (!have_run)
         fprintf(stderr, "parity model: the serial run failed; predictions leave t_run and "
                         "contention out\n");
@@ -492,6 +503,21 @@ int cmd_model(int argc, char **argv)
         sm_costs here = c;
         probe_cores pc_here = {0};
         if (have_comm && probe_on(o.launcher, R, exe, model_args, &here, &pc_here) != 0) here = c;
+        // Compute as the machine runs it now: a serial run just before R's
+        // runs scales t0, t_update, t_panel and t_sample by its engine time
+        // over the calibration run's, and gives t_run and the contention
+        // anew. A shared machine drifts: the fitted t0 was 209 us in one
+        // `parity model` and 374 us in the next, minutes later (2026-11-26),
+        // and a row would otherwise test the drift, not the model.
+        double eng_now, out_now, cont_now, scale = 1;
+        if (have_run && eng1 > 0 &&
+            run_costs(exe, targs, cores, &eng_now, &out_now, &cont_now) == 0) {
+            scale = eng_now / eng1;
+            here.t0 *= scale, here.t_update *= scale, here.t_panel *= scale;
+            here.t_sample *= scale;
+            here.t_run = out_now;
+            here.contention = cont_now;
+        }
         // Without --launcher the runs are on this host, where the weights are
         // shared, and its cores are shared by the ranks (with it: --cores).
         here.one_host = o.launcher == NULL;
@@ -523,6 +549,8 @@ int cmd_model(int argc, char **argv)
                                     (pred - meas) / meas, "alpha", here.alpha, "beta", here.beta);
             json_object_set_new(row, "allreduce_s", json_real(here.t_allreduce));
             json_object_set_new(row, "probe", have_comm ? probe_json(&pc_here) : json_null());
+            json_object_set_new(row, "compute_scale", json_real(scale));
+            json_object_set_new(row, "contention", json_real(here.contention));
             json_object_set_new(row, "core_round_trip_ns",
                                 isfinite(round_trip) ? json_real(round_trip) : json_null());
             json_object_set_new(row, "core_round_trip_after_ns",
@@ -627,12 +655,15 @@ int cmd_model(int argc, char **argv)
                              ? ": they moved, the row measured two machines" : "");
             const double beta = json_real_value(json_object_get(v, "beta"));
             printf("  %-10s R=%-3d measured %8.3f ms  predicted %8.3f ms  error %+6.1f%%"
-                   "   (probe on R ranks: alpha %.2f us, %.2f GB/s, allreduce %.0f us; %s)\n",
+                   "   (compute x%.2f since calibration, contention %.2f; probe on R ranks: alpha "
+                   "%.2f us, %.2f GB/s, allreduce %.0f us; %s)\n",
                    json_string_value(json_object_get(v, "design")),
                    (int)json_integer_value(json_object_get(v, "ranks")),
                    1e3 * json_real_value(json_object_get(v, "measured_step_s")),
                    1e3 * json_real_value(json_object_get(v, "predicted_step_s")),
                    100 * json_real_value(json_object_get(v, "error")),
+                   json_real_value(json_object_get(v, "compute_scale")),
+                   json_real_value(json_object_get(v, "contention")),
                    1e6 * json_real_value(json_object_get(v, "alpha")),
                    beta > 0 ? 1e-9 / beta : 0.0,
                    1e6 * json_real_value(json_object_get(v, "allreduce_s")), apart);
