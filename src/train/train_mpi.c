@@ -19,7 +19,9 @@
 //   whatever P is, and sends it to its owner.
 //   The new weights: with every rank on one host they live once, in an MPI
 //   shared-memory window, and owners write their rows in place between two
-//   node_sync a step; otherwise (or --weights-by-messages) they go round the
+//   node_sync a step (so do the gathered layers' per-sample rows: each rank's
+//   pass writes its own samples' rows there, and every rank's weight gradient
+//   reads them all after the first node_sync, with no all-gather); otherwise (or --weights-by-messages) they go round the
 //   ring to every other rank, which recomputes their transposed panel
 //   columns. A rank sends each segment at most once per phase: under 2 N
 //   values per step, like a ring allreduce. The gradient and optimizer state
@@ -77,6 +79,7 @@ typedef struct mpi_state {
     int shared;
     MPI_Win win;
     void *x_shared;              // shared, gathered first layer: the batch's inputs, once
+    int rows_shared;             // shared: the gathered layers' a[l] (l > 0) and d[l] are in it
     void *chunk_g;               // root exact: one chunk's gradient of the chained layers
     MPI_Request *reqs;
     int n_reqs, cap_reqs;
@@ -256,9 +259,10 @@ static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 // Moves the engine's weights and transposed panels into one MPI shared-memory
 // window, when every rank is on this host and the step can use it: exact
 // mpi/hybrid on more than one rank, no batchnorm (its forward pass writes the
-// running statistics, held with the weights, on every rank). A gathered first
-// layer's inputs go there too: each rank assembles its own samples, the
-// weight gradient reads every rank's. Collective.
+// running statistics, held with the weights, on every rank). The gathered
+// layers' per-sample rows go there too (a gathered first layer's inputs, the
+// later ones' inputs, every one's output gradients): each rank writes its own
+// samples' rows, the weight gradient reads every rank's. Collective.
 static par_status share_weights(mpi_state *s, int by_messages)
 {
     par_engine *e = &s->e;
@@ -281,6 +285,12 @@ static par_status share_weights(mpi_state *s, int by_messages)
     }
     const size_t off_x = total;
     if (s->gathered[0]) total += round_up(e->B_cap * m->n_inputs * sz, 64);
+    size_t off_a[PAR_MAX_LAYERS] = {0}, off_d[PAR_MAX_LAYERS] = {0};
+    for (int l = 0; l < m->n_layers; l++) {
+        if (!s->gathered[l]) continue;
+        if (l > 0) off_a[l] = total, total += round_up(e->B_cap * m->layers[l].n_in * sz, 64);
+        off_d[l] = total, total += round_up(e->B_cap * m->layers[l].n_out * sz, 64);
+    }
     void *mine = NULL, *base = NULL;
     // An MPI that cannot give the window: the weights go by messages.
     MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
@@ -309,6 +319,16 @@ static par_status share_weights(mpi_state *s, int by_messages)
     free(e->w);
     e->w = base;
     if (s->gathered[0]) s->x_shared = (char *)base + off_x;
+    for (int l = 0; l < m->n_layers; l++) {
+        if (!s->gathered[l]) continue;
+        if (l > 0) {
+            free(e->a[l]);
+            e->a[l] = (char *)base + off_a[l];
+        }
+        free(e->d[l]);
+        e->d[l] = (char *)base + off_d[l];
+    }
+    s->rows_shared = 1;
     for (int l = 0; l < m->n_layers; l++)
         if (e->wt[l]) {
             free(e->wt[l]);
@@ -436,9 +456,11 @@ static void gather_rows(mpi_state *s, void *buf, size_t row, size_t B, int to_ro
 }
 
 // The gathered layers' inputs (a[0], the batch, is everywhere already) and
-// output gradients of every sample, to every rank.
+// output gradients of every sample, to every rank (in the shared window they
+// are there, after ring_step's first node_sync).
 static void gather_layers(mpi_state *s, size_t B)
 {
+    if (s->rows_shared) return;
     const par_model *m = s->e.m;
     const double t0 = MPI_Wtime();
     for (int l = 0; l < m->n_layers; l++) {
@@ -818,6 +840,11 @@ static void destroy(void *state)
     if (s->shared) {   // the window's memory is MPI's: not the engine's to free
         s->e.w = NULL;
         for (int l = 0; l < PAR_MAX_LAYERS; l++) s->e.wt[l] = NULL;   // all in the window
+        for (int l = 0; l < PAR_MAX_LAYERS && s->rows_shared; l++)
+            if (s->gathered[l]) {
+                if (l > 0) s->e.a[l] = NULL;
+                s->e.d[l] = NULL;
+            }
         if (!fin) {
             MPI_Win_unlock_all(s->win);
             MPI_Win_free(&s->win);

@@ -47,7 +47,8 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
         double t = c->one_host
                        ? 2 * log2_ceil(P) * c->alpha
                        : streamed_seconds(c, P - 1, ((double)(P - 1) / P * n_seg + P - 2) * S);
-        if (c->gather_values > 0) t += allgather_seconds(c, P, B);
+        // One host: the gathered rows are written once, in the shared window.
+        if (c->gather_values > 0 && !c->one_host) t += allgather_seconds(c, P, B);
         if (n_c > 0) t += (n_c + P - 2) * one;
         return t;
     }

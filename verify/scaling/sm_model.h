@@ -23,7 +23,8 @@ typedef struct sm_costs {
     size_t chain_params;  // mpi exact: parameters whose gradient runs along the chain
     size_t gather_values; // mpi exact: values per sample all-gathered (par_ring_gathers)
     int one_host;         // mpi exact: the P ranks share one host, so one shared copy of
-                          // the weights: no weights round the ring, no panels recomputed
+                          // the weights and gathered rows: no weights round the ring, no
+                          // panels recomputed, no all-gather
     double t_run;         // seconds per step outside the engine on every rank: the batch,
                           // the run's hooks and bookkeeping (a real run's phase_seconds)
     int cores;            // cores the P ranks share (0: a core each, as on a cluster)
@@ -48,7 +49,8 @@ typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST 
 //     + (P-1) a + ((P-1)/P n_seg + P - 2) S b
 //   (the weights stream: each of the P-1 hops pays its latency once, for
 //   the first segment; one_host: the last term is two barriers instead,
-//   2 ceil(log2 P) a)
+//   2 ceil(log2 P) a, and there is no gather term: the gathered rows are
+//   written once, in the shared window)
 //   root fast (reduce + broadcast, binomial trees): 2 ceil(log2 P) (a + N s b)
 //   root exact (the gathered layers' activations all-gathered as mpi exact's,
 //   each rank's rows of those layers' gradient, (P-1)/P of their N_g = N -
