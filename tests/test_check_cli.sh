@@ -48,7 +48,10 @@ for r in rows:
     ok &= r['alpha'] > 0 and r['beta'] > 0 and r['allreduce_s'] >= 0 and (rt is None or 0 < rt < 1e5)
     ok &= r['compute_scale'] > 0 and r['contention'] > 0
     pb = r['probe']
-    ok &= pb['used'] == 3 and 3 <= pb['launches'] <= 9 if pb['cores_near'] else pb['used'] == pb['launches'] == 9
+    if pb['cores_near']:
+        ok &= pb['used'] == 3 and 3 <= pb['launches'] <= 9
+    else:
+        ok &= pb['used'] == pb['launches'] == 9
     ra = r['core_round_trip_after_ns']
     ok &= ra is None or 0 < ra < 1e5
     if rt is not None and ra is not None:

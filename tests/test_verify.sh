@@ -429,14 +429,18 @@ pr = d['cases'][0]['predicted']
 assert [(r['mode'], r['ranks']) for r in pr['rows']] == [(m, R) for m in ('exact', 'fast') for R in (4, 64, 1024)], pr
 assert all(r['seconds'] > 0 for r in pr['rows']) and pr['costs']['comm_measured'], pr
 pb = pr['costs']['probe']   # 3 launches at the cores' nearest placement, or all 9
-assert (pb['used'] == 3 and 3 <= pb['launches'] <= 9) if pb['cores_near'] else pb['used'] == pb['launches'] == 9, pb
+if pb['cores_near']:
+    assert pb['used'] == 3 and 3 <= pb['launches'] <= 9, pb
+else:
+    assert pb['used'] == pb['launches'] == 9, pb
 # the model's own arithmetic at R = 1: speedup 1 by definition; checked rows are the timed mpi ones
 assert sorted((c['mode'], c['ranks']) for c in pr['check']) == sorted(
     (c['mode'], c['ranks']) for c in cf if c['trainer'] == 'mpi' and c['timing']['timed']), pr
 PY
     check "results.json has provenance, dataset and suite hashes, raw timings, oversubscribed rows untimed, predicted rows" test $? = 0
     check "table.md marks the predicted rows" test "$(grep -c '| \*\*PREDICTED\*\* |$' "$T/q/table.md")" = 6
-    check "table.md gives the probe's launches" grep -q "2-rank ping-pong; medians of [39] of [3-9] launches, " "$T/q/table.md"
+    check "table.md gives the probe's launches" \
+        grep -q "2-rank ping-pong; medians of [39] of [3-9] launches, " "$T/q/table.md"
     check "table.md says one timed run judges no noise, and gives no interval" \
         test "$(grep -c '\*\*1 timed run a config: fewer than 5, so no run is dropped, the noise is not judged (no CV, never NOISY).\*\*' "$T/q/table.md")" = 2 -a \
         "$(grep -c '| - | [0-9.]* (1 run: no interval) |' "$T/q/table.md")" -ge 10

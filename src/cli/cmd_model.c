@@ -176,9 +176,10 @@ typedef struct probe_cores {
 // ms from one launch to the next, and stayed so through the launch).
 // The 3 are launches that met the nearest placement of the cores seen
 // (vf_near_probes): on a VM whose host moves its virtual CPUs apart (a cache
-// line's round trip over twice the fastest seen) the same 2-rank allreduce of the default MLP took 0.3-0.7 ms instead of
-// 0.10-0.13 for as long as they stayed apart, and a probe taken then made
-// every fast-mode prediction 3-5x too slow in communication. Up to 9 launches
+// line's round trip over twice the fastest seen) the same 2-rank allreduce
+// of the default MLP took 0.3-0.7 ms instead of 0.10-0.13 for as long as
+// they stayed apart, and a probe taken then made every fast-mode
+// prediction 3-5x too slow in communication. Up to 9 launches
 // are run to find 3; failing that, every launch counts and `pc->near` is 0.
 static int probe_on(const char *launcher, int R, const char *exe, const char *model_args,
                     sm_costs *c, probe_cores *pc)
@@ -635,9 +636,9 @@ int cmd_model(int argc, char **argv)
                    "what alpha and beta give a ring (fast mode's term is scaled by it)\n",
                    c.n_params, c.t_allreduce * 1e6, ring > 0 ? c.t_allreduce / ring : 0.0);
             printf("           medians of %d of %d launches: %s", pc.used, pc.launches,
-                   pc.near ? "those that met the cores' nearest placement" : "the cores were far or moved in "
-                                                               "every launch; the network terms "
-                                                               "are the far placement's");
+                   pc.near ? "those that met the cores' nearest placement"
+                           : "the cores were far or moved in every launch; the network terms "
+                             "are the far placement's");
             if (isfinite(pc.min_ns)) printf(" (%.0f-%.0f ns apart)", pc.min_ns, pc.max_ns);
             printf("\n");
         }

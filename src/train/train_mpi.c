@@ -21,12 +21,13 @@
 //   shared-memory window, and owners write their rows in place between two
 //   node_sync a step (so do the gathered layers' per-sample rows: each rank's
 //   pass writes its own samples' rows there, and every rank's weight gradient
-//   reads them all after the first node_sync, with no all-gather); otherwise (or --weights-by-messages) they go round the
-//   ring to every other rank, which recomputes their transposed panel
-//   columns. A rank sends each segment at most once per phase: under 2 N
-//   values per step, like a ring allreduce. The gradient and optimizer state
-//   of the segments a rank does not own are current only on their owner:
-//   grad and get_optim gather them.
+//   reads them all after the first node_sync, with no all-gather);
+//   otherwise (or --weights-by-messages) they go round the ring to every
+//   other rank, which recomputes their transposed panel columns. A rank
+//   sends each segment at most once per phase: under 2 N values per step,
+//   like a ring allreduce. The gradient and optimizer state of the segments
+//   a rank does not own are current only on their owner: grad and
+//   get_optim gather them.
 // exact, root: the gathered layers' per-sample data goes to every rank, and
 //   each computes the whole chunk fold of the rows mpi's owner would and
 //   sends them to rank 0; every loss goes to rank 0; for the other layers ranks
@@ -79,7 +80,7 @@ typedef struct mpi_state {
     int shared;
     MPI_Win win;
     void *x_shared;              // shared, gathered first layer: the batch's inputs, once
-    int rows_shared;             // shared: the gathered layers' a[l] (l > 0) and d[l] are in it
+                                 // (and every gathered layer's a[l], l > 0, and d[l])
     void *chunk_g;               // root exact: one chunk's gradient of the chained layers
     MPI_Request *reqs;
     int n_reqs, cap_reqs;
@@ -328,7 +329,6 @@ static par_status share_weights(mpi_state *s, int by_messages)
         free(e->d[l]);
         e->d[l] = (char *)base + off_d[l];
     }
-    s->rows_shared = 1;
     for (int l = 0; l < m->n_layers; l++)
         if (e->wt[l]) {
             free(e->wt[l]);
@@ -460,7 +460,7 @@ static void gather_rows(mpi_state *s, void *buf, size_t row, size_t B, int to_ro
 // are there, after ring_step's first node_sync).
 static void gather_layers(mpi_state *s, size_t B)
 {
-    if (s->rows_shared) return;
+    if (s->shared) return;
     const par_model *m = s->e.m;
     const double t0 = MPI_Wtime();
     for (int l = 0; l < m->n_layers; l++) {
@@ -840,7 +840,7 @@ static void destroy(void *state)
     if (s->shared) {   // the window's memory is MPI's: not the engine's to free
         s->e.w = NULL;
         for (int l = 0; l < PAR_MAX_LAYERS; l++) s->e.wt[l] = NULL;   // all in the window
-        for (int l = 0; l < PAR_MAX_LAYERS && s->rows_shared; l++)
+        for (int l = 0; l < PAR_MAX_LAYERS; l++)
             if (s->gathered[l]) {
                 if (l > 0) s->e.a[l] = NULL;
                 s->e.d[l] = NULL;
