@@ -197,24 +197,23 @@ static int probe_on(const char *launcher, int R, const char *exe, const char *mo
         rt[n][1] = vf_core_round_trip_ns();
         n_near = vf_near_probes((const double(*)[2])rt, ++n, near);
     }
-    const int all = n_near < WANT;
     pc->launches = n;
-    pc->used = all ? n : n_near;
-    pc->near = !all;
+    pc->near = n_near >= WANT;
+    pc->used = pc->near ? n_near : n;
+    if (!pc->near)   // every launch counts
+        for (int k = 0; k < n; k++) near[k] = 1;
     pc->min_ns = pc->max_ns = NAN;   // fmin and fmax skip NAN
-    for (int k = 0; k < n; k++)
-        if (all || near[k]) {
-            pc->min_ns = fmin(pc->min_ns, fmin(rt[k][0], rt[k][1]));
-            pc->max_ns = fmax(pc->max_ns, fmax(rt[k][0], rt[k][1]));
-        }
-    double med[3];
-    for (int j = 0; j < 3; j++) {
-        double x[MAX_LAUNCHES];
-        int m = 0;
-        for (int k = 0; k < n; k++)
-            if (all || near[k]) x[m++] = v[k][j];
-        med[j] = vf_median_sort(x, m);
+    double x[3][MAX_LAUNCHES];
+    int m = 0;
+    for (int k = 0; k < n; k++) {
+        if (!near[k]) continue;
+        pc->min_ns = fmin(pc->min_ns, fmin(rt[k][0], rt[k][1]));
+        pc->max_ns = fmax(pc->max_ns, fmax(rt[k][0], rt[k][1]));
+        for (int j = 0; j < 3; j++) x[j][m] = v[k][j];
+        m++;
     }
+    double med[3];
+    for (int j = 0; j < 3; j++) med[j] = vf_median_sort(x[j], m);
     c->alpha = med[0];
     c->beta = med[1];
     c->t_allreduce = med[2];
@@ -502,8 +501,10 @@ int cmd_model(int argc, char **argv)
         // runs: on one host with more ranks than cores a ring step costs more
         // than on two ranks, and the network of a shared machine drifts.
         sm_costs here = c;
-        probe_cores pc_here = {0};
-        if (have_comm && probe_on(o.launcher, R, exe, model_args, &here, &pc_here) != 0) here = c;
+        probe_cores pc_here;
+        const int probed =
+            have_comm && probe_on(o.launcher, R, exe, model_args, &here, &pc_here) == 0;
+        if (!probed) here = c;
         // Compute as the machine runs it now: a serial run just before R's
         // runs scales t0, t_update, t_panel and t_sample by its engine time
         // over the calibration run's, and gives t_run and the contention
@@ -514,8 +515,7 @@ int cmd_model(int argc, char **argv)
         if (have_run && eng1 > 0 &&
             run_costs(exe, targs, cores, &eng_now, &out_now, &cont_now) == 0) {
             scale = eng_now / eng1;
-            here.t0 *= scale, here.t_update *= scale, here.t_panel *= scale;
-            here.t_sample *= scale;
+            sm_scale_compute(&here, scale);
             here.t_run = out_now;
             here.contention = cont_now;
         }
@@ -549,7 +549,7 @@ int cmd_model(int argc, char **argv)
                                     "measured_step_s", meas, "predicted_step_s", pred, "error",
                                     (pred - meas) / meas, "alpha", here.alpha, "beta", here.beta);
             json_object_set_new(row, "allreduce_s", json_real(here.t_allreduce));
-            json_object_set_new(row, "probe", have_comm ? probe_json(&pc_here) : json_null());
+            json_object_set_new(row, "probe", probed ? probe_json(&pc_here) : json_null());
             json_object_set_new(row, "compute_scale", json_real(scale));
             json_object_set_new(row, "contention", json_real(here.contention));
             json_object_set_new(row, "core_round_trip_ns",

@@ -77,10 +77,10 @@ typedef struct mpi_state {
     // exact mpi/hybrid with every rank on one host: the weights and their
     // panels live once, in an MPI shared-memory window that every rank maps;
     // owners update their rows in place, between two node_sync of a step.
+    // The gathered layers' a[l] (l > 0) and d[l] live in the window too.
     int shared;
     MPI_Win win;
     void *x_shared;              // shared, gathered first layer: the batch's inputs, once
-                                 // (and every gathered layer's a[l], l > 0, and d[l])
     void *chunk_g;               // root exact: one chunk's gradient of the chained layers
     MPI_Request *reqs;
     int n_reqs, cap_reqs;
@@ -839,12 +839,13 @@ static void destroy(void *state)
     MPI_Finalized(&fin);
     if (s->shared) {   // the window's memory is MPI's: not the engine's to free
         s->e.w = NULL;
-        for (int l = 0; l < PAR_MAX_LAYERS; l++) s->e.wt[l] = NULL;   // all in the window
-        for (int l = 0; l < PAR_MAX_LAYERS; l++)
+        for (int l = 0; l < PAR_MAX_LAYERS; l++) {
+            s->e.wt[l] = NULL;   // all in the window
             if (s->gathered[l]) {
                 if (l > 0) s->e.a[l] = NULL;
                 s->e.d[l] = NULL;
             }
+        }
         if (!fin) {
             MPI_Win_unlock_all(s->win);
             MPI_Win_free(&s->win);

@@ -102,10 +102,7 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
             if (model1 > 0) scale = get_num(t, "median") / model1;
         }
     }
-    k.t0 *= scale;
-    k.t_update *= scale;
-    k.t_panel *= scale;
-    k.t_sample *= scale;
+    sm_scale_compute(&k, scale);
     k.t_run *= scale;
     json_object_set_new(pr, "calibration",
                         json_pack("{s:o, s:s}", "compute_scale", vf_jnum(scale), "to",

@@ -95,6 +95,14 @@ double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B)
            agree;
 }
 
+void sm_scale_compute(sm_costs *c, double k)
+{
+    c->t0 *= k;
+    c->t_update *= k;
+    c->t_panel *= k;
+    c->t_sample *= k;
+}
+
 const char *sm_design_name(sm_design d)
 {
     switch (d) {

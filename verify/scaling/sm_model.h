@@ -74,6 +74,10 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 // with one_host).
 double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 
+// The compute costs (t0, t_update, t_panel, t_sample) times k: the same
+// machine measured faster or slower (calibration to a measured run).
+void sm_scale_compute(sm_costs *c, double k);
+
 const char *sm_design_name(sm_design d);
 
 #endif
