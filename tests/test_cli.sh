@@ -48,7 +48,7 @@ check "--version: first line is the source tree's commit (${want:-no git})" \
     grep -Eq "^parity ${want:-unknown}( \(source tree has uncommitted changes\))?$" "$T/v1"
 check "--version names compiler, build type, flags, kernels, MPI, mpirun, MPFR" test \
     "$(grep -Ec '^(compiler|build type|flags|kernels|MPI|mpirun|MPFR): +[^ ]' "$T/v1")" = 7
-check "--version: kernels avx2+fma, neon or portable" grep -Eqx 'kernels: +(avx2\+fma|neon|portable)' "$T/v1"
+check "--version: kernels avx512vl, avx2+fma, neon or portable" grep -Eqx 'kernels: +(avx512vl|avx2\+fma|neon|portable)' "$T/v1"
 # PARITY_KERNELS forces a kernel set (the CLI's switch; every set gives the same bits).
 PARITY_KERNELS=portable "$P" version >"$T/v3" 2>/dev/null </dev/null
 check "PARITY_KERNELS=portable: --version names it" grep -Eq '^kernels: +portable( \(PARITY_KERNELS|$)' "$T/v3"
@@ -58,6 +58,16 @@ w_port=$(grep -o '"weights_sha256": "[0-9a-f]*"' "$T/out")
 expect 0 "" train --steps 3 --json --quiet
 check "PARITY_KERNELS=portable: the weights of the best set" test -n "$w_port" -a \
     "$w_port" = "$(grep -o '"weights_sha256": "[0-9a-f]*"' "$T/out")"
+# So does every SIMD set this CPU runs, through a whole run.
+for k in avx512vl avx2; do
+    if ! PARITY_KERNELS=$k "$P" version >/dev/null 2>&1 </dev/null; then
+        echo "note: kernel set $k: this CPU does not run it"
+        continue
+    fi
+    PARITY_KERNELS=$k expect 0 "" train --steps 3 --json --quiet
+    check "PARITY_KERNELS=$k: the weights of the portable set" test -n "$w_port" -a \
+        "$w_port" = "$(grep -o '"weights_sha256": "[0-9a-f]*"' "$T/out")"
+done
 PARITY_KERNELS=nosuchset expect 2 "^parity: PARITY_KERNELS=nosuchset: no such kernel set on this CPU \(it runs: .*portable\)$" version
 check "--version: MPFR x.y.z" grep -Eqx 'MPFR: +[0-9]+\.[0-9]+\.[0-9]+(-[a-z0-9]+)?' "$T/v1"
 check "--version: flags as built (-ffp-contract=off)" grep -Eq '^flags: .*-ffp-contract=off' "$T/v1"

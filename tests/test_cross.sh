@@ -6,7 +6,8 @@
 # every step's XXH3-128 weight and loss digests (`--log`, compared by `parity
 # bisect --logs`) and the summary's final loss, validation and test loss and
 # accuracy and weights_sha256 (`--json`), all bitwise.
-#   gcc:     gcc -O2 and -O3 (AVX2+FMA kernels, and -O2 with PARITY_KERNELS=portable),
+#   gcc:     gcc -O2 and -O3 (the CPU's best kernels, AVX-512VL or AVX2+FMA, and -O2
+#            with PARITY_KERNELS=portable, and =avx2 where that is not the best),
 #            gcc -O3 -march=x86-64-v3 (the whole program built for AVX2+FMA);
 #   clang:   clang -O2 and -O3;
 #   aarch64: gcc-aarch64-linux-gnu -O2 and -O3 (cmake/aarch64-linux-gnu.cmake)
@@ -187,6 +188,11 @@ gcc)
     CONFIGS+=("this build||0|$P")
     build gcc-O2 gcc RelWithDebInfo "" &&
         CONFIGS+=("gcc-O2||0|$BUILD/cross-gcc-O2/parity" "gcc-O2|portable|0|$BUILD/cross-gcc-O2/parity")
+    # AVX2's set too where it is not the best (the AVX-512VL one is).
+    if [ "$(PARITY_KERNELS=avx2 "$P" version 2>/dev/null | sed -n 's/^kernels: *//p' | cut -d' ' -f1)" = avx2+fma ] &&
+        ! "$P" version 2>/dev/null | grep -Eq '^kernels: +avx2\+fma'; then
+        CONFIGS+=("gcc-O2|avx2|0|$BUILD/cross-gcc-O2/parity")
+    fi
     build gcc-O3 gcc Release "" && CONFIGS+=("gcc-O3||0|$BUILD/cross-gcc-O3/parity")
     # The whole program for AVX2+FMA (x86-64-v3) where this CPU runs it: the
     # compiler may use fma anywhere it is written, never where it is not.

@@ -1,7 +1,7 @@
 // Dense kernels against naive loops that spell out the contract (written
 // here, independently of src/kernels and reference/): bitwise equality for
-// f32 and f64, every kernel set the CPU runs (par_kernels_available: AVX2+FMA
-// and portable on x86-64; NEON and portable on aarch64, where the cross build
+// f32 and f64, every kernel set the CPU runs (par_kernels_available:
+// AVX-512VL, AVX2+FMA and portable on x86-64; NEON and portable on aarch64, where the cross build
 // runs this under qemu-aarch64, tests/test_cross.sh), shapes
 // including 1, 7, 33, 784 and 785, any row/column sub-range, any chunk range,
 // fresh or continued folds, and 512 x 1024 and 1024 x 512 (rows 2 KB apart,
@@ -355,8 +355,8 @@ int main(void)
         snprintf(stem, sizeof stem, "%.*s", (int)strcspn(sets[v]->name, "+"), sets[v]->name);
         found &= par_kernels_find(sets[v]->name) == sets[v] && par_kernels_find(stem) == sets[v];
     }
-    const char *all_names[] = {"avx2+fma", "neon", "portable"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *all_names[] = {"avx512vl", "avx2+fma", "neon", "portable"};
+    for (size_t i = 0; i < sizeof all_names / sizeof all_names[0]; i++) {
         int runs = 0;
         for (size_t v = 0; v < n_sets; v++) runs |= strcmp(sets[v]->name, all_names[i]) == 0;
         found &= (par_kernels_find(all_names[i]) != NULL) == runs;

@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "par_kernels.h"
 
-// PARITY_KERNELS=NAME forces a kernel set (avx2, neon, portable: any set this
+// PARITY_KERNELS=NAME forces a kernel set (avx512vl, avx2, neon, portable: any set this
 // CPU runs) for every subcommand and every process it starts (mpirun's ranks
 // and verify's runs inherit the variable). All sets give the same bits; the
 // switch is there to show it (tests/test_cross.sh) and to time them. The

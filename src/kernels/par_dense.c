@@ -65,57 +65,27 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 
 #define TARGET PAR_TARGET_AVX2
 #define MR 6   // 12 accumulators of AVX2's 16 registers
-#define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
-#define V __m256
-#define VL 8
-#define REAL float
-#define LOAD _mm256_loadu_ps
-#define STORE _mm256_storeu_ps
-#define BCAST _mm256_set1_ps
-#define FMADD _mm256_fmadd_ps
-#define ADD _mm256_add_ps
-#define ZERO _mm256_setzero_ps
-#define MLOAD(p, n) _mm256_maskload_ps((p), lane_mask32(n))
-#define NAME(f) CAT3(f, _f32_, avx2)
-#include "dense_simd.inc"
-#undef V
-#undef VL
-#undef REAL
-#undef LOAD
-#undef STORE
-#undef BCAST
-#undef FMADD
-#undef ADD
-#undef ZERO
-#undef MLOAD
-#undef NAME
-
-#define V __m256d
-#define VL 4
-#define REAL double
-#define LOAD _mm256_loadu_pd
-#define STORE _mm256_storeu_pd
-#define BCAST _mm256_set1_pd
-#define FMADD _mm256_fmadd_pd
-#define ADD _mm256_add_pd
-#define ZERO _mm256_setzero_pd
-#define MLOAD(p, n) _mm256_maskload_pd((p), lane_mask64(n))
-#define NAME(f) CAT3(f, _f64_, avx2)
-#include "dense_simd.inc"
-#undef V
-#undef VL
-#undef REAL
-#undef LOAD
-#undef STORE
-#undef BCAST
-#undef FMADD
-#undef ADD
-#undef ZERO
-#undef MLOAD
-#undef NAME
+#define VARIANT avx2
+#include "dense_avx.inc"
 #undef TARGET
 #undef MR
-#undef PREFETCH
+#undef VARIANT
+
+// --- AVX-512VL variant: the same 256-bit code, compiled where AVX-512VL's
+// EVEX encoding gives it 32 vector registers, not 16. Tiles of 8 rows: 16
+// accumulators, and the exact weight gradient's 16 running sums stay in
+// registers too (with 16 registers they go to the stack once per chunk).
+// The same chains, so the same bits; relu, Adam and the transposes are
+// AVX2's.
+#define PAR_HAVE_AVX512VL_VARIANT 1
+#define TARGET PAR_TARGET_AVX512VL
+#define MR 8
+#define VARIANT avx512vl
+#include "dense_avx.inc"
+#undef TARGET
+#undef MR
+#undef VARIANT
+
 // ReLU forward y = y > 0 ? y : 0 and backward dy = y > 0 ? dy : 0 with the
 // same semantics as the scalar loops (+0 for y <= 0, -0 and NaN included):
 // an ordered compare and a mask, no branch.
@@ -266,14 +236,16 @@ TRANSPOSE(f64, double, avx2, 4, tile_f64, PAR_TARGET_AVX2)
 #endif
 
 // --- the sets ----------------------------------------------------------------
-#define SET_DTYPE(SFX, VAR)                                                                     \
+// The dense chains of variant VAR, the elementwise helpers of EW.
+#define SET_DTYPE2(SFX, VAR, EW)                                                                \
     {                                                                                           \
         .forward = CAT3(forward, _##SFX##_, VAR), .gemm_acc = CAT3(gemm_acc, _##SFX##_, VAR),    \
         .backward_data = CAT3(backward_data, _##SFX##_, VAR),                                  \
         .backward_weights = CAT3(backward_weights, _##SFX##_, VAR),                            \
-        .relu_forward = relu_forward_##SFX##_##VAR, .relu_backward = relu_backward_##SFX##_##VAR, \
-        .adam_head = adam_##SFX##_##VAR, .transpose = transpose_##SFX##_##VAR,                  \
+        .relu_forward = relu_forward_##SFX##_##EW, .relu_backward = relu_backward_##SFX##_##EW,  \
+        .adam_head = adam_##SFX##_##EW, .transpose = transpose_##SFX##_##EW,                    \
     }
+#define SET_DTYPE(SFX, VAR) SET_DTYPE2(SFX, VAR, VAR)
 
 static const par_kernel_set set_portable = {
     .name = "portable", .f32 = SET_DTYPE(f32, portable), .f64 = SET_DTYPE(f64, portable)};
@@ -286,6 +258,19 @@ static int cpu_has_avx2(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
+#ifdef PAR_HAVE_AVX512VL_VARIANT
+static const par_kernel_set set_avx512vl = {.name = "avx512vl",
+                                            .f32 = SET_DTYPE2(f32, avx512vl, avx2),
+                                            .f64 = SET_DTYPE2(f64, avx512vl, avx2)};
+
+// libgcc's test also asks the OS (XGETBV) whether it saves the AVX-512 state.
+static int cpu_has_avx512vl(void)
+{
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512vl");
 }
 #endif
 
@@ -311,6 +296,9 @@ static const struct {
     const par_kernel_set *set;
     int (*runs)(void);
 } candidates[] = {
+#ifdef PAR_HAVE_AVX512VL_VARIANT
+    {&set_avx512vl, cpu_has_avx512vl},
+#endif
 #ifdef PAR_HAVE_AVX2_VARIANT
     {&set_avx2, cpu_has_avx2},
 #endif

@@ -161,7 +161,7 @@ PAR_DECLARE_KERNELS(double, f64)
     }
 
 // One variant: a static const table per variant in par_dense.c ("portable";
-// "avx2+fma" on x86-64, "neon" on aarch64). Resolved once: the first kernel
+// "avx512vl" and "avx2+fma" on x86-64, "neon" on aarch64). Resolved once: the first kernel
 // call picks the best set the CPU runs (thread-safe); each dispatched public
 // kernel is then one indirect call through the active set (docs/DESIGN.md,
 // section 4).
@@ -180,13 +180,14 @@ size_t par_kernels_available(const par_kernel_set **sets, size_t max);
 // Tests and tools: make k (one of par_kernels_available's) the active set;
 // NULL goes back to the best. Not while kernels run on other threads.
 void par_kernels_use(const par_kernel_set *k);
-// The set called name that this CPU runs: a set's name ("avx2+fma", "neon",
-// "portable") or the part of it before '+' ("avx2"); NULL when there is none
+// The set called name that this CPU runs: a set's name ("avx512vl",
+// "avx2+fma", "neon", "portable") or the part of it before '+' ("avx2"); NULL when there is none
 // (unknown name, a set not compiled in or one this CPU cannot run). For a
 // caller that lets the user force a set (the CLI's PARITY_KERNELS).
 const par_kernel_set *par_kernels_find(const char *name);
-// Name of the active set: the best the CPU runs ("avx2+fma" on x86-64 with
-// both, "neon" on aarch64, else "portable") unless par_kernels_use chose one.
+// Name of the active set: the best the CPU runs ("avx512vl" on x86-64 with
+// AVX-512F and VL, else "avx2+fma" with both, "neon" on aarch64, else
+// "portable") unless par_kernels_use chose one.
 const char *par_kernels_variant(void);
 
 #endif

@@ -13,6 +13,10 @@
 // On every function that uses AVX2 or FMA intrinsics, static inline helpers
 // included (an intrinsic is inlined only into a function with its target).
 #define PAR_TARGET_AVX2 __attribute__((target("avx2,fma")))
+// AVX2's code with AVX-512VL's 32 vector registers. Its vectors stay 256
+// bits wide: CMake adds -mprefer-vector-width=256 to src/kernels, or the
+// compilers would vectorize some index and copy loops there with 512.
+#define PAR_TARGET_AVX512VL __attribute__((target("avx2,fma,avx512f,avx512vl")))
 #include <immintrin.h>   // declares every intrinsic, whatever the -m flags
 #endif
 
