@@ -142,6 +142,12 @@ upscale)
     rc=$?
     check "model --upscale 14 --optim adam: exit 0, a per-sample cost > 0" \
         test $rc = 0 -a "$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['t_sample_s'] > 0)" "$T/m.json" 2>&1)" = True
+    # The compute points the model reads off: b = 8 .. 256, each step timed.
+    pts_ok=$($PY -c "
+import json, sys
+p = json.load(open(sys.argv[1]))['compute_points']
+print([q['batch'] for q in p] == [8, 16, 32, 64, 128, 256] and all(q['step_s'] > 0 for q in p))" "$T/m.json" 2>&1)
+    check "model --json: compute_points at b = 8, 16, 32, 64, 128, 256, every step > 0" test "$pts_ok" = True
     expect 2 "^parity model: --model mlp:784-256-128-10 takes 784 inputs but dataset fashion-mnist has 196 features per sample after --upscale$" \
         model --upscale 14 --validate ''
     expect 2 "^parity lockstep: --steps 2: expected at most 1, the steps of --epochs 1 \(54000 training records, batch 54000\); give --epochs 2$" \

@@ -122,5 +122,23 @@ int main(void)
     par_check(near(sm_step_seconds(&k, SM_MPI_FAST, 1, 64), 760e-6), "one rank on 4 cores");
     // a short last batch: B = 20, P = 1: all 20 samples
     par_check(near(sm_step_seconds(&c, SM_MPI_FAST, 1, 20), 100e-6 + 200e-6), "short batch P=1");
+    // compute read off measured points (b, t) = (8, 100us), (16, 150us), (64,
+    // 400us): 12 samples 125us; 32: 150us + 16 x 250us / 48 = 233.333us; 4 and
+    // 128 along the end segments: 100us - 4 x 6.25us = 75us, 400us + 64 x
+    // 250us / 48 = 733.333us; t0 and t_sample no longer count
+    sm_costs pt = c;
+    pt.n_points = 3;
+    const double pb[] = {8, 16, 64}, ptt[] = {100e-6, 150e-6, 400e-6};
+    for (int i = 0; i < 3; i++) pt.point_b[i] = pb[i], pt.point_t[i] = ptt[i];
+    par_check(near(sm_compute_seconds(&pt, 12), 125e-6) && near(sm_compute_seconds(&pt, 32), 700e-6 / 3) &&
+                  near(sm_compute_seconds(&pt, 4), 75e-6) && near(sm_compute_seconds(&pt, 128), 2200e-6 / 3) &&
+                  near(sm_compute_seconds(&pt, 16), 150e-6),
+              "compute between and beyond the measured points");
+    // P = 2, B = 64: 32 samples a rank, 233.333us + the ring 6us + the agreement 2us
+    par_check(near(sm_step_seconds(&pt, SM_MPI_FAST, 2, 64), 700e-6 / 3 + 6e-6 + 2e-6),
+              "step time from the measured points P=2");
+    // the compute scale moves the points too: x 2 at 12 samples is 250us
+    sm_scale_compute(&pt, 2);
+    par_check(near(sm_compute_seconds(&pt, 12), 250e-6), "scaled points");
     return par_test_exit();
 }

@@ -1,6 +1,6 @@
-// `parity model`: the scaling model. Measures compute per step (fitted as
-// t0 + b t_sample from serial steps at three batch sizes, plus each layer's
-// share), the point-to-point latency and bandwidth (alpha, beta) between two
+// `parity model`: the scaling model. Measures compute per step (serial steps
+// at six batch sizes, read off between them, and fitted as t0 + b t_sample
+// for the summary), the point-to-point latency and bandwidth (alpha, beta) between two
 // MPI ranks (`parity model --probe-comm` under mpirun), predicts time per
 // epoch, speedup and efficiency for R = 1 .. 1024 ranks and batches 64 ..
 // 8192 (strong and weak scaling, exact and fast), and validates the
@@ -436,10 +436,13 @@ int cmd_model(int argc, char **argv)
     void *w = malloc(m.n_params * par_dtype_size(dt));
     par_model_init(&m, dt, 42, w);
 
-    // 1. Compute: t(b) = t0 + b t_sample, least squares over b = 16, 64, 256.
-    const size_t bs[] = {16, 64, 256};
-    double tb[3], upd[3] = {0}, pan[3] = {0}, sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (int k = 0; k < 3 && st == PAR_OK; k++) {
+    // 1. Compute: serial steps at b = 8 .. 256 samples, the model reading the
+    // compute of b samples off them (sm_compute_seconds); t(b) = t0 + b
+    // t_sample, least squares over them, for the summary and t0's update.
+    enum { NB = 6 };
+    const size_t bs[NB] = {8, 16, 32, 64, 128, 256};
+    double tb[NB], upd[NB] = {0}, pan[NB] = {0}, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int k = 0; k < NB && st == PAR_OK; k++) {
         st = time_steps(&m, dt, &optim, &ds, w, bs[k], (size_t)o.chunk, 40, &tb[k], &upd[k],
                         &pan[k]);
         sx += (double)bs[k], sy += tb[k], sxx += (double)bs[k] * (double)bs[k];
@@ -451,11 +454,13 @@ int cmd_model(int argc, char **argv)
         return cli_fail("model", st, NULL);
     }
     sm_costs c = {0};
-    c.t_sample = (3 * sxy - sx * sy) / (3 * sxx - sx * sx);
-    c.t0 = (sy - c.t_sample * sx) / 3;
+    c.t_sample = (NB * sxy - sx * sy) / (NB * sxx - sx * sx);
+    c.t0 = (sy - c.t_sample * sx) / NB;
     if (c.t0 < 0) c.t0 = 0;
-    c.t_update = upd[1] < c.t0 ? upd[1] : c.t0;   // at b = 64; part of t0
-    c.t_panel = pan[1];
+    c.t_update = upd[3] < c.t0 ? upd[3] : c.t0;   // at b = 64; part of t0
+    c.t_panel = pan[3];
+    c.n_points = NB;
+    for (int k = 0; k < NB; k++) c.point_b[k] = (double)bs[k], c.point_t[k] = tb[k];
     c.n_params = m.n_params;
     c.elem_bytes = par_dtype_size(dt);
     c.chunk = (size_t)o.chunk;
@@ -603,6 +608,11 @@ int cmd_model(int argc, char **argv)
                               "t_update_s", c.t_update, "t_panel_s", c.t_panel, "t_sample_s",
                               c.t_sample, "alpha_s", c.alpha, "beta_s_per_byte", c.beta,
                               "comm_measured", have_comm, "validation", val, "predicted", pred);
+        json_t *pts = json_array();
+        for (int k = 0; k < c.n_points; k++)
+            json_array_append_new(pts, json_pack("{s:f, s:f}", "batch", c.point_b[k],
+                                                 "step_s", c.point_t[k]));
+        json_object_set_new(j, "compute_points", pts);
         json_object_set_new(j, "allreduce_s", json_real(c.t_allreduce));
         json_object_set_new(j, "probe", have_comm ? probe_json(&pc) : json_null());
         json_object_set_new(j, "t_run_s", json_real(c.t_run));
@@ -615,9 +625,11 @@ int cmd_model(int argc, char **argv)
     } else {
         printf("scaling model of %s (%zu parameters, %s, chunk %d)\n", m.spec, m.n_params,
                par_dtype_name(dt), o.chunk);
-        printf("  compute  t(b) = t0 + b t_sample: t0 = %.1f us, t_sample = %.2f us "
-               "(measured at b = 16, 64, 256: %.3f, %.3f, %.3f ms)\n",
-               c.t0 * 1e6, c.t_sample * 1e6, tb[0] * 1e3, tb[1] * 1e3, tb[2] * 1e3);
+        printf("  compute  measured at b =");
+        for (int k = 0; k < NB; k++) printf(" %zu%s", bs[k], k + 1 < NB ? "," : ":");
+        for (int k = 0; k < NB; k++) printf(" %.3f%s", tb[k] * 1e3, k + 1 < NB ? "," : " ms");
+        printf(" (read off between them);\n           as t(b) = t0 + b t_sample: t0 = %.1f us, "
+               "t_sample = %.2f us\n", c.t0 * 1e6, c.t_sample * 1e6);
         printf("           of t0: the update %.1f us (mpi exact shards it); recomputing every "
                "panel %.1f us\n", c.t_update * 1e6, c.t_panel * 1e6);
         printf("           mpi exact at batch %d: %zu parameters along the chain, %zu values "

@@ -86,13 +86,19 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
         .t_run = get_num(mj, "t_run_s"),
         .contention = json_is_number(json_object_get(mj, "contention")) ? get_num(mj, "contention") : 1,
     };
+    // The measured compute points, which the model reads compute off.
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(mj, "compute_points"), i, e) {
+        if (k.n_points == SM_MAX_POINTS) break;
+        k.point_b[k.n_points] = get_num(e, "batch");
+        k.point_t[k.n_points++] = get_num(e, "step_s");
+    }
     const int cores = (int)json_integer_value(json_object_get(mj, "cores"));
     // Calibration: the fit times the engine's steps alone; a run also
     // gathers batches and runs hooks. Scale compute so that one rank takes
     // the case's measured serial exact median (when it was timed).
     double scale = 1;
-    size_t i;
-    json_t *e;
     json_array_foreach(json_object_get(cres, "configs"), i, e) {
         const json_t *t = json_object_get(e, "timing");
         if (strcmp(json_string_value(json_object_get(e, "trainer")), "serial") == 0 &&

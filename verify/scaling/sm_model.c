@@ -73,15 +73,27 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B)
     return 0;
 }
 
+double sm_compute_seconds(const sm_costs *c, double b)
+{
+    const int n = c->n_points;
+    if (n < 2) return c->t0 + b * c->t_sample;
+    int i = 0;   // the segment [i, i + 1]: the one holding b, or an end one
+    while (i + 2 < n && b > c->point_b[i + 1]) i++;
+    const double b0 = c->point_b[i], b1 = c->point_b[i + 1];
+    const double t0 = c->point_t[i], t1 = c->point_t[i + 1];
+    return t0 + (b - b0) * (t1 - t0) / (b1 - b0);
+}
+
 double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B)
 {
     const size_t n_chunks = (B + c->chunk - 1) / c->chunk;
     const size_t per_rank = (n_chunks + (size_t)P - 1) / (size_t)P;
     size_t samples = per_rank * c->chunk;
     if (samples > B) samples = B;
-    double t0 = c->t0;
+    double compute = sm_compute_seconds(c, (double)samples);
     if (d == SM_MPI_EXACT && P > 1)
-        t0 += -c->t_update + c->t_update / P + (c->one_host ? 0 : c->t_panel * (double)(P - 1) / P);
+        compute += -c->t_update + c->t_update / P +
+                   (c->one_host ? 0 : c->t_panel * (double)(P - 1) / P);
     double slow = 1;
     if (c->cores > 0) {
         const int k = P < c->cores ? P : c->cores;
@@ -91,8 +103,7 @@ double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B)
         if (P > c->cores) slow *= ceil((double)P / c->cores);
     }
     const double agree = P > 1 ? 2 * log2_ceil(P) * c->alpha : 0;
-    return (t0 + (double)samples * c->t_sample + c->t_run) * slow + sm_comm_seconds(c, d, P, B) +
-           agree;
+    return (compute + c->t_run) * slow + sm_comm_seconds(c, d, P, B) + agree;
 }
 
 void sm_scale_compute(sm_costs *c, double k)
@@ -101,6 +112,7 @@ void sm_scale_compute(sm_costs *c, double k)
     c->t_update *= k;
     c->t_panel *= k;
     c->t_sample *= k;
+    for (int i = 0; i < c->n_points; i++) c->point_t[i] *= k;
 }
 
 const char *sm_design_name(sm_design d)

@@ -7,11 +7,18 @@
 
 #include <stddef.h>
 
+enum { SM_MAX_POINTS = 8 };
+
 typedef struct sm_costs {
     double t0;            // seconds per step that do not shrink with samples (update, panels)
     double t_update;      // the optimizer update's part of t0 (mpi exact shards it over P ranks)
     double t_panel;       // seconds to recompute every transposed panel from the weights
     double t_sample;      // seconds per sample (forward, backward, weight gradient)
+    // Serial compute per step measured at n_points batch sizes, point_b
+    // ascending: with 2 or more the compute of b samples is read off them
+    // (sm_compute_seconds) instead of t0 + b t_sample.
+    int n_points;
+    double point_b[SM_MAX_POINTS], point_t[SM_MAX_POINTS];
     double alpha;         // seconds per message (latency)
     double beta;          // seconds per byte (inverse bandwidth)
     double t_allreduce;   // seconds of an MPI_Allreduce of the N parameters, measured on
@@ -62,19 +69,26 @@ typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST 
 //     + ceil(log2 P) (a + N s b)
 double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 
-// Seconds per step: (t0 + (samples of the busiest rank) t_sample + t_run) x
+// Serial compute of one step of b samples: with n_points >= 2, linear between
+// the two measured points around b (along the first or last two beyond
+// them); else t0 + b t_sample. A straight line fitted through all the points
+// misses the middle ones where the time per sample changes with b (caches):
+// 2026-11-26, 0.331, 0.855, 3.22 ms at b = 16, 64, 256 put b = 24 4% off.
+double sm_compute_seconds(const sm_costs *c, double b);
+
+// Seconds per step: (compute(samples of the busiest rank) + t_run) x
 // slow + comm + the run's per-step agreement of the ranks, 2 ceil(log2 P) a.
 // slow: 1 without cores; with P ranks on `cores` cores, the contention of
 // min(P, cores) busy cores, 1 + (contention - 1) (k - 1) / (cores - 1), and
 // ceil(P / cores) more when P > cores (the ranks of the busiest core take
 // turns, and every rank waits for them each step).
 // The busiest rank holds ceil(n_chunks / P) chunks of C samples (at most B).
-// mpi exact shards the update: t0 - t_update + t_update / P, plus
+// mpi exact shards the update: compute - t_update + t_update / P, plus
 // t_panel (P-1)/P for the panels of the weights received (P > 1; none
 // with one_host).
 double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 
-// The compute costs (t0, t_update, t_panel, t_sample) times k: the same
+// The compute costs (t0, t_update, t_panel, t_sample, the points) times k: the same
 // machine measured faster or slower (calibration to a measured run).
 void sm_scale_compute(sm_costs *c, double k);
 
