@@ -94,6 +94,20 @@ int main(void)
     par_check(near(sm_step_seconds(&h, SM_MPI_EXACT, 4, 64) - sm_comm_seconds(&h, SM_MPI_EXACT, 4, 64),
                    55e-6 + 160e-6 + 4e-6),
               "shared weights: no panel recompute");
+    // the update measured on 2 threads sharing the weights at 45us each (not the
+    // 30us of an even split): at P = 4 each rank's share is 45us x 2 / 4 = 22.5us,
+    // so 40us + 22.5us + 160us + 4us
+    sm_costs hs = h;
+    hs.t_update_shared = 45e-6;
+    hs.update_shared_ranks = 2;
+    par_check(near(sm_step_seconds(&hs, SM_MPI_EXACT, 4, 64) - sm_comm_seconds(&hs, SM_MPI_EXACT, 4, 64),
+                   62.5e-6 + 160e-6 + 4e-6),
+              "shared weights: the update's share as measured on threads that share them");
+    // across hosts (own copies) it does not apply: u's 70us + 160us + 4us
+    hs.one_host = 0;
+    par_check(near(sm_step_seconds(&hs, SM_MPI_EXACT, 4, 64) - sm_comm_seconds(&hs, SM_MPI_EXACT, 4, 64),
+                   70e-6 + 160e-6 + 4e-6),
+              "own copies: the update divides");
     // ranks sharing cores: 4 cores that slow each other by 1.3 when all are busy,
     // 20us a step outside the engine. P = 3 (fast): slow = 1 + 0.3 (3 - 1) / (4 - 1)
     // = 1.2; 3 chunks = 24 samples: (100us + 240us + 20us) 1.2 = 432us, + 4us

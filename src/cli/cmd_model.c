@@ -313,7 +313,7 @@ static int run_costs(const char *exe, const char *targs, int cores, double *engi
 // of the step: what a rank of the sharded update does for weights it receives).
 static par_status time_steps(const par_model *m, par_dtype dt, const par_optim *optim,
                              const par_dataset *ds, const void *w, size_t b, size_t C, int reps,
-                             double *sec, double *upd, double *pan)
+                             int threads, double *sec, double *upd, double *pan)
 {
     const par_run_cfg cfg = {.optim = optim,
                              .model = m,
@@ -322,7 +322,7 @@ static par_status time_steps(const par_model *m, par_dtype dt, const par_optim *
                              .batch = b,
                              .chunk = C,
                              .lr = 0.01,
-                             .threads = 1,
+                             .threads = threads,
                              .init_params = w};
     par_engine e;
     PAR_TRY(par_engine_init(&e, &cfg));
@@ -439,15 +439,26 @@ int cmd_model(int argc, char **argv)
     // 1. Compute: serial steps at b = 8 .. 256 samples, the model reading the
     // compute of b samples off them (sm_compute_seconds); t(b) = t0 + b
     // t_sample, least squares over them, for the summary and t0's update.
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const int cores = o.cores > 0 ? o.cores : online > 0 ? (int)online : 1;
     enum { NB = 6 };
     const size_t bs[NB] = {8, 16, 32, 64, 128, 256};
     double tb[NB], upd[NB] = {0}, pan[NB] = {0}, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int k = 0; k < NB && st == PAR_OK; k++) {
-        st = time_steps(&m, dt, &optim, &ds, w, bs[k], (size_t)o.chunk, 40, &tb[k], &upd[k],
+        st = time_steps(&m, dt, &optim, &ds, w, bs[k], (size_t)o.chunk, 40, 1, &tb[k], &upd[k],
                         &pan[k]);
         sx += (double)bs[k], sy += tb[k], sxx += (double)bs[k] * (double)bs[k];
         sxy += (double)bs[k] * tb[k];
     }
+    // The update on `cores` threads right after all of them read every
+    // weight in the forward and backward passes, each updating its own rows
+    // (the omp step; mpi exact on one host writes the shared window so):
+    // every line a core writes, the others hold, and must give up.
+    double upd_shared = 0, tb_k, pan_k;
+    const int k_upd = cores < 2 || online < 2 ? 0 : cores < online ? cores : (int)online;
+    if (st == PAR_OK && k_upd > 0)
+        st = time_steps(&m, dt, &optim, &ds, w, 64, (size_t)o.chunk, 40, k_upd, &tb_k, &upd_shared,
+                        &pan_k);
     free(w);
     if (st != PAR_OK) {
         par_dataset_free(&ds);
@@ -459,6 +470,8 @@ int cmd_model(int argc, char **argv)
     if (c.t0 < 0) c.t0 = 0;
     c.t_update = upd[3] < c.t0 ? upd[3] : c.t0;   // at b = 64; part of t0
     c.t_panel = pan[3];
+    c.t_update_shared = upd_shared;
+    c.update_shared_ranks = k_upd;
     c.n_points = NB;
     for (int k = 0; k < NB; k++) c.point_b[k] = (double)bs[k], c.point_t[k] = tb[k];
     c.n_params = m.n_params;
@@ -483,8 +496,6 @@ int cmd_model(int argc, char **argv)
     // (t_run: the batch, hooks, bookkeeping), and how much ranks that share
     // this machine's cores slow each other down (memory bandwidth, caches):
     // the engine's seconds of `cores` serial runs at once against one alone.
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    const int cores = o.cores > 0 ? o.cores : online > 0 ? (int)online : 1;
     char targs[1024];
     train_args(targs, sizeof targs, &o, &optim, "serial", "exact");
     double eng1 = 0, out1 = 0;
@@ -613,6 +624,8 @@ int cmd_model(int argc, char **argv)
             json_array_append_new(pts, json_pack("{s:f, s:f}", "batch", c.point_b[k],
                                                  "step_s", c.point_t[k]));
         json_object_set_new(j, "compute_points", pts);
+        json_object_set_new(j, "t_update_shared_s", json_real(c.t_update_shared));
+        json_object_set_new(j, "update_shared_ranks", json_integer(c.update_shared_ranks));
         json_object_set_new(j, "allreduce_s", json_real(c.t_allreduce));
         json_object_set_new(j, "probe", have_comm ? probe_json(&pc) : json_null());
         json_object_set_new(j, "t_run_s", json_real(c.t_run));
@@ -632,6 +645,10 @@ int cmd_model(int argc, char **argv)
                "t_sample = %.2f us\n", c.t0 * 1e6, c.t_sample * 1e6);
         printf("           of t0: the update %.1f us (mpi exact shards it); recomputing every "
                "panel %.1f us\n", c.t_update * 1e6, c.t_panel * 1e6);
+        if (c.update_shared_ranks > 0)
+            printf("           the update on %d threads that share the weights: %.1f us each "
+                   "(against %.1f if it divided)\n", c.update_shared_ranks,
+                   c.t_update_shared * 1e6, c.t_update / c.update_shared_ranks * 1e6);
         printf("           mpi exact at batch %d: %zu parameters along the chain, %zu values "
                "per sample all-gathered\n", o.batch, c.chain_params, c.gather_values);
         printf("  run      t_run = %.1f us a step outside the engine (batch, hooks); %d ranks "

@@ -70,6 +70,8 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
         .t0 = get_num(mj, "t0_s"),
         .t_update = get_num(mj, "t_update_s"),
         .t_panel = get_num(mj, "t_panel_s"),
+        .t_update_shared = get_num(mj, "t_update_shared_s"),
+        .update_shared_ranks = (int)json_integer_value(json_object_get(mj, "update_shared_ranks")),
         .t_sample = get_num(mj, "t_sample_s"),
         .alpha = get_num(mj, "alpha_s"),
         .beta = get_num(mj, "beta_s_per_byte"),

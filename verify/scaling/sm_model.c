@@ -91,9 +91,13 @@ double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B)
     size_t samples = per_rank * c->chunk;
     if (samples > B) samples = B;
     double compute = sm_compute_seconds(c, (double)samples);
-    if (d == SM_MPI_EXACT && P > 1)
-        compute += -c->t_update + c->t_update / P +
-                   (c->one_host ? 0 : c->t_panel * (double)(P - 1) / P);
+    if (d == SM_MPI_EXACT && P > 1) {
+        const int k = c->update_shared_ranks;
+        const double share = c->one_host && k > 1 && c->t_update_shared > 0
+                                 ? c->t_update_shared * k / P
+                                 : c->t_update / P;
+        compute += -c->t_update + share + (c->one_host ? 0 : c->t_panel * (double)(P - 1) / P);
+    }
     double slow = 1;
     if (c->cores > 0) {
         const int k = P < c->cores ? P : c->cores;
@@ -111,6 +115,7 @@ void sm_scale_compute(sm_costs *c, double k)
     c->t0 *= k;
     c->t_update *= k;
     c->t_panel *= k;
+    c->t_update_shared *= k;
     c->t_sample *= k;
     for (int i = 0; i < c->n_points; i++) c->point_t[i] *= k;
 }

@@ -13,6 +13,8 @@ typedef struct sm_costs {
     double t0;            // seconds per step that do not shrink with samples (update, panels)
     double t_update;      // the optimizer update's part of t0 (mpi exact shards it over P ranks)
     double t_panel;       // seconds to recompute every transposed panel from the weights
+    double t_update_shared;   // one of update_shared_ranks threads' share of the update
+    int update_shared_ranks;  // right after all read every weight (0: not measured)
     double t_sample;      // seconds per sample (forward, backward, weight gradient)
     // Serial compute per step measured at n_points batch sizes, point_b
     // ascending: with 2 or more the compute of b samples is read off them
@@ -85,10 +87,14 @@ double sm_compute_seconds(const sm_costs *c, double b);
 // The busiest rank holds ceil(n_chunks / P) chunks of C samples (at most B).
 // mpi exact shards the update: compute - t_update + t_update / P, plus
 // t_panel (P-1)/P for the panels of the weights received (P > 1; none
-// with one_host).
+// with one_host). On one host, where the ranks update one shared copy
+// that all of them have just read, the share is t_update_shared k / P
+// instead (k = update_shared_ranks, when measured): every line a rank
+// writes, the others hold.
 double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 
-// The compute costs (t0, t_update, t_panel, t_sample, the points) times k: the same
+// The compute costs (t0, t_update, t_panel, t_update_shared, t_sample, the
+// points) times k: the same
 // machine measured faster or slower (calibration to a measured run).
 void sm_scale_compute(sm_costs *c, double k);
 
