@@ -132,6 +132,18 @@ int main(void)
     const double t3 = sm_step_seconds(&k2, SM_MPI_FAST, 3, 64);
     par_check(near(t3 - sm_comm_seconds(&k2, SM_MPI_FAST, 3, 64), 720e-6 + 4e-6),
               "3 ranks on 2 cores: the busiest core sets the pace");
+    // and taking turns costs 1.2x more where each rank has its own weights:
+    // (100us + 240us + 20us) 2 x 1.2 = 864us, + 4us; not for mpi exact on one
+    // host (one shared copy): 100us - 0 + 0/3 + 240us + 20us, x 2, + 4us
+    sm_costs k3 = k2;
+    k3.turns = 1.2;
+    par_check(near(sm_step_seconds(&k3, SM_MPI_FAST, 3, 64) - sm_comm_seconds(&k3, SM_MPI_FAST, 3, 64),
+                   864e-6 + 4e-6),
+              "3 ranks on 2 cores, each its own weights: the turns' cost");
+    k3.one_host = 1;
+    par_check(near(sm_step_seconds(&k3, SM_MPI_EXACT, 3, 64) - sm_comm_seconds(&k3, SM_MPI_EXACT, 3, 64),
+                   720e-6 + 4e-6),
+              "3 ranks on 2 cores sharing one copy of the weights: no turns' cost");
     // one rank: no contention, no agreement: 100us + 640us + 20us
     par_check(near(sm_step_seconds(&k, SM_MPI_FAST, 1, 64), 760e-6), "one rank on 4 cores");
     // a short last batch: B = 20, P = 1: all 20 samples

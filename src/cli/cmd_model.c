@@ -254,16 +254,18 @@ static void train_args(char *out, size_t n, const model_opts *o, const par_optim
 }
 
 // `copies` serial runs `parity ARGS` at once (each its own process, as ranks
-// are): per step, the mean over the copies of the seconds inside the engine
-// (forward .. update of phase_seconds) and outside it (batch, log, other).
-static int time_serial(const char *exe, const char *args, int copies, double *engine,
+// are; all on CPU 0 with pin): per step, the mean over the copies of the
+// seconds inside the engine (forward .. update of phase_seconds) and outside
+// it (batch, log, other).
+static int time_serial(const char *exe, const char *args, int copies, int pin, double *engine,
                        double *outside)
 {
     enum { MAX_COPIES = 64 };
     FILE *p[MAX_COPIES];
     char cmd[4096];
     if (copies > MAX_COPIES) copies = MAX_COPIES;
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null </dev/null", exe, args);
+    snprintf(cmd, sizeof cmd, "%s'%s' %s 2>/dev/null </dev/null", pin ? "taskset -c 0 " : "", exe,
+             args);
     int started = 0, bad = 0;
     for (; started < copies; started++)
         if (!(p[started] = popen(cmd, "r"))) break;
@@ -302,10 +304,24 @@ static int run_costs(const char *exe, const char *targs, int cores, double *engi
 {
     double engk, outk;
     *contention = 1;
-    if (time_serial(exe, targs, 1, engine, outside) != 0) return -1;
-    if (cores > 1 && *engine > 0 && time_serial(exe, targs, cores, &engk, &outk) == 0)
+    if (time_serial(exe, targs, 1, 0, engine, outside) != 0) return -1;
+    if (cores > 1 && *engine > 0 && time_serial(exe, targs, cores, 0, &engk, &outk) == 0)
         *contention = engk / *engine;
     return 0;
+}
+
+// Two runs that take turns on one core (as ranks beyond the cores do): their
+// engine seconds over twice one run's alone on that core. Above 1 where each
+// evicts the other's data from the core's caches (fast mode's ranks each
+// hold their own weights). 1 when it cannot be measured (taskset missing,
+// CPU 0 not ours).
+static double turns_cost(const char *exe, const char *targs)
+{
+    double one, two, out;
+    if (time_serial(exe, targs, 1, 1, &one, &out) != 0 || !(one > 0) ||
+        time_serial(exe, targs, 2, 1, &two, &out) != 0)
+        return 1;
+    return two / (2 * one);
 }
 
 // Serial seconds per step at batch b: median of `reps` steps of the engine;
@@ -539,6 +555,8 @@ int cmd_model(int argc, char **argv)
         // shared, and its cores are shared by the ranks (with it: --cores).
         here.one_host = o.launcher == NULL;
         here.cores = o.launcher == NULL || o.cores > 0 ? cores : 0;
+        // More ranks than cores here: what taking turns on a core costs.
+        here.turns = o.launcher == NULL && R > cores ? turns_cost(exe, targs) : 1;
         // How far apart this machine's first two cores are now (a VM's host
         // may place its virtual CPUs on cores that share no cache: two-core
         // runs are then 1.3-1.45x slower, and a validation row says so).
@@ -568,6 +586,7 @@ int cmd_model(int argc, char **argv)
             json_object_set_new(row, "probe", probed ? probe_json(&pc_here) : json_null());
             json_object_set_new(row, "compute_scale", json_real(scale));
             json_object_set_new(row, "contention", json_real(here.contention));
+            json_object_set_new(row, "turns", json_real(here.turns));
             json_object_set_new(row, "core_round_trip_ns",
                                 isfinite(round_trip) ? json_real(round_trip) : json_null());
             json_object_set_new(row, "core_round_trip_after_ns",
@@ -685,7 +704,8 @@ int cmd_model(int argc, char **argv)
                              ? ": they moved, the row measured two machines" : "");
             const double beta = json_real_value(json_object_get(v, "beta"));
             printf("  %-10s R=%-3d measured %8.3f ms  predicted %8.3f ms  error %+6.1f%%"
-                   "   (compute x%.2f since calibration, contention %.2f; probe on R ranks: alpha "
+                   "   (compute x%.2f since calibration, contention %.2f, turns %.2f; probe on R "
+                   "ranks: alpha "
                    "%.2f us, %.2f GB/s, allreduce %.0f us; %s)\n",
                    json_string_value(json_object_get(v, "design")),
                    (int)json_integer_value(json_object_get(v, "ranks")),
@@ -694,6 +714,7 @@ int cmd_model(int argc, char **argv)
                    100 * json_real_value(json_object_get(v, "error")),
                    json_real_value(json_object_get(v, "compute_scale")),
                    json_real_value(json_object_get(v, "contention")),
+                   json_real_value(json_object_get(v, "turns")),
                    1e6 * json_real_value(json_object_get(v, "alpha")),
                    beta > 0 ? 1e-9 / beta : 0.0,
                    1e6 * json_real_value(json_object_get(v, "allreduce_s")), apart);

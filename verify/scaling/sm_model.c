@@ -105,6 +105,9 @@ double sm_step_seconds(const sm_costs *c, sm_design d, int P, size_t B)
         // More ranks than cores: they synchronize every step, so the core
         // holding the most ranks, ceil(P / cores) of them, sets the pace.
         if (P > c->cores) slow *= ceil((double)P / c->cores);
+        // Each its own weights: taking turns, each evicts the other's.
+        const int shared = d == SM_MPI_EXACT && c->one_host;
+        if (P > c->cores && !shared && c->turns > 1) slow *= c->turns;
     }
     const double agree = P > 1 ? 2 * log2_ceil(P) * c->alpha : 0;
     return (compute + c->t_run) * slow + sm_comm_seconds(c, d, P, B) + agree;

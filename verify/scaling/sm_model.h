@@ -38,6 +38,8 @@ typedef struct sm_costs {
                           // the run's hooks and bookkeeping (a real run's phase_seconds)
     int cores;            // cores the P ranks share (0: a core each, as on a cluster)
     double contention;    // compute slowdown with all `cores` cores busy (1: none)
+    double turns;         // P > cores: two processes taking turns on one core, each with
+                          // its own weights, over twice one alone (0 or 1: none)
 } sm_costs;
 
 typedef enum sm_design { SM_MPI_EXACT, SM_MPI_FAST, SM_ROOT_EXACT, SM_ROOT_FAST } sm_design;
@@ -83,7 +85,9 @@ double sm_compute_seconds(const sm_costs *c, double b);
 // slow: 1 without cores; with P ranks on `cores` cores, the contention of
 // min(P, cores) busy cores, 1 + (contention - 1) (k - 1) / (cores - 1), and
 // ceil(P / cores) more when P > cores (the ranks of the busiest core take
-// turns, and every rank waits for them each step).
+// turns, and every rank waits for them each step), and then `turns` more
+// where each rank holds its own weights (every design but mpi exact on one
+// host, whose ranks share one copy).
 // The busiest rank holds ceil(n_chunks / P) chunks of C samples (at most B).
 // mpi exact shards the update: compute - t_update + t_update / P, plus
 // t_panel (P-1)/P for the panels of the weights received (P > 1; none
