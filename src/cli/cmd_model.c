@@ -377,6 +377,25 @@ static par_status time_steps(const par_model *m, par_dtype dt, const par_optim *
     return PAR_OK;
 }
 
+// One of k threads' share of the update right after all of them read every
+// weight in the forward and backward passes, each then updating its own rows
+// (the omp step; mpi exact on one host writes its shared window so): every
+// line a core writes, the others hold, and must give up. 0 when k < 2.
+// The least of 3 medians: now and then the scheduler puts both threads on
+// one core for a while, and the update takes 3x (260 against 77 us here).
+static double shared_update(const par_model *m, par_dtype dt, const par_optim *optim,
+                            const par_dataset *ds, const void *w, int C, int k)
+{
+    double best = 0;
+    for (int r = 0; r < 3 && k >= 2; r++) {
+        double step, upd, pan;
+        if (time_steps(m, dt, optim, ds, w, 64, (size_t)C, 40, k, &step, &upd, &pan) != PAR_OK)
+            return 0;
+        if (r == 0 || upd < best) best = upd;
+    }
+    return best;
+}
+
 int cmd_model(int argc, char **argv)
 {
     model_opts o = {.dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
@@ -466,17 +485,10 @@ int cmd_model(int argc, char **argv)
         sx += (double)bs[k], sy += tb[k], sxx += (double)bs[k] * (double)bs[k];
         sxy += (double)bs[k] * tb[k];
     }
-    // The update on `cores` threads right after all of them read every
-    // weight in the forward and backward passes, each updating its own rows
-    // (the omp step; mpi exact on one host writes the shared window so):
-    // every line a core writes, the others hold, and must give up.
-    double upd_shared = 0, tb_k, pan_k;
     const int k_upd = cores < 2 || online < 2 ? 0 : cores < online ? cores : (int)online;
-    if (st == PAR_OK && k_upd > 0)
-        st = time_steps(&m, dt, &optim, &ds, w, 64, (size_t)o.chunk, 40, k_upd, &tb_k, &upd_shared,
-                        &pan_k);
-    free(w);
+    const double upd_shared = st == PAR_OK ? shared_update(&m, dt, &optim, &ds, w, o.chunk, k_upd) : 0;
     if (st != PAR_OK) {
+        free(w);
         par_dataset_free(&ds);
         return cli_fail("model", st, NULL);
     }
@@ -555,6 +567,10 @@ int cmd_model(int argc, char **argv)
         // shared, and its cores are shared by the ranks (with it: --cores).
         here.one_host = o.launcher == NULL;
         here.cores = o.launcher == NULL || o.cores > 0 ? cores : 0;
+        // The shared update as the cores are placed now (far apart, each
+        // line costs several times more: 289 against 76 us a thread).
+        if (o.launcher == NULL && k_upd > 0)
+            here.t_update_shared = shared_update(&m, dt, &optim, &ds, w, o.chunk, k_upd);
         // More ranks than cores here: what taking turns on a core costs.
         here.turns = o.launcher == NULL && R > cores ? turns_cost(exe, targs) : 1;
         // How far apart this machine's first two cores are now (a VM's host
@@ -587,6 +603,7 @@ int cmd_model(int argc, char **argv)
             json_object_set_new(row, "compute_scale", json_real(scale));
             json_object_set_new(row, "contention", json_real(here.contention));
             json_object_set_new(row, "turns", json_real(here.turns));
+            json_object_set_new(row, "t_update_shared_s", json_real(here.t_update_shared));
             json_object_set_new(row, "core_round_trip_ns",
                                 isfinite(round_trip) ? json_real(round_trip) : json_null());
             json_object_set_new(row, "core_round_trip_after_ns",
@@ -738,6 +755,7 @@ int cmd_model(int argc, char **argv)
         json_decref(val);
         json_decref(pred);
     }
+    free(w);
     par_dataset_free(&ds);
     return EXIT_OK;
 }
