@@ -486,7 +486,8 @@ int cmd_model(int argc, char **argv)
         sxy += (double)bs[k] * tb[k];
     }
     const int k_upd = cores < 2 || online < 2 ? 0 : cores < online ? cores : (int)online;
-    const double upd_shared = st == PAR_OK ? shared_update(&m, dt, &optim, &ds, w, o.chunk, k_upd) : 0;
+    const double upd_shared =
+        st == PAR_OK ? shared_update(&m, dt, &optim, &ds, w, o.chunk, k_upd) : 0;
     if (st != PAR_OK) {
         free(w);
         par_dataset_free(&ds);

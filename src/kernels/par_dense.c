@@ -2,11 +2,11 @@
 // portable C (dense_impl.inc, libm's fma), AVX2+FMA intrinsics on x86-64
 // (twice: with AVX2's 16 registers, and with AVX-512VL's 32) and NEON on
 // aarch64 (all the register-tiled dense_simd.inc; the x86 ones through
-// dense_avx.inc, NEON's own pieces in dense_neon.inc), each a par_kernel_set table; the best set the CPU runs
-// is resolved once, on first use. Elementwise kernels once
-// (elementwise_impl.inc), their ReLU and Adam loops through the set. Every
-// variant evaluates the same fma chains, so they agree bit for bit
-// (test_kernels runs every available set).
+// dense_avx.inc, NEON's own pieces in dense_neon.inc), each a par_kernel_set
+// table; the best set the CPU runs is resolved once, on first use.
+// Elementwise kernels once (elementwise_impl.inc), their ReLU and Adam loops
+// through the set. Every variant evaluates the same fma chains, so they
+// agree bit for bit (test_kernels runs every available set).
 #include "par_kernels.h"
 
 #include <math.h>
