@@ -1,9 +1,9 @@
 // `parity model`: the scaling model. Measures compute per step (serial steps
 // at six batch sizes, read off between them, and fitted as t0 + b t_sample
-// for the summary), the point-to-point latency and bandwidth (alpha, beta) between two
-// MPI ranks (`parity model --probe-comm` under mpirun), predicts time per
-// epoch, speedup and efficiency for R = 1 .. 1024 ranks and batches 64 ..
-// 8192 (strong and weak scaling, exact and fast), and validates the
+// for the summary), the point-to-point latency and bandwidth (alpha, beta)
+// between two MPI ranks (`parity model --probe-comm` under mpirun), predicts
+// time per epoch, speedup and efficiency for R = 1 .. 1024 ranks and batches
+// 64 .. 8192 (strong and weak scaling, exact and fast), and validates the
 // prediction against measured runs at R = 2 and 3 (or any --validate list,
 // through --launcher for other hosts). Predicted figures are marked as such.
 #define _POSIX_C_SOURCE 200809L
@@ -723,8 +723,7 @@ int cmd_model(int argc, char **argv)
             const double beta = json_real_value(json_object_get(v, "beta"));
             printf("  %-10s R=%-3d measured %8.3f ms  predicted %8.3f ms  error %+6.1f%%"
                    "   (compute x%.2f since calibration, contention %.2f, turns %.2f; probe on R "
-                   "ranks: alpha "
-                   "%.2f us, %.2f GB/s, allreduce %.0f us; %s)\n",
+                   "ranks: alpha %.2f us, %.2f GB/s, allreduce %.0f us; %s)\n",
                    json_string_value(json_object_get(v, "design")),
                    (int)json_integer_value(json_object_get(v, "ranks")),
                    1e3 * json_real_value(json_object_get(v, "measured_step_s")),
