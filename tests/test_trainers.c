@@ -1,7 +1,9 @@
 // serial and omp trainers equal the reference bit for bit: every step's loss
-// and the weights after every step, for f32 and f64, batch 64 / chunk 8 and
-// batch 50 / chunk 7 (a short last chunk), omp threads 1, 2, 3, 4, 8, both
-// kernel variants, and omp changing its thread count every step. Also: fast
+// and the weights after every step, for f32 and f64, batch 64 / chunk 8,
+// batch 50 / chunk 7 (a short last chunk) and batch 24 / chunk 5 (hidden
+// layers wider than the batch: their forward splits rows, not samples, on
+// several threads), omp threads 1, 2, 3, 4, 8, every kernel set the CPU
+// runs, and omp changing its thread count every step. Also: fast
 // mode is a different order (so not bitwise).
 #include "par_fixtures.h"
 #include "par_kernels.h"
@@ -17,7 +19,7 @@ int main(void)
     par_model m;
     // Odd widths exercise every tile tail of the kernels.
     PAR_REQUIRE(par_model_parse(&m, "mlp:784-40-33-10", PAR_ACT_RELU));
-    const struct { size_t B, C; } shapes[] = {{64, 8}, {50, 7}};
+    const struct { size_t B, C; } shapes[] = {{64, 8}, {50, 7}, {24, 5}};
     const int threads[] = {1, 2, 3, 4, 8};
     char name[160];
 
@@ -25,7 +27,7 @@ int main(void)
         const par_dtype dt = d ? PAR_F64 : PAR_F32;
         void *init = malloc(m.n_params * par_dtype_size(dt));
         par_model_init(&m, dt, 42, init);
-        for (int sh = 0; sh < 2; sh++) {
+        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
             par_run_cfg cfg = {.model = &m,
                                .dtype = dt,
                                .mode = PAR_MODE_EXACT,

@@ -1,7 +1,9 @@
 // The dense layer: y = act(x W^T + b).
 //   forward: y[s][o] = b[o], then an fma chain over i ascending (par_dense_forward);
 //            threads split the samples (par_engine_own_samples), each computing
-//            every output of its samples: no barrier between dense layers.
+//            every output of its samples: no barrier between dense layers; a
+//            layer with more outputs than samples splits its rows instead, each
+//            thread reading the panel it updated (par_engine_splits_samples).
 //   input gradient: dx[s][i] = 0, then an fma chain over o ascending.
 //   weight gradient: rows = samples; per chunk an fma chain over its samples
 //            ascending, chunks folded left in order (par_dense_backward_weights).
@@ -15,9 +17,12 @@ static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
     const par_model *m = e->m;
     const par_layer *ly = &m->layers[l];
     const void *b = par_at(e, e->w, m->views[ly->b_view].offset);
-    const size_t o0 = 0, o1 = ly->n_out;
-    par_engine_own_samples(s0, s1, t, T, &s0, &s1);
-    if (s1 <= s0) return;
+    size_t o0 = 0, o1 = ly->n_out;
+    if (par_engine_splits_samples(e, l, s1 - s0, T))
+        par_engine_own_samples(s0, s1, t, T, &s0, &s1);
+    else
+        par_engine_own_rows(ly, t, T, &o0, &o1);
+    if (s1 <= s0 || o1 <= o0) return;
     KCALL(e->dt, par_dense_forward, e->a[l + 1], e->a[l], e->wt[l], b, s0, s1, o0, o1, ly->n_in,
           ly->n_out);
     for (size_t s = s0; s < s1; s++)

@@ -202,18 +202,31 @@ void par_engine_free(par_engine *e)
     memset(e, 0, sizeof *e);
 }
 
-// The same rows in every phase (transpose, weight gradient, update), so that
-// a thread updates the rows whose gradient it computed, with no barrier
-// between. Dense layers take multiples of PAR_DENSE_OB rows, conv layers
-// (few, long rows) of 4. (The dense forward once took these rows too, keeping
-// each core's weights in its cache; splitting it by samples instead costs no
-// measurable time and saves a barrier per layer: docs/performance.md.)
+// The same rows in every phase (transpose, weight gradient, update, and the
+// forward of a wide dense layer: par_engine_splits_samples), so that a thread
+// updates the rows whose gradient it computed, with no barrier between, and
+// reads next step the panel it wrote. Dense layers take multiples of
+// PAR_DENSE_OB rows, conv layers (few, long rows) of 4.
 void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi)
 {
     split(ly->n_rows, ly->kind == PAR_LAYER_DENSE ? PAR_DENSE_OB : 4, t, T, lo, hi);
 }
 
 #define own_rows par_engine_own_rows
+
+// A dense layer whose weights outweigh its inputs (more outputs than samples)
+// splits its forward by rows on several threads: each thread then streams only
+// the transposed panel it wrote itself in the last update, and reads the
+// samples' inputs instead. Split by samples, every thread read every weight,
+// so that next step's update found each line it writes held by the other
+// core too; the update then took 64-84 us a thread on two cores against 38
+// alone (docs/performance.md). The price is a barrier after the layer.
+int par_engine_splits_samples(const par_engine *e, int l, size_t n, int T)
+{
+    const par_layer *ly = &e->m->layers[l];
+    if (!par_layer_ops_of(ly->kind)->per_sample) return 0;
+    return !(T > 1 && ly->kind == PAR_LAYER_DENSE && (size_t)ly->n_out > n);
+}
 
 // Every layer with parameters, whole: r[0..n), returns n.
 static int all_rows(const par_model *m, par_rows *r)
@@ -261,7 +274,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
         // Each thread assembles the samples it computes first; a first
         // layer that splits its work otherwise waits for all of them.
         par_batch_fill(batch, lo, hi);
-        if (T > 1 && !par_layer_ops_of(m->layers[0].kind)->per_sample) {
+        if (T > 1 && !par_engine_splits_samples(e, 0, s1 - s0, T)) {
 #pragma omp barrier
         }
         if (t == 0) phase_to(e, PAR_PHASE_BATCH, &tm);
@@ -272,8 +285,8 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     for (int l = 0; l < L; l++) {
         const par_layer_ops *ops = par_layer_ops_of(m->layers[l].kind);
         ops->forward(e, l, s0, s1, t, T);
-        const int next = l + 1 == L || par_layer_ops_of(m->layers[l + 1].kind)->per_sample;
-        if (!ops->per_sample || !next) {
+        const int next = l + 1 == L || par_engine_splits_samples(e, l + 1, s1 - s0, T);
+        if (!par_engine_splits_samples(e, l, s1 - s0, T) || !next) {
 #pragma omp barrier
         }
     }

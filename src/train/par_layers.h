@@ -18,9 +18,10 @@ typedef struct par_layer_ops {
     // share of thread t of T. Every thread calls it; a barrier follows unless
     // this layer and the next (or the loss) are both per_sample.
     void (*forward)(par_engine *e, int l, size_t s0, size_t s1, int t, int T);
-    // 1: forward computes thread t's own samples (par_engine_own_samples),
+    // 1: forward can compute thread t's own samples (par_engine_own_samples),
     // each from that sample's input alone, so a thread's samples go through
-    // consecutive per_sample layers with no barrier between them.
+    // consecutive per_sample layers with no barrier between them. (A wide
+    // dense layer splits rows instead: par_engine_splits_samples.)
     int per_sample;
     // For samples [s0, s1), all of them thread t's: d[l] is final for them.
     // If l > 0, writes d[l - 1] = dL/d(input) (the engine then applies layer
@@ -61,6 +62,9 @@ void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi);
 // The samples of [s0, s1) that thread t of T owns in a pass: forward of the
 // per_sample layers, the loss and the input gradients.
 void par_engine_own_samples(size_t s0, size_t s1, int t, int T, size_t *lo, size_t *hi);
+// 1: layer l's forward of n samples on T threads splits the samples, with no
+// barrier needed before a next layer that does too; 0: it splits otherwise.
+int par_engine_splits_samples(const par_engine *e, int l, size_t n, int T);
 // The parameter rows of layer l that thread t of T owns in every phase
 // (weight gradient, update, transposed panels).
 void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi);
