@@ -428,6 +428,9 @@ assert over and all(c['oversubscribed'] and not c['timing']['timed'] for c in ov
 pr = d['cases'][0]['predicted']
 assert [(r['mode'], r['ranks']) for r in pr['rows']] == [(m, R) for m in ('exact', 'fast') for R in (4, 64, 1024)], pr
 assert all(r['seconds'] > 0 for r in pr['rows']) and pr['costs']['comm_measured'], pr
+# the six measured compute points the predictions read (parity model's batches)
+pts = pr['costs']['compute_points']
+assert [b for b, t in pts] == [8, 16, 32, 64, 128, 256] and all(t > 0 for b, t in pts), pts
 pb = pr['costs']['probe']   # 3 launches at the cores' nearest placement, or all 9
 if pb['cores_near']:
     assert pb['used'] == 3 and 3 <= pb['launches'] <= 9, pb
@@ -439,6 +442,8 @@ assert sorted((c['mode'], c['ranks']) for c in pr['check']) == sorted(
 PY
     check "results.json has provenance, dataset and suite hashes, raw timings, oversubscribed rows untimed, predicted rows" test $? = 0
     check "table.md marks the predicted rows" test "$(grep -c '| \*\*PREDICTED\*\* |$' "$T/q/table.md")" = 6
+    check "table.md gives the six compute points the predictions read" \
+        grep -q "compute, one serial step of b samples, t(8) = [0-9.]* us, .*, t(256) = [0-9.]* us, read off linearly between these" "$T/q/table.md"
     check "table.md gives the probe's launches" \
         grep -q "2-rank ping-pong; medians of [39] of [3-9] launches, " "$T/q/table.md"
     check "table.md says one timed run judges no noise, and gives no interval" \

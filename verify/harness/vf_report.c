@@ -293,8 +293,23 @@ static void md_predicted(FILE *f, const json_t *pr)
         return;
     }
     const json_t *k = json_object_get(pr, "costs"), *cal = json_object_get(pr, "calibration");
-    fprintf(f, " Costs measured here: compute t(b) = t0 + b t_sample with t0 = %.1f us, t_sample = "
-               "%.2f us", num(k, "t0_s") * 1e6, num(k, "t_sample_s") * 1e6);
+    // Compute is read off the measured steps, linearly between them; the line
+    // through them is only a summary (older results have no points).
+    const json_t *pts = json_object_get(k, "compute_points");
+    fprintf(f, " Costs measured here: compute, one serial step of b samples, ");
+    if (json_array_size(pts) > 0) {
+        size_t i;
+        const json_t *pt;
+        json_array_foreach(pts, i, pt)
+            fprintf(f, "%st(%.0f) = %.1f us", i ? ", " : "",
+                    json_number_value(json_array_get(pt, 0)),
+                    json_number_value(json_array_get(pt, 1)) * 1e6);
+        fprintf(f, ", read off linearly between these (the line through them: ");
+    } else {
+        fprintf(f, "as the line ");
+    }
+    fprintf(f, "t0 + b t_sample with t0 = %.1f us, t_sample = %.2f us%s", num(k, "t0_s") * 1e6,
+            num(k, "t_sample_s") * 1e6, json_array_size(pts) > 0 ? ")" : "");
     if (strcmp(str(cal, "to"), "none") != 0)
         fprintf(f, " (scaled by %.3f to the %s)", num(cal, "compute_scale"), str(cal, "to"));
     if (json_is_true(json_object_get(k, "comm_measured"))) {

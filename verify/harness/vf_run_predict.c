@@ -122,6 +122,11 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
                                                vf_jnum(k.beta), "comm_measured",
                                                json_object_get(mj, "comm_measured"), "probe",
                                                probe ? probe : json_null()));
+    // The points as the predictions used them (scaled), for the report.
+    json_t *pts = json_array();
+    for (int j = 0; j < k.n_points; j++)
+        json_array_append_new(pts, json_pack("[o, o]", vf_jnum(k.point_b[j]), vf_jnum(k.point_t[j])));
+    json_object_set_new(json_object_get(pr, "costs"), "compute_points", pts);
     json_decref(mj);
 
     json_t *rows = json_array();
