@@ -342,6 +342,7 @@ static par_status time_steps(const par_model *m, par_dtype dt, const par_optim *
                              .init_params = w};
     par_engine e;
     PAR_TRY(par_engine_init(&e, &cfg));
+    e.samples_only = 1;   // every thread reads every weight, as every MPI rank does
     void *x = malloc(b * m->n_inputs * par_dtype_size(dt));
     int32_t *labels = malloc(b * sizeof *labels);
     size_t *idx = malloc(b * sizeof *idx);
@@ -379,7 +380,8 @@ static par_status time_steps(const par_model *m, par_dtype dt, const par_optim *
 
 // One of k threads' share of the update right after all of them read every
 // weight in the forward and backward passes, each then updating its own rows
-// (the omp step; mpi exact on one host writes its shared window so): every
+// (mpi exact on one host writes its shared window so; the omp step does not
+// since its wide layers' forward splits rows, hence samples_only): every
 // line a core writes, the others hold, and must give up. 0 when k < 2.
 // The least of 3 medians: now and then the scheduler puts both threads on
 // one core for a while, and the update takes 3x (260 against 77 us here).

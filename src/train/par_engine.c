@@ -225,7 +225,7 @@ int par_engine_splits_samples(const par_engine *e, int l, size_t n, int T)
 {
     const par_layer *ly = &e->m->layers[l];
     if (!par_layer_ops_of(ly->kind)->per_sample) return 0;
-    return !(T > 1 && ly->kind == PAR_LAYER_DENSE && (size_t)ly->n_out > n);
+    return !(T > 1 && !e->samples_only && ly->kind == PAR_LAYER_DENSE && (size_t)ly->n_out > n);
 }
 
 // Every layer with parameters, whole: r[0..n), returns n.

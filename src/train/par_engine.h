@@ -35,6 +35,8 @@ typedef struct par_engine {
     size_t C, B_cap;
     double lr;
     int threads;
+    int samples_only;                    // 1: every per_sample forward splits samples, as the
+                                         // MPI ranks' passes do (parity model times that)
     void *w;                             // parameters (n_params)
     void *g;                             // gradient (n_params)
     void *loss;                          // per-sample loss (B_cap)
