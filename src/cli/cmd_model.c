@@ -100,8 +100,8 @@ static int probe_comm(size_t n_values, par_dtype dt)
         const double alpha = t_one[0];
         const double beta = (t_one[N_SIZES - 1] - t_one[N_SIZES - 3]) /
                             (double)(sizes[N_SIZES - 1] - sizes[N_SIZES - 3]);
-        printf("{\"alpha\": %.9g, \"beta\": %.9g, \"allreduce\": %.9g}\n", alpha,
-               beta > 0 ? beta : 0.0, t_ar[REPS / 2]);
+        printf("{\"ranks\": %d, \"alpha\": %.9g, \"beta\": %.9g, \"allreduce\": %.9g}\n", size,
+               alpha, beta > 0 ? beta : 0.0, t_ar[REPS / 2]);
     }
     return par_mpi_finish(EXIT_OK);
 }
@@ -187,13 +187,14 @@ static int probe_on(const char *launcher, int R, const char *exe, const char *mo
     char cmd[8192], args[2048];
     snprintf(args, sizeof args, "model --probe-comm %s", model_args);
     launch_cmd(cmd, sizeof cmd, launcher, R, exe, args);
-    const char *const keys[] = {"alpha", "beta", "allreduce"};
+    const char *const keys[] = {"alpha", "beta", "allreduce", "ranks"};
     enum { WANT = 3, MAX_LAUNCHES = 9 };
-    double v[MAX_LAUNCHES][3], rt[MAX_LAUNCHES][2];
+    double v[MAX_LAUNCHES][4], rt[MAX_LAUNCHES][2];
     int near[MAX_LAUNCHES], n = 0, n_near = 0;
     while (n < MAX_LAUNCHES && n_near < WANT) {
         rt[n][0] = vf_core_round_trip_ns();
-        if (run_json_numbers(cmd, 3, keys, v[n]) != 0) return -1;
+        // A probe on another count of ranks than R measured something else.
+        if (run_json_numbers(cmd, 4, keys, v[n]) != 0 || v[n][3] != R) return -1;
         rt[n][1] = vf_core_round_trip_ns();
         n_near = vf_near_probes((const double(*)[2])rt, ++n, near);
     }
@@ -231,7 +232,7 @@ static json_t *probe_json(const probe_cores *pc)
 
 typedef struct model_opts {
     const char *dataset, *model, *act, *dtype, *launcher, *validate, *optim;
-    int batch, chunk, steps, max_ranks, json, probe, help, upscale, cores;
+    int batch, chunk, steps, max_ranks, json, probe, probe_ranks, help, upscale, cores;
     double momentum, beta1, beta2, eps;   // NAN: not given (the defaults apply)
 } model_opts;
 
@@ -402,7 +403,7 @@ int cmd_model(int argc, char **argv)
 {
     model_opts o = {.dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
                     .dtype = "f32", .validate = "2,3", .batch = 64, .chunk = 8, .steps = 200,
-                    .max_ranks = 1024, .optim = "sgd", .momentum = NAN, .beta1 = NAN,
+                    .max_ranks = 1024, .probe_ranks = 2, .optim = "sgd", .momentum = NAN, .beta1 = NAN,
                     .beta2 = NAN, .eps = NAN};
     const cli_opt opts[] = {
         {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  dataset (fashion-mnist)"},
@@ -424,7 +425,7 @@ int cmd_model(int argc, char **argv)
         {"--cores", CLI_INT, &o.cores, "N         cores the validation runs' ranks share (this machine's; with --launcher: a core per rank unless given)"},
         {"--json", CLI_FLAG, &o.json, "          JSON on stdout"},
         {"--probe-comm", CLI_FLAG, &o.probe, "          (internal) under mpirun: prints alpha, beta and an allreduce's seconds"},
-        {"--ranks", CLI_INT, &o.max_ranks, "R         (with --probe-comm) ranks to launch"},
+        {"--ranks", CLI_INT, &o.probe_ranks, "R         (with --probe-comm) ranks to launch (2)"},
         {"--help", CLI_FLAG, &o.help, "          this text"},
         {NULL, CLI_FLAG, NULL, NULL},
     };
@@ -442,7 +443,12 @@ int cmd_model(int argc, char **argv)
     const par_model m = nu.m;
     const par_dtype dt = nu.dt;
     if (o.probe) {
-        if (!par_mpi_under_launcher()) return par_mpi_relaunch(argc, argv, 2);
+        if (o.probe_ranks < 2) {
+            fprintf(stderr, "parity model: --ranks %d: the probe needs at least 2 ranks\n",
+                    o.probe_ranks);
+            return EXIT_USAGE;
+        }
+        if (!par_mpi_under_launcher()) return par_mpi_relaunch(argc, argv, o.probe_ranks);
         return probe_comm(m.n_params, dt);
     }
     if (o.batch < 1 || o.chunk < 1 || o.steps < 1 || o.max_ranks < 1 || o.cores < 0) {
