@@ -93,10 +93,14 @@ mpi)
     # --ranks said, and the model's R=3 rows used a 2-rank allreduce).
     "$P" model --probe-comm --ranks 3 >"$T/probe.json" 2>"$T/err"
     rc=$?
-    check "model --probe-comm --ranks 3: exit 0, measured on 3 ranks, alpha, beta and allreduce > 0" \
-        test $rc = 0 -a "$(field "$T/probe.json" ranks)" = 3 -a \
-        "$($PY -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["alpha"] > 0 and d["beta"] >= 0 and d["allreduce"] > 0)' "$T/probe.json")" = True
-    expect 2 "^parity model: --ranks 1: the probe needs at least 2 ranks$" model --probe-comm --ranks 1
+    probe_ok=$($PY -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(d["ranks"] == 3 and d["alpha"] > 0 and d["beta"] >= 0 and d["allreduce"] > 0)' "$T/probe.json")
+    check "model --probe-comm --ranks 3: exit 0, run on 3 ranks, alpha, beta, allreduce > 0" \
+        test $rc = 0 -a "$probe_ok" = True
+    expect 2 "^parity model: --ranks 1: the probe needs at least 2 ranks$" \
+        model --probe-comm --ranks 1
     # parity model's validation rows: measured on 2 ranks, the error recomputed
     # from them, the probe's alpha and beta and the cores' distance recorded.
     "$P" model --validate 2 --steps 30 --json >"$T/m.json" 2>"$T/err"

@@ -443,7 +443,8 @@ PY
     check "results.json has provenance, dataset and suite hashes, raw timings, oversubscribed rows untimed, predicted rows" test $? = 0
     check "table.md marks the predicted rows" test "$(grep -c '| \*\*PREDICTED\*\* |$' "$T/q/table.md")" = 6
     check "table.md gives the six compute points the predictions read" \
-        grep -q "compute, one serial step of b samples, t(8) = [0-9.]* us, .*, t(256) = [0-9.]* us, read off linearly between these" "$T/q/table.md"
+        grep -q "compute, one serial step of b samples, t(8) = [0-9.]* us, .*, \
+t(256) = [0-9.]* us, read off linearly between these" "$T/q/table.md"
     check "table.md gives the probe's launches" \
         grep -q "2-rank ping-pong; medians of [39] of [3-9] launches, " "$T/q/table.md"
     check "table.md says one timed run judges no noise, and gives no interval" \

@@ -403,8 +403,8 @@ int cmd_model(int argc, char **argv)
 {
     model_opts o = {.dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
                     .dtype = "f32", .validate = "2,3", .batch = 64, .chunk = 8, .steps = 200,
-                    .max_ranks = 1024, .probe_ranks = 2, .optim = "sgd", .momentum = NAN, .beta1 = NAN,
-                    .beta2 = NAN, .eps = NAN};
+                    .max_ranks = 1024, .probe_ranks = 2, .optim = "sgd", .momentum = NAN,
+                    .beta1 = NAN, .beta2 = NAN, .eps = NAN};
     const cli_opt opts[] = {
         {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  dataset (fashion-mnist)"},
         {"--model", CLI_STR, &o.model, "SPEC      model (mlp:784-256-128-10)"},

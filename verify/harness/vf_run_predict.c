@@ -125,7 +125,8 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
     // The points as the predictions used them (scaled), for the report.
     json_t *pts = json_array();
     for (int j = 0; j < k.n_points; j++)
-        json_array_append_new(pts, json_pack("[o, o]", vf_jnum(k.point_b[j]), vf_jnum(k.point_t[j])));
+        json_array_append_new(pts,
+                              json_pack("[o, o]", vf_jnum(k.point_b[j]), vf_jnum(k.point_t[j])));
     json_object_set_new(json_object_get(pr, "costs"), "compute_points", pts);
     json_decref(mj);
 
