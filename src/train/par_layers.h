@@ -16,7 +16,8 @@ typedef struct par_layer_ops {
     const char *name;
     // Forward of samples [s0, s1) into e->a[l + 1], activation included: the
     // share of thread t of T. Every thread calls it; a barrier follows unless
-    // this layer and the next (or the loss) are both per_sample.
+    // this layer and the next (or the loss) both split samples
+    // (par_engine_splits_samples).
     void (*forward)(par_engine *e, int l, size_t s0, size_t s1, int t, int T);
     // 1: forward can compute thread t's own samples (par_engine_own_samples),
     // each from that sample's input alone, so a thread's samples go through

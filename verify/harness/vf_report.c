@@ -296,8 +296,9 @@ static void md_predicted(FILE *f, const json_t *pr)
     // Compute is read off the measured steps, linearly between them; the line
     // through them is only a summary (older results have no points).
     const json_t *pts = json_object_get(k, "compute_points");
+    const int has_pts = json_array_size(pts) > 0;
     fprintf(f, " Costs measured here: compute, one serial step of b samples, ");
-    if (json_array_size(pts) > 0) {
+    if (has_pts) {
         size_t i;
         const json_t *pt;
         json_array_foreach(pts, i, pt)
@@ -309,7 +310,7 @@ static void md_predicted(FILE *f, const json_t *pr)
         fprintf(f, "as the line ");
     }
     fprintf(f, "t0 + b t_sample with t0 = %.1f us, t_sample = %.2f us%s", num(k, "t0_s") * 1e6,
-            num(k, "t_sample_s") * 1e6, json_array_size(pts) > 0 ? ")" : "");
+            num(k, "t_sample_s") * 1e6, has_pts ? ")" : "");
     if (strcmp(str(cal, "to"), "none") != 0)
         fprintf(f, " (scaled by %.3f to the %s)", num(cal, "compute_scale"), str(cal, "to"));
     if (json_is_true(json_object_get(k, "comm_measured"))) {
