@@ -281,13 +281,42 @@ trainers = serial'
     printf '[case a]\nsteps = 5\ntrainers = serial\nthreads = 2\n' >"$T/noconfig"
     expect_suite noconfig "$T/noconfig:3: key 'trainers': no trainer of [case a] runs"
     printf '[suite x]\n' >"$T/section"
-    expect_suite section "$T/section:1: '[suite x]': expected a section header [case NAME]"
+    expect_suite section "$T/section:1: '[suite x]': expected a section header [case NAME] or [defaults]"
+    # A case that names no model while another does would run the default MLP
+    # under its own name: refused, naming both cases ([defaults] sets it for all).
+    printf '[case cnn]\nmodel = cnn:1x28x28-c4k3-r-f-fc10\nsteps = 2\ntrainers = serial\n[case cnn-3]\nsteps = 2\ntrainers = omp\n' >"$T/nomodel"
+    expect_suite nomodel "$T/nomodel:5: key 'model': missing in [case cnn-3] while [case cnn] sets it (model = cnn:1x28x28-c4k3-r-f-fc10): set it here too, or in a [defaults] section for every case"
+    printf '[case a]\ndataset = mnist\nsteps = 2\ntrainers = serial\n[case b]\nsteps = 2\ntrainers = omp\n' >"$T/nods"
+    expect_suite nods "$T/nods:5: key 'dataset': missing in [case b] while [case a] sets it (dataset = mnist)"
+    printf '[defaults]\nsteps = 5\ntrainers = serial\n[case a]\n' >"$T/deftr"
+    expect_suite deftr "$T/deftr:3: key 'trainers': belongs to a case, not to [defaults]"
+    printf '[defaults]\nlr = 0\n%s\n' "$ok" >"$T/deflr"
+    expect_suite deflr "$T/deflr:2: key 'lr': '0': expected a finite number > 0"
+    printf '%s\n[defaults]\nlr = 0.1\n' "$ok" >"$T/deflate"
+    expect_suite deflate "$T/deflate:4: [defaults]: expected once, before the first [case NAME]"
+    printf '[defaults]\nsteps = 5\nsteps = 6\n%s\n' "$ok" >"$T/defdup"
+    expect_suite defdup "$T/defdup:3: key 'steps': duplicate key in [defaults] (first set on line 2)"
     printf '%s\nsteps 5\n' "$ok" >"$T/noeq"
     expect_suite noeq "$T/noeq:4: 'steps 5': expected 'key = value'"
     printf '%s\n[case a]\nsteps = 1\ntrainers = omp\n' "$ok" >"$T/dupcase"
     expect_suite dupcase "$T/dupcase:4: [case a]: duplicate case name (first on line 1)"
     printf '# nothing\n' >"$T/empty"
     expect_suite empty "$T/empty:1: no [case NAME] section"
+    # [defaults]: every case starts from it; a case's own key wins (here its
+    # model, and epochs in place of the defaults' steps).
+    printf '[defaults]\nmodel = mlp:784-16-10\nsteps = 3\ncheck_steps = none\nrepeats = 0\n[case a]\ntrainers = serial\n[case b]\nmodel = mlp:784-8-10\nepochs = 1\nbatch = 27000\ntrainers = serial\n' >"$T/defaults"
+    "$P" table keygen --key "$T/d.key" >/dev/null 2>&1
+    "$P" verify "$T/defaults" --out "$T/dfl" --key "$T/d.key" --quiet >/dev/null 2>"$T/err" </dev/null
+    rc=$?
+    check "[defaults]: passes ($(head -n 1 "$T/err"))" test $rc = 0
+    python3 - "$T/dfl/results.json" <<'PY'
+import json, sys
+a, b = json.load(open(sys.argv[1]))['cases']
+assert (a['settings']['model'], a['settings']['total_steps']) == ('mlp:784-16-10', 3), a['settings']
+assert (b['settings']['model'], b['settings']['total_steps'], b['settings']['batch']) == \
+    ('mlp:784-8-10', 2, 27000), b['settings']
+PY
+    check "[defaults]: case a runs its model and steps, case b its own model and epochs" test $? = 0
     "$P" verify "$T/nonexistent" >/dev/null 2>"$T/err"
     check "a missing suite file exits 2" test $? = 2
     "$P" verify quick --key "$T/none.key" --out "$T/o" >/dev/null 2>"$T/err"
