@@ -123,6 +123,8 @@ double vf_core_round_trip_ns(void);
 // the measured ones and "far": how many are above twice the fastest when
 // the slowest is (0 when the distance did not change by that much).
 json_t *vf_round_trip_summary(const double *ns, int n);
+// The same of a JSON array of probes (numbers; null: not measured).
+json_t *vf_round_trip_summary_json(const json_t *probes);
 
 // Which of n measurements met near cores, when rt[k] holds the round trips
 // read just before and just after measurement k: near[k] = 0 when either

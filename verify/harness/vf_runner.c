@@ -252,18 +252,11 @@ static const json_t *case_probes(const json_t *cs)
 // Every case's probes summed up by vf_round_trip_summary.
 static json_t *round_trips(const json_t *cases)
 {
-    size_t n = 0, i, k;
-    json_t *cs, *v;
-    json_array_foreach(cases, i, cs) n += json_array_size(case_probes(cs));
-    double *ns = malloc((n > 0 ? n : 1) * sizeof *ns);
-    if (!ns) return json_null();
-    n = 0;
-    json_array_foreach(cases, i, cs) {
-        json_array_foreach(case_probes(cs), k, v)
-            ns[n++] = json_is_number(v) ? json_number_value(v) : NAN;
-    }
-    json_t *o = vf_round_trip_summary(ns, (int)n);
-    free(ns);
+    json_t *all = json_array(), *cs;
+    size_t i;
+    json_array_foreach(cases, i, cs) json_array_extend(all, (json_t *)case_probes(cs));
+    json_t *o = vf_round_trip_summary_json(all);
+    json_decref(all);
     return o;
 }
 

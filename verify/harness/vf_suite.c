@@ -21,13 +21,14 @@
 typedef enum key_id {
     K_DATASET, K_MODEL, K_ACT, K_DTYPE, K_BATCH, K_CHUNK, K_STEPS, K_EPOCHS, K_LR, K_SEED,
     K_TRAINERS, K_MODES, K_THREADS, K_RANKS, K_REPEATS, K_WARMUP, K_CHECK_STEPS, K_FAULT,
-    K_PREDICT, K_OPTIM, K_MOMENTUM, K_BETA1, K_BETA2, K_EPS, K_UPSCALE, K_WINDOW, K_N
+    K_PREDICT, K_OPTIM, K_MOMENTUM, K_BETA1, K_BETA2, K_EPS, K_UPSCALE, K_WINDOW, K_PRECISION,
+    K_N
 } key_id;
 
 static const char *const KEY_NAMES[K_N] = {
     "dataset", "model", "act", "dtype", "batch", "chunk", "steps", "epochs", "lr", "seed",
     "trainers", "modes", "threads", "ranks", "repeats", "warmup", "check_steps", "fault",
-    "predict", "optim", "momentum", "beta1", "beta2", "eps", "upscale", "window",
+    "predict", "optim", "momentum", "beta1", "beta2", "eps", "upscale", "window", "precision",
 };
 
 __attribute__((format(printf, 4, 5)))
@@ -224,6 +225,16 @@ static par_status set_key(vf_suite *s, vf_case *c, key_id k, int line, char *v)
             return fail(s, line, key, "'%s': expected seconds from 0 to 600 (0: the case's steps)",
                         v);
         c->window = d;
+        return PAR_OK;
+    }
+    case K_PRECISION: {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (end == v || *end || errno || !(d >= 0 && d <= 1))
+            return fail(s, line, key, "'%s': expected a relative half-width from 0 to 1 (e.g. "
+                        "0.05; 0: every round runs)", v);
+        c->precision = d;
         return PAR_OK;
     }
     case K_LR: {
