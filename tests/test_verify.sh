@@ -285,6 +285,8 @@ trainers = serial'
     expect_suite section "$T/section:1: '[suite x]': expected a section header [case NAME] or [defaults]"
     printf '%s\nprecision = 2\n' "$ok" >"$T/prec"
     expect_suite prec "$T/prec:4: key 'precision': '2': expected a relative half-width from 0 to 1"
+    printf '%s\ncheck_configs = some\n' "$ok" >"$T/ccf"
+    expect_suite ccf "$T/ccf:4: key 'check_configs': 'some': expected all (the reference and every config) or fast"
     # A case that names no model while another does would run the default MLP
     # under its own name: refused, naming both cases ([defaults] sets it for all).
     printf '[case cnn]\nmodel = cnn:1x28x28-c4k3-r-f-fc10\nsteps = 2\ntrainers = serial\n[case cnn-3]\nsteps = 2\ntrainers = omp\n' >"$T/nomodel"
@@ -320,6 +322,29 @@ assert (b['settings']['model'], b['settings']['total_steps'], b['settings']['bat
     ('mlp:784-8-10', 2, 27000), b['settings']
 PY
     check "[defaults]: case a runs its model and steps, case b its own model and epochs" test $? = 0
+    # check_configs = fast: MPFR checks of the reference and the fast configs;
+    # the exact configs take the reference's (their bits are its bits).
+    printf '[case a]\nsteps = 3\ntrainers = serial, omp\nmodes = exact, fast\nthreads = 1, 2\nrepeats = 0\ncheck_steps = first\ncheck_configs = fast\n' >"$T/ccfast"
+    "$P" verify "$T/ccfast" --out "$T/ccfo" --key "$T/d.key" --quiet >/dev/null 2>"$T/err" </dev/null
+    rc=$?
+    check "check_configs = fast: passes ($(head -n 1 "$T/err"))" test $rc = 0
+    python3 - "$T/ccfo/results.json" "$T/ccfo/table.md" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))['cases'][0]
+got = sorted((k['trainer'], k['mode'], k['threads']) for k in c['checks'])
+assert got == [('omp', 'fast', 1), ('omp', 'fast', 2), ('reference', 'exact', 1),
+               ('serial', 'fast', 1)], got
+md = open(sys.argv[2]).read()
+for x in c['configs']:
+    m = x['mpfr']
+    if x['mode'] == 'exact':
+        assert m['checked_as'] == 'reference' and m['verdict'] == 'pass', m
+        assert "the reference's checks" in m['detail'], m
+    else:
+        assert m['checked_as'] == x['trainer'] and m['verdict'] == 'pass', m
+assert md.count(' | pass (= ref) | ') == 3, md
+PY
+    check "check_configs = fast: checks of the reference and the 3 fast configs; the 3 exact ones 'pass (= ref)'" test $? = 0
     "$P" verify "$T/nonexistent" >/dev/null 2>"$T/err"
     check "a missing suite file exits 2" test $? = 2
     "$P" verify quick --key "$T/none.key" --out "$T/o" >/dev/null 2>"$T/err"

@@ -90,7 +90,8 @@ static void mpfr_cell(char *buf, size_t n, const json_t *cf)
 {
     const json_t *m = json_object_get(cf, "mpfr");
     const char *v = str(m, "verdict");
-    if (strcmp(v, "pass") == 0) snprintf(buf, n, "pass");
+    const int inherited = strcmp(str(m, "checked_as"), "reference") == 0;   // bits = the reference's
+    if (strcmp(v, "pass") == 0) snprintf(buf, n, inherited ? "pass (= ref)" : "pass");
     else if (strcmp(v, "fail") == 0) snprintf(buf, n, "**FAIL**");
     else snprintf(buf, n, "%s", v);
 }

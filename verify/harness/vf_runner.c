@@ -210,7 +210,7 @@ static par_status run_case(vf_runner *r, vf_case_run *cr, json_t *cres)
     json_t *e;
     json_array_foreach(configs, i, e) {
         const vf_config *cf = &c->configs[i];
-        vf_config_mpfr(e, cf, checks, r->check_available);
+        vf_config_mpfr(e, c, cf, checks, r->check_available);
         const char *cv = json_string_value(json_object_get(json_object_get(e, "correctness"), "verdict"));
         const char *mv = json_string_value(json_object_get(json_object_get(e, "mpfr"), "verdict"));
         const int pass = strcmp(cv, "pass") == 0 && strcmp(mv, "fail") != 0 && strcmp(mv, "error") != 0;

@@ -22,13 +22,14 @@ typedef enum key_id {
     K_DATASET, K_MODEL, K_ACT, K_DTYPE, K_BATCH, K_CHUNK, K_STEPS, K_EPOCHS, K_LR, K_SEED,
     K_TRAINERS, K_MODES, K_THREADS, K_RANKS, K_REPEATS, K_WARMUP, K_CHECK_STEPS, K_FAULT,
     K_PREDICT, K_OPTIM, K_MOMENTUM, K_BETA1, K_BETA2, K_EPS, K_UPSCALE, K_WINDOW, K_PRECISION,
-    K_N
+    K_CHECK_CONFIGS, K_N
 } key_id;
 
 static const char *const KEY_NAMES[K_N] = {
     "dataset", "model", "act", "dtype", "batch", "chunk", "steps", "epochs", "lr", "seed",
     "trainers", "modes", "threads", "ranks", "repeats", "warmup", "check_steps", "fault",
     "predict", "optim", "momentum", "beta1", "beta2", "eps", "upscale", "window", "precision",
+    "check_configs",
 };
 
 __attribute__((format(printf, 4, 5)))
@@ -227,6 +228,13 @@ static par_status set_key(vf_suite *s, vf_case *c, key_id k, int line, char *v)
         c->window = d;
         return PAR_OK;
     }
+    case K_CHECK_CONFIGS:
+        if (strcmp(v, "all") != 0 && strcmp(v, "fast") != 0)
+            return fail(s, line, key, "'%s': expected all (the reference and every config) or "
+                        "fast (the reference and the fast configs; an exact config inherits "
+                        "the reference's checks, whose bits it has)", v);
+        c->check_fast_only = strcmp(v, "fast") == 0;
+        return PAR_OK;
     case K_PRECISION: {
         char *end;
         errno = 0;

@@ -47,6 +47,8 @@ typedef struct vf_case {
                                 //   last (steps found by a calibration run); 0: the case's steps
     int n_predict;              // rank counts the scaling model predicts (0: none)
     int predict[VF_MAX_LIST];
+    int check_fast_only;        // check_configs = fast: MPFR checks of the reference and the
+                                //   fast configs only (exact ones inherit the reference's)
     int n_check_steps;         // 0: `check_steps = none`
     long check_steps[VF_MAX_CHECKS];   // >= 1, VF_STEP_FIRST or VF_STEP_LAST
     int n_configs;              // expanded, filtered, deduplicated
