@@ -17,23 +17,6 @@
 #include "par_time.h"
 
 #define at par_at
-#define split par_split
-
-void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi)
-{
-    const size_t blocks = (n + quantum - 1) / quantum;
-    const size_t b0 = blocks * (size_t)t / (size_t)T, b1 = blocks * (size_t)(t + 1) / (size_t)T;
-    *lo = b0 * quantum < n ? b0 * quantum : n;
-    *hi = b1 * quantum < n ? b1 * quantum : n;
-}
-
-// par_split of the range [a, b) in multiples of 4.
-static void split_range(size_t a, size_t b, int t, int T, size_t *lo, size_t *hi)
-{
-    split(b - a, 4, t, T, lo, hi);
-    *lo += a;
-    *hi += a;
-}
 
 static par_fault fault;
 
@@ -132,6 +115,7 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
     e->B_cap = cfg->batch;
     e->lr = cfg->lr;
     e->threads = cfg->threads;
+    for (int l = 0; l < m->n_layers; l++) e->ops[l] = par_layer_ops_of(m->layers[l].kind);
     if (cfg->fault) {
         e->fault = *cfg->fault;
         e->has_fault = 1;
@@ -202,32 +186,6 @@ void par_engine_free(par_engine *e)
     memset(e, 0, sizeof *e);
 }
 
-// The same rows in every phase (transpose, weight gradient, update, and the
-// forward of a wide dense layer: par_engine_splits_samples), so that a thread
-// updates the rows whose gradient it computed, with no barrier between, and
-// reads next step the panel it wrote. Dense layers take multiples of
-// PAR_DENSE_OB rows, conv layers (few, long rows) of 4.
-void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi)
-{
-    split(ly->n_rows, ly->kind == PAR_LAYER_DENSE ? PAR_DENSE_OB : 4, t, T, lo, hi);
-}
-
-#define own_rows par_engine_own_rows
-
-// A dense layer whose weights outweigh its inputs (more outputs than samples)
-// splits its forward by rows on several threads: each thread then streams only
-// the transposed panel it wrote itself in the last update, and reads the
-// samples' inputs instead. Split by samples, every thread read every weight,
-// so that next step's update found each line it writes held by the other
-// core too; the update then took 64-84 us a thread on two cores against 38
-// alone (docs/performance.md). The price is a barrier after the layer.
-int par_engine_splits_samples(const par_engine *e, int l, size_t n, int T)
-{
-    const par_layer *ly = &e->m->layers[l];
-    if (!par_layer_ops_of(ly->kind)->per_sample) return 0;
-    return !(T > 1 && !e->samples_only && ly->kind == PAR_LAYER_DENSE && (size_t)ly->n_out > n);
-}
-
 // Every layer with parameters, whole: r[0..n), returns n.
 static int all_rows(const par_model *m, par_rows *r)
 {
@@ -243,18 +201,10 @@ static void share_of(const par_engine *e, const par_rows *r, int t, int T, size_
 {
     const par_layer *ly = &e->m->layers[r->layer];
     if (r->o0 == 0 && r->o1 == ly->n_rows) {
-        own_rows(ly, t, T, lo, hi);
+        par_engine_own_rows(ly, t, T, lo, hi);
         return;
     }
-    split_range(r->o0, r->o1, t, T, lo, hi);
-}
-
-// Multiples of 4 samples (a thread's per-sample losses stay off the other
-// thread's cache lines), the same in forward and backward: a thread's samples
-// go from the input to the loss and back without waiting for another thread.
-void par_engine_own_samples(size_t s0, size_t s1, int t, int T, size_t *lo, size_t *hi)
-{
-    split_range(s0, s1, t, T, lo, hi);
+    par_split_range(r->o0, r->o1, t, T, lo, hi);
 }
 
 // Forward, loss and input gradients of samples [s0, s1): thread t of T's
@@ -283,8 +233,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     // Between two per_sample layers (and after the last, the loss being per
     // sample too) a thread reads only what it wrote itself: no barrier.
     for (int l = 0; l < L; l++) {
-        const par_layer_ops *ops = par_layer_ops_of(m->layers[l].kind);
-        ops->forward(e, l, s0, s1, t, T);
+        e->ops[l]->forward(e, l, s0, s1, t, T);
         const int next = l + 1 == L || par_engine_splits_samples(e, l + 1, s1 - s0, T);
         if (!par_engine_splits_samples(e, l, s1 - s0, T) || !next) {
 #pragma omp barrier
@@ -298,7 +247,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     if (t == 0) phase_to(e, PAR_PHASE_FORWARD, &tm);
     for (int l = L - 1; l >= 0 && backward; l--) {   // every thread: layers may sync
         const par_layer *ly = &m->layers[l];
-        par_layer_ops_of(ly->kind)->backward(e, l, lo, hi, t);
+        e->ops[l]->backward(e, l, lo, hi, t);
         if (l > 0)
             KCALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
                   at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
@@ -330,7 +279,7 @@ void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s
 static void layer_rows(par_engine *e, int l, size_t B, size_t c0, size_t c1, size_t o0,
                        size_t o1, int cont)
 {
-    const par_layer_ops *ops = par_layer_ops_of(e->m->layers[l].kind);
+    const par_layer_ops *ops = e->ops[l];
     size_t C = e->C, s_base = 0;
     // fast mode sums each chunk range in one chain; batchnorm keeps the chunks
     // (its batch sums also build the input gradient, which fast mode keeps).
@@ -362,7 +311,7 @@ void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
     {
         size_t lo, hi;
-        split_range(o0, o1, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        par_split_range(o0, o1, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
         if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
     }
     phase_to(e, PAR_PHASE_WGRAD, &tm);
@@ -374,7 +323,7 @@ static void grad_rows(par_engine *e, size_t B, size_t c0, size_t c1, int cont, i
     const par_model *m = e->m;
     for (int l = 0; l < m->n_layers; l++) {
         size_t lo, hi;
-        own_rows(&m->layers[l], t, T, &lo, &hi);
+        par_engine_own_rows(&m->layers[l], t, T, &lo, &hi);
         if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
     }
 }

@@ -28,8 +28,11 @@ typedef struct par_batch_ring {
     void *ctx;
 } par_batch_ring;
 
+struct par_layer_ops;
+
 typedef struct par_engine {
     const par_model *m;
+    const struct par_layer_ops *ops[PAR_MAX_LAYERS];   // layer l's ops (par_layers.h)
     par_dtype dt;
     par_mode mode;
     size_t C, B_cap;
@@ -149,5 +152,43 @@ void par_engine_update_rows(par_engine *e, const par_update *u, const par_rows *
 void par_engine_step(par_engine *e, const par_batch *batch);
 
 static inline size_t par_n_chunks(size_t B, size_t C) { return (B + C - 1) / C; }
+
+// ---- Engine internals, for the layer files (par_layers.h) -----------------------
+
+// Batchnorm's engine state e->bn[l]: PAR_BN_SLOTS per-channel vectors (mean,
+// inv, var, the fold's accumulator, S, Q; layer_bn_impl.inc), then two per
+// chunk of the batch.
+#define PAR_BN_SLOTS 6
+
+// Dtype dispatch: fn##_f32 or fn##_f64 with the same (void *) arguments.
+#define KCALL(dt, fn, ...) ((dt) == PAR_F32 ? fn##_f32(__VA_ARGS__) : fn##_f64(__VA_ARGS__))
+// Element i of an array of the engine's dtype.
+static inline void *par_at(const par_engine *e, const void *base, size_t i)
+{
+    return (char *)base + i * par_dtype_size(e->dt);
+}
+
+// The work split (engine_split.c): who computes which elements, never how.
+// [lo, hi) of n items for thread t of T, in multiples of `quantum` items.
+void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi);
+// Thread t of T's share of [a, b), in multiples of 4 items.
+void par_split_range(size_t a, size_t b, int t, int T, size_t *lo, size_t *hi);
+// The samples of [s0, s1) that thread t of T owns in a pass: forward of the
+// per_sample layers, the loss and the input gradients.
+void par_engine_own_samples(size_t s0, size_t s1, int t, int T, size_t *lo, size_t *hi);
+// 1: layer l's forward of n samples on T threads splits the samples, with no
+// barrier needed before a next layer that does too; 0: it splits otherwise.
+int par_engine_splits_samples(const par_engine *e, int l, size_t n, int T);
+// The parameter rows of layer l that thread t of T owns in every phase
+// (weight gradient, update, transposed panels).
+void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi);
+
+// Test-only fault hooks of the layer files.
+// The fault of kind `kind`, if it fires now for layer l.
+int par_engine_fault_on(const par_engine *e, par_fault_kind kind, int l);
+// The `index` field of the fault in force for e (its element, sample or channel).
+size_t par_engine_fault_index(const par_engine *e);
+// PAR_FAULT_HALF_FWD: keep 11 significant bits of y[lo..hi) (f16-like).
+void par_engine_round_to_half(const par_engine *e, void *y, size_t lo, size_t hi);
 
 #endif
