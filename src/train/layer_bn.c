@@ -14,7 +14,6 @@
 // the forward and backward passes; they keep the chunk order in fast mode
 // too (the input gradient is built from them).
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 
 #include "par_layers.h"
@@ -70,12 +69,13 @@ static void ring_send(par_engine *e, void *acc, size_t n)
 
 #define DT_CALL(e, fn, ...) ((e)->dt == PAR_F32 ? fn##_f32(__VA_ARGS__) : fn##_f64(__VA_ARGS__))
 
-static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
+static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 {
+    par_engine *e = c->e;
     const par_layer *ly = &e->m->layers[l];
     const size_t nc = ly->c_out;
     size_t lo, hi;
-    par_split(nc, 1, t, T, &lo, &hi);
+    par_split(nc, 1, c->t, c->T, &lo, &hi);
     if (e->bn_train) {   // the batch's mean, then its variance, each a fold over all chunks
         void *acc = par_at(e, e->bn[l], 3 * nc);
         for (int sq = 0; sq <= 1; sq++) {
@@ -85,7 +85,7 @@ static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
             ring_send(e, acc, nc);
             DT_CALL(e, bn_stats, e, l, sq, lo, hi);
         }
-        if (t == 0) DT_CALL(e, bn_count, e, l);
+        if (c->t == 0) DT_CALL(e, bn_count, e, l);
     }
     DT_CALL(e, bn_normalize, e, l, lo, hi);
     if (par_engine_fault_on(e, PAR_FAULT_HALF_FWD, l)) {
@@ -95,18 +95,18 @@ static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
     }
 }
 
-static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
+static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 {
     (void)s0;
     (void)s1;
+    par_engine *e = c->e;
     // Every sample's dz must be there; dgamma and dbeta of the whole batch
     // (the fold over every process's chunks, into the layer's gradient), then
     // dx of every channel before the layer below goes on with its samples.
     const par_model *m = e->m;
     const par_layer *ly = &m->layers[l];
-    const int T = omp_get_num_threads();
     size_t lo, hi;
-    par_split(ly->c_out, 1, t, T, &lo, &hi);
+    par_split(ly->c_out, 1, c->t, c->T, &lo, &hi);
 #pragma omp barrier
     void *g = par_at(e, e->g, m->views[ly->w_view].offset);   // dgamma, then dbeta
     DT_CALL(e, bn_parts, e, l, 2, lo, hi);   // before waiting for earlier ranks
@@ -117,10 +117,9 @@ static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
 #pragma omp barrier
 }
 
-static void weight_grads(par_engine *e, int l, size_t s_base, size_t B, size_t C, size_t c0,
-                         size_t c1, size_t o0, size_t o1, int cont, size_t skip)
+static void weight_grads(const par_layer_ctx *c, int l, const par_grad_range *r)
 {
-    DT_CALL(e, bn_grads, e, l, s_base, B, C, c0, c1, o0, o1, cont, skip);
+    DT_CALL(c->e, bn_grads, c->e, l, r);
 }
 
 const par_layer_ops par_layer_batchnorm = {.name = "batchnorm",

@@ -207,6 +207,13 @@ static void share_of(const par_engine *e, const par_rows *r, int t, int T, size_
     par_split_range(r->o0, r->o1, t, T, lo, hi);
 }
 
+// The context of thread t of T's ops (par_layers.h).
+static par_layer_ctx ctx_of(par_engine *e, int t, int T)
+{
+    void *scratch = e->scratch ? at(e, e->scratch, (size_t)t * e->scratch_elems) : NULL;
+    return (par_layer_ctx){.e = e, .t = t, .T = T, .scratch = scratch, .ks = par_kernels_active()};
+}
+
 // Forward, loss and input gradients of samples [s0, s1): thread t of T's
 // share, inside a parallel region; returns its correct predictions.
 static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, int backward,
@@ -218,6 +225,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     const size_t B = batch->B;
     size_t hits = 0;
     double tm = t == 0 ? par_now() : 0;   // the master thread times the phases
+    const par_layer_ctx c = ctx_of(e, t, T);
     size_t lo, hi;
     par_engine_own_samples(s0, s1, t, T, &lo, &hi);
     if (batch->fill) {
@@ -233,7 +241,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     // Between two per_sample layers (and after the last, the loss being per
     // sample too) a thread reads only what it wrote itself: no barrier.
     for (int l = 0; l < L; l++) {
-        e->ops[l]->forward(e, l, s0, s1, t, T);
+        e->ops[l]->forward(&c, l, s0, s1);
         const int next = l + 1 == L || par_engine_splits_samples(e, l + 1, s1 - s0, T);
         if (!par_engine_splits_samples(e, l, s1 - s0, T) || !next) {
 #pragma omp barrier
@@ -247,7 +255,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     if (t == 0) phase_to(e, PAR_PHASE_FORWARD, &tm);
     for (int l = L - 1; l >= 0 && backward; l--) {   // every thread: layers may sync
         const par_layer *ly = &m->layers[l];
-        e->ops[l]->backward(e, l, lo, hi, t);
+        e->ops[l]->backward(&c, l, lo, hi);
         if (l > 0)
             KCALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
                   at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
@@ -275,10 +283,11 @@ void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s
     e->hits = hits;
 }
 
-// Rows [o0, o1) of layer l for the calling thread's share; no parallel region.
-static void layer_rows(par_engine *e, int l, size_t B, size_t c0, size_t c1, size_t o0,
+// Rows [o0, o1) of layer l for the calling thread c->t; no parallel region.
+static void layer_rows(const par_layer_ctx *cx, int l, size_t B, size_t c0, size_t c1, size_t o0,
                        size_t o1, int cont)
 {
+    par_engine *e = cx->e;
     const par_layer_ops *ops = e->ops[l];
     size_t C = e->C, s_base = 0;
     // fast mode sums each chunk range in one chain; batchnorm keeps the chunks
@@ -293,15 +302,20 @@ static void layer_rows(par_engine *e, int l, size_t B, size_t c0, size_t c1, siz
     }
     const par_fault *f = fault_of(e);
     const size_t skip = fault_on(e, PAR_FAULT_SKIP_SAMPLE) && f->layer == l ? f->index : SIZE_MAX;
+    par_grad_range r = {s_base, B, C, c0, c1, o0, o1, cont, skip};
     if (fault_on(e, PAR_FAULT_CHUNK_SWAP) && f->layer == l && !cont && c0 == 0 && c1 >= 3) {
         // The faulty fold ((g1 + g2) + g0) + g3 + ...: a real reordering (swapping
         // just two chunks would be invisible, IEEE addition being commutative).
-        ops->weight_grads(e, l, s_base, B, C, 1, 3, o0, o1, 0, skip);
-        ops->weight_grads(e, l, s_base, B, C, 0, 1, o0, o1, 1, skip);
-        if (c1 > 3) ops->weight_grads(e, l, s_base, B, C, 3, c1, o0, o1, 1, skip);
+        const size_t from[3] = {1, 0, 3}, to[3] = {3, 1, c1};
+        for (int k = 0; k < 3 && from[k] < to[k]; k++) {
+            r.c0 = from[k];
+            r.c1 = to[k];
+            r.cont = k > 0;
+            ops->weight_grads(cx, l, &r);
+        }
         return;
     }
-    ops->weight_grads(e, l, s_base, B, C, c0, c1, o0, o1, cont, skip);
+    ops->weight_grads(cx, l, &r);
 }
 
 void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1, size_t o0,
@@ -310,9 +324,10 @@ void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1
     double tm = par_now();
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
     {
+        const par_layer_ctx c = ctx_of(e, omp_get_thread_num(), omp_get_num_threads());
         size_t lo, hi;
-        par_split_range(o0, o1, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
+        par_split_range(o0, o1, c.t, c.T, &lo, &hi);
+        if (hi > lo) layer_rows(&c, l, B, c0, c1, lo, hi, cont);
     }
     phase_to(e, PAR_PHASE_WGRAD, &tm);
 }
@@ -321,10 +336,11 @@ void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1
 static void grad_rows(par_engine *e, size_t B, size_t c0, size_t c1, int cont, int t, int T)
 {
     const par_model *m = e->m;
+    const par_layer_ctx c = ctx_of(e, t, T);
     for (int l = 0; l < m->n_layers; l++) {
         size_t lo, hi;
         par_engine_own_rows(&m->layers[l], t, T, &lo, &hi);
-        if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
+        if (hi > lo) layer_rows(&c, l, B, c0, c1, lo, hi, cont);
     }
 }
 

@@ -12,31 +12,51 @@
 
 #include "par_engine.h"
 
+// What every op gets: the engine, the calling thread with its scratch, and
+// the kernel set of the pass.
+typedef struct par_layer_ctx {
+    par_engine *e;
+    int t, T;                   // the calling thread, of T in the parallel region
+    void *scratch;              // this thread's working space: e->scratch_elems elements
+                                // (NULL when no layer needs any)
+    const par_kernel_set *ks;   // the dense kernels' set (par_kernels.h), for KSET
+} par_layer_ctx;
+
+// Kernel fn of the context's set in the engine's dtype, (void *) arguments.
+#define KSET(c, fn, ...)                                                                       \
+    ((c)->e->dt == PAR_F32 ? (c)->ks->f32.fn(__VA_ARGS__) : (c)->ks->f64.fn(__VA_ARGS__))
+
+// The weight gradient's work: parameter rows [o0, o1), over chunks [c0, c1)
+// of C samples of the batch's samples [s_base, s_base + B).
+typedef struct par_grad_range {
+    size_t s_base, B, C;
+    size_t c0, c1;
+    size_t o0, o1;
+    int cont;      // 1: continue the fold already in e->g; 0: start it
+    size_t skip;   // sample left out (relative to s_base; >= B: none): the test-only skip fault
+} par_grad_range;
+
 typedef struct par_layer_ops {
     const char *name;
     // Forward of samples [s0, s1) into e->a[l + 1], activation included: the
-    // share of thread t of T. Every thread calls it; a barrier follows unless
-    // this layer and the next (or the loss) both split samples
+    // share of thread c->t of c->T. Every thread calls it; a barrier follows
+    // unless this layer and the next (or the loss) both split samples
     // (par_engine_splits_samples).
-    void (*forward)(par_engine *e, int l, size_t s0, size_t s1, int t, int T);
+    void (*forward)(const par_layer_ctx *c, int l, size_t s0, size_t s1);
     // 1: forward can compute thread t's own samples (par_engine_own_samples),
     // each from that sample's input alone, so a thread's samples go through
     // consecutive per_sample layers with no barrier between them. (A wide
     // dense layer splits rows instead: par_engine_splits_samples.)
     int per_sample;
-    // For samples [s0, s1), all of them thread t's: d[l] is final for them.
+    // For samples [s0, s1), all of them thread c->t's: d[l] is final for them.
     // If l > 0, writes d[l - 1] = dL/d(input) (the engine then applies layer
     // l-1's activation derivative). Every thread calls it, with or without
     // samples, so a kind that reduces over the batch may hold a barrier.
-    void (*backward)(par_engine *e, int l, size_t s0, size_t s1, int t);
+    void (*backward)(const par_layer_ctx *c, int l, size_t s0, size_t s1);
     // Layers with parameters (NULL: none), after backward: the weight and
-    // bias gradient of rows [o0, o1) into e->g, over chunks [c0, c1) of C
-    // samples of the batch's samples [s_base, s_base + B): per chunk a fresh
-    // chain over its samples ascending, chunks folded left in order (cont:
-    // continuing the fold already in e->g). Sample `skip` (relative to
-    // s_base; >= B: none) is left out: the test-only skip fault.
-    void (*weight_grads)(par_engine *e, int l, size_t s_base, size_t B, size_t C, size_t c0,
-                         size_t c1, size_t o0, size_t o1, int cont, size_t skip);
+    // bias gradient of r's rows into e->g, per chunk a fresh chain over its
+    // samples ascending, chunks folded left in order.
+    void (*weight_grads)(const par_layer_ctx *c, int l, const par_grad_range *r);
 } par_layer_ops;
 
 extern const par_layer_ops par_layer_dense, par_layer_conv2d, par_layer_maxpool,
