@@ -37,8 +37,6 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     }
     KCALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], lo * ly->n_out), (hi - lo) * ly->n_out,
           ly->act);
-    if (par_engine_fault_on(e, PAR_FAULT_HALF_FWD, l))
-        par_engine_round_to_half(e, e->a[l + 1], lo * ly->n_out, hi * ly->n_out);
 }
 
 static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
@@ -63,9 +61,9 @@ static void weight_grads(const par_layer_ctx *c, int l, const par_grad_range *r)
     const par_layer *ly = &m->layers[l];
     const size_t n_pos = ly->h_out * ly->w_out;
     KCALL(e->dt, par_conv_backward_weights, par_at(e, e->g, m->views[ly->w_view].offset),
-          par_at(e, e->g, m->views[ly->b_view].offset), par_at(e, e->d[l], r->s_base * ly->n_out),
+          par_at(e, e->g, m->views[ly->b_view].offset), r->dz,
           par_at(e, e->col[l], r->s_base * n_pos * par_conv_ldcol(ly)), ly, r->B, r->C, r->c0,
-          r->c1, r->o0, r->o1, r->cont, r->skip, c->scratch);
+          r->c1, r->o0, r->o1, r->cont, c->scratch);
 }
 
 const par_layer_ops par_layer_conv2d = {.name = "conv2d",

@@ -9,9 +9,6 @@
 //            ascending, chunks folded left in order (par_dense_backward_weights).
 #include "par_layers.h"
 
-#include <stdlib.h>
-#include <string.h>
-
 static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 {
     const par_engine *e = c->e;
@@ -28,9 +25,6 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     KSET(c, forward, e->a[l + 1], e->a[l], e->wt[l], b, s0, s1, o0, o1, ly->n_in, ly->n_out);
     for (size_t s = s0; s < s1; s++)
         KCALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], s * ly->n_out + o0), o1 - o0, ly->act);
-    if (par_engine_fault_on(e, PAR_FAULT_HALF_FWD, l))
-        for (size_t s = s0; s < s1; s++)
-            par_engine_round_to_half(e, e->a[l + 1], s * ly->n_out + o0, s * ly->n_out + o1);
 }
 
 static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
@@ -46,28 +40,12 @@ static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 static void weight_grads(const par_layer_ctx *c, int l, const par_grad_range *r)
 {
     const par_engine *e = c->e;
-    const size_t s_base = r->s_base, B = r->B, skip = r->skip;
     const par_model *m = e->m;
     const par_layer *ly = &m->layers[l];
     void *dW = par_at(e, e->g, m->views[ly->w_view].offset);
     void *db = par_at(e, e->g, m->views[ly->b_view].offset);
-    const void *dz = par_at(e, e->d[l], s_base * ly->n_out);
-    const void *x = par_at(e, e->a[l], s_base * ly->n_in);
-    if (skip < B) {
-        // As if sample `skip` were not there: its dz row zeroed, in a copy (the
-        // input gradients still need the real one).
-        const size_t row = ly->n_out * par_dtype_size(e->dt);
-        void *copy = malloc(B * row);
-        if (copy) {
-            memcpy(copy, dz, B * row);
-            memset((char *)copy + skip * row, 0, row);
-            KSET(c, backward_weights, dW, db, copy, x, B, r->C, r->c0, r->c1, r->o0, r->o1,
-                 ly->n_in, ly->n_out, r->cont);
-            free(copy);
-            return;
-        }
-    }
-    KSET(c, backward_weights, dW, db, dz, x, B, r->C, r->c0, r->c1, r->o0, r->o1, ly->n_in,
+    const void *x = par_at(e, e->a[l], r->s_base * ly->n_in);
+    KSET(c, backward_weights, dW, db, r->dz, x, r->B, r->C, r->c0, r->c1, r->o0, r->o1, ly->n_in,
          ly->n_out, r->cont);
 }
 

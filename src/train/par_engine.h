@@ -11,7 +11,8 @@
 #include "par_kernels.h"
 #include "par_trainer.h"
 
-// Sets (or with kind NONE clears) the fault for all engines of this process.
+// Sets (or with kind NONE clears) the test-only fault of the engines this
+// process creates from now on without a cfg.fault of their own.
 void par_fault_set(const par_fault *f);
 // "ulp:STEP:INDEX", "skip:STEP:LAYER:SAMPLE", "half:STEP:LAYER", "swap:STEP:LAYER",
 // "bnswap:STEP:LAYER", "bnvar:STEP:LAYER:CHANNEL".
@@ -29,6 +30,7 @@ typedef struct par_batch_ring {
 } par_batch_ring;
 
 struct par_layer_ops;
+typedef struct par_fault_state par_fault_state;   // engine_fault.c
 
 typedef struct par_engine {
     const par_model *m;
@@ -56,8 +58,9 @@ typedef struct par_engine {
     int ring_have;                       // ring.recv's answer, shared with the threads
     size_t hits;                         // correct predictions of the last forward
     long steps;                          // steps begun (par_engine_begin_step)
-    par_fault fault;                     // this engine's own fault (cfg.fault), if has_fault
-    int has_fault;
+    par_fault fault;                     // TESTS ONLY: cfg.fault, else the process-wide one, as
+                                         // at init; kind PAR_FAULT_NONE: none
+    par_fault_state *fs;                 // what that fault installed (engine_fault.c); NULL: none
     par_optim optim;                     // cfg.optim, or SGD
     void *os[2];                         // optimizer state (n_params each), NULL when unused
     long opt_t;                          // optimizer updates done
@@ -183,12 +186,28 @@ int par_engine_splits_samples(const par_engine *e, int l, size_t n, int T);
 // (weight gradient, update, transposed panels).
 void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi);
 
-// Test-only fault hooks of the layer files.
-// The fault of kind `kind`, if it fires now for layer l.
-int par_engine_fault_on(const par_engine *e, par_fault_kind kind, int l);
-// The `index` field of the fault in force for e (its element, sample or channel).
-size_t par_engine_fault_index(const par_engine *e);
-// PAR_FAULT_HALF_FWD: keep 11 significant bits of y[lo..hi) (f16-like).
-void par_engine_round_to_half(const par_engine *e, void *y, size_t lo, size_t hi);
+// ---- Test-only faults (engine_fault.c) --------------------------------------------
+// The engine calls these only when e->fault is in force, so a run without a
+// fault has no fault branch in its passes, layer ops or updates.
+
+// The process-wide fault (par_fault_set).
+const par_fault *par_fault_process(void);
+// Installs what e->fault needs: a wrapper around its layer's ops in e->ops
+// (HALF_FWD, SKIP_SAMPLE, CHUNK_SWAP; BN_SWAP, BN_VAR_ULP on a batchnorm
+// layer) and its buffers. PAR_ERR_ALLOC; par_fault_free frees it all.
+par_status par_fault_install(par_engine *e);
+void par_fault_free(par_engine *e);
+// 1: e->fault is of kind `kind` and fires at this step.
+int par_fault_fires(const par_engine *e, par_fault_kind kind);
+// OPT_BETA, when it fires: mu and b1 of an update's coefficients + 2^-10.
+void par_fault_coefs(const par_engine *e, par_optim_coef *k);
+// GRAD_ULP: gradient element `index` + 1 ulp, if it lies in rows r.
+void par_fault_grad_ulp(par_engine *e, const par_rows *r);
+// OPT_SWAP around the update of rows r: save keeps w and the state of r as
+// the update finds them; apply then sets w = w0 - lr * step(state before), in
+// double, the state kept as the update left it. The caller then brings r's
+// transposed panels up to date (par_engine_sync_rows).
+void par_fault_swap_save(par_engine *e, const par_rows *r);
+void par_fault_swap_apply(par_engine *e, const par_optim_coef *k, const par_rows *r);
 
 #endif

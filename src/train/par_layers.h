@@ -32,8 +32,9 @@ typedef struct par_grad_range {
     size_t s_base, B, C;
     size_t c0, c1;
     size_t o0, o1;
-    int cont;      // 1: continue the fold already in e->g; 0: start it
-    size_t skip;   // sample left out (relative to s_base; >= B: none): the test-only skip fault
+    int cont;        // 1: continue the fold already in e->g; 0: start it
+    const void *dz;  // the layer's output gradient from sample s_base on: e->d[l] there
+                     // (the test-only skip fault passes a copy)
 } par_grad_range;
 
 typedef struct par_layer_ops {
@@ -64,5 +65,9 @@ extern const par_layer_ops par_layer_dense, par_layer_conv2d, par_layer_maxpool,
 
 // The entry for a kind.
 const par_layer_ops *par_layer_ops_of(par_layer_kind kind);
+
+// TESTS ONLY: batchnorm's forward with fault f (BN_SWAP or BN_VAR_ULP,
+// firing now) in its batch statistics; engine_fault.c's wrapper calls it.
+void par_bn_forward_fault(const par_layer_ctx *c, int l, size_t s0, size_t s1, const par_fault *f);
 
 #endif
