@@ -897,12 +897,11 @@ static void step_records(const par_dataset *ds)
     const long steps[] = {2, per_epoch, per_epoch + 1};
     for (int k = 0; k < 3; k++) {
         const long S = steps[k];
-        par_run_opts ro = {&par_trainer_serial,
-                           {&m, PAR_F32, PAR_MODE_EXACT, batch, 8, 0.05, 1, w0, NULL, NULL, PAR_THREADS_ADAPT, 0},
-                           ds,
-                           11,
-                           2,
-                           S - 1};
+        par_run_opts ro = {.trainer = &par_trainer_serial,
+                           .cfg = {.model = &m, .dtype = PAR_F32, .mode = PAR_MODE_EXACT,
+                                   .batch = batch, .chunk = 8, .lr = 0.05, .threads = 1,
+                                   .init_params = w0},
+                           .ds = ds, .seed = 11, .epochs = 2, .max_steps = S - 1};
         long done;
         par_status st = S > 1 ? par_run(&ro, NULL, w_prev, &done, NULL) : PAR_OK;
         ro.max_steps = S;

@@ -543,13 +543,15 @@ par_status par_session_run(par_session *s, const volatile sig_atomic_t *stop)
         .seed = c->seed,
         .epochs = c->epochs,
         .max_steps = c->steps,
+        .start = c->resume ? &s->start : NULL,
+        .start_optim = c->resume ? &start_os : NULL,
+        .check_finite = 1,
+        .check_every = c->check_every,
     };
-    const par_run_ext rx = {c->resume ? &s->start : NULL, 1,
-                            c->check_every > 0 ? c->check_every : -1, after_step,
-                            c->resume ? &start_os : NULL};
-    const par_run_hooks hooks = {s, on_step, on_epoch};
+    const par_run_hooks hooks = {.ctx = s, .on_step = on_step, .on_epoch = on_epoch,
+                                 .after_step = after_step};
     s->t_start = par_now();
-    par_status st = par_run_ex(&ro, &rx, &hooks, s->final, &r->steps, &r->stats);
+    par_status st = par_run(&ro, &hooks, s->final, &r->steps, &r->stats);
     const double t_end = par_now();
     r->seconds = t_end - s->t_start - s->t_eval;
     r->timed_steps = r->steps - s->start.step;
