@@ -22,10 +22,6 @@
 #include "par_session.h"
 #include "train_args.h"
 
-#ifdef PARITY_HAVE_MPI
-#include <mpi.h>
-#endif
-
 // Progress on rank 0's stderr: a line kept up to date on a terminal; off one
 // (and without --quiet) a plain line every progress_every seconds.
 typedef struct train_view {
@@ -228,9 +224,7 @@ static int join_ranks(train_run *t, int argc, char **argv)
         return par_mpi_finish(EXIT_USAGE);
     }
     rc = t->rank == 0 ? cli_train_check_outputs(o) : 0;   // rank 0 writes them
-#ifdef PARITY_HAVE_MPI
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-#endif
+    par_session_share(t->size, &rc);
     return rc ? par_mpi_finish(rc) : -1;
 }
 

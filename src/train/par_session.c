@@ -76,6 +76,15 @@ par_status par_session_agree(int ranks, par_status local, int *peer_failed)
     return PAR_OK;
 }
 
+void par_session_share(int ranks, int *v)
+{
+#ifdef PARITY_HAVE_MPI
+    if (ranks > 1) MPI_Bcast(v, 1, MPI_INT, 0, MPI_COMM_WORLD);
+#else
+    (void)ranks, (void)v;
+#endif
+}
+
 static par_status agree_status(par_session *s, par_status local)
 {
     return par_session_agree(s->cfg.ranks, local, &s->res.peer_failed);

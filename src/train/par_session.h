@@ -111,4 +111,8 @@ void par_session_close(par_session *s);
 // *peer_failed set.
 par_status par_session_agree(int ranks, par_status local, int *peer_failed);
 
+// MPI: every rank gets rank 0's *v (collective when ranks > 1; a no-op for
+// one process), e.g. the verdict of a check only rank 0 makes.
+void par_session_share(int ranks, int *v);
+
 #endif
