@@ -249,6 +249,7 @@ par_status par_npz_load_optim(const char *npz, const par_model *m, par_dtype dt,
 par_status par_ckpt_meta_parse(par_ckpt_meta *meta, const char *text, size_t len,
                                const char *path);
 
+// ---- the log's place in a checkpoint (par_ckpt_log.c) ----
 // Follows the file of a par_log (its path, made absolute) so that checkpoints
 // can record where the log stood.
 typedef struct par_ckpt_logtrack par_ckpt_logtrack;
