@@ -19,7 +19,7 @@
 #include "chk_check.h"
 #include "par_engine.h"
 #include "par_fixtures.h"
-#include "par_io.h"
+#include "par_npz.h"
 
 static const chk_tensor *row(const chk_report *r, chk_view v, const char *name)
 {

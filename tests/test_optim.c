@@ -18,11 +18,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chk_check.h"
+#include "par_ckpt.h"
 #include "par_engine.h"
 #include "par_fixtures.h"
-#include "par_io.h"
-#include "chk_check.h"
 #include "par_kernels.h"
+#include "par_npz.h"
 
 extern const par_trainer_ops par_trainer_reference, par_trainer_serial, par_trainer_omp;
 

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "par_ckpt.h"
 #include "par_fixtures.h"
-#include "par_io.h"
 
 extern const par_trainer_ops par_trainer_serial;
 

@@ -16,7 +16,7 @@
 #include <jansson.h>
 
 #include "cli.h"
-#include "par_io.h"
+#include "par_hash.h"
 #include "par_kernels.h"
 #include "par_mpi_launch.h"
 #include "par_session.h"

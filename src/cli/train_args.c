@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "par_io.h"
+#include "par_ckpt.h"
 #include "par_mpi_launch.h"
 
 int cli_train_parse(train_opts *o, int argc, char **argv)

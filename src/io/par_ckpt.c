@@ -1,4 +1,4 @@
-// Checkpoints of a training run (format in par_io.h): weights as .npz plus
+// Checkpoints of a training run (format in par_ckpt.h): weights as .npz plus
 // a JSON sidecar written last, both atomically, the last K kept; finding the
 // newest valid one. The log's place in a checkpoint is par_ckpt_log.c's. Not
 // a general store: one run per folder, guarded by flock. Tested by
@@ -7,7 +7,7 @@
 #define _DEFAULT_SOURCE  // flock, DT_* (with _POSIX_C_SOURCE 200809L)
 #define _POSIX_C_SOURCE 200809L
 
-#include "par_io.h"
+#include "par_ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +21,9 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "par_hash.h"
+#include "par_npz.h"
 
 #define CKPT_FORMAT "parity-checkpoint"
 

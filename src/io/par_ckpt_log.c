@@ -1,11 +1,11 @@
-// The JSONL log at a checkpoint (par_io.h): tracking where the log
+// The JSONL log at a checkpoint (par_ckpt_log.h): tracking where the log
 // stands (bytes, lines, a running SHA-256) so that a checkpoint can record
 // it, and finding and writing again those lines for a resumed run, so that
 // its log equals an uninterrupted run's. Tested by tests/test_resume.sh and
 // tests/test_session.c.
 #define _POSIX_C_SOURCE 200809L
 
-#include "par_io.h"
+#include "par_ckpt_log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "par_hash.h"
 
 struct par_ckpt_logtrack {
     char path[1024], tmp[1100];

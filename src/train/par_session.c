@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "par_io.h"
+#include "par_ckpt.h"
+#include "par_hash.h"
+#include "par_log.h"
+#include "par_npz.h"
 #include "par_time.h"
 
 #ifdef PARITY_HAVE_MPI
