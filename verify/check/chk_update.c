@@ -2,7 +2,7 @@
 // nesterov and adam updates of one parameter element recomputed in MPFR and
 // bounded op by op (derivations below), and the coefficients they use.
 // Called by chk_step.c (dense and conv layers) and chk_bn.c (batchnorm).
-// Tests: tests/test_check.c (every optimizer, and the obeta and oswap faults).
+// Tests: tests/test_check_optim.c (every optimizer, the obeta and oswap faults).
 #include <math.h>
 #include <mpfr.h>
 
@@ -138,7 +138,8 @@ void chk_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge
         state_first(w, c->mu, m, NULL, ge);   // m' = mu m + g
         if (local) {
             const double x1 = fabs(c->mu * m);
-            bs[0] = e_add(f, e_mul(f, c->mu, 0, fabs(m), 0), 0, fabs(mpfr_get_d(w->us[0], MPFR_RNDN))) +
+            const double am = fabs(mpfr_get_d(w->us[0], MPFR_RNDN));
+            bs[0] = e_add(f, e_mul(f, c->mu, 0, fabs(m), 0), 0, am) +
                     mp * (x1 + fabs(g));
         }
     } else {
