@@ -617,7 +617,7 @@ static void mpfr_takes_adam(const par_model *m)
     int32_t labels[32] = {0};
     const par_batch b = {.x = x, .labels = labels, .B = 32};
     for (size_t i = 0; i < 32 * 784; i++) x[i] = (float)((i * 7) % 13) / 13.0f;
-    // The MPFR checker takes adam (tests/test_check.c checks its steps): from
+    // The MPFR checker takes adam (tests/test_check_optim.c checks its steps): from
     // a zero state m' = fl(b1 * 0) + fl(c1 g) = fl(c1 g) with c1 = 1 - 0.9f
     // (exact in f32: Sterbenz), and v' = fl(fl(c2 g) g), c2 = 1 - 0.999f.
     chk_step st;

@@ -5,7 +5,7 @@
 // error model and the dense, conv, max-pool, softmax and loss stages are
 // here; batchnorm in chk_bn.c, the update in chk_update.c, the MPFR building
 // blocks in chk_mpfr.c. Not a trainer: it never produces weights. Tests:
-// tests/test_check.c.
+// tests/test_check.c, tests/test_check_cnn.c.
 #include <math.h>
 #include <mpfr.h>
 #include <omp.h>
