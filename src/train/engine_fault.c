@@ -24,6 +24,20 @@ static par_fault fault;
 
 void par_fault_set(const par_fault *f) { fault = *f; }
 
+// The spec of each fault: its name, its kind, how many fields follow the
+// name (STEP, then LAYER or INDEX, then INDEX), and whether the first after
+// STEP is a layer.
+static const struct {
+    const char *name;
+    par_fault_kind kind;
+    int fields, layer;
+} specs[] = {
+    {"ulp", PAR_FAULT_GRAD_ULP, 2, 0},      {"skip", PAR_FAULT_SKIP_SAMPLE, 3, 1},
+    {"half", PAR_FAULT_HALF_FWD, 2, 1},     {"swap", PAR_FAULT_CHUNK_SWAP, 2, 1},
+    {"bnswap", PAR_FAULT_BN_SWAP, 2, 1},    {"bnvar", PAR_FAULT_BN_VAR_ULP, 3, 1},
+    {"obeta", PAR_FAULT_OPT_BETA, 1, 0},    {"oswap", PAR_FAULT_OPT_SWAP, 1, 0},
+};
+
 par_status par_fault_parse(par_fault *f, const char *spec)
 {
     memset(f, 0, sizeof *f);
@@ -31,38 +45,19 @@ par_status par_fault_parse(par_fault *f, const char *spec)
     long a = 0, b = 0, c = 0;
     int n = sscanf(spec, "%7[a-z]:%ld:%ld:%ld", kind, &a, &b, &c);
     f->step = a;
-    if (n == 3 && strcmp(kind, "ulp") == 0) {
-        f->kind = PAR_FAULT_GRAD_ULP;
-        f->index = (size_t)b;
-    } else if (n == 4 && strcmp(kind, "skip") == 0) {
-        f->kind = PAR_FAULT_SKIP_SAMPLE;
-        f->layer = (int)b;
-        f->index = (size_t)c;
-    } else if (n == 3 && strcmp(kind, "half") == 0) {
-        f->kind = PAR_FAULT_HALF_FWD;
-        f->layer = (int)b;
-    } else if (n == 3 && strcmp(kind, "swap") == 0) {
-        f->kind = PAR_FAULT_CHUNK_SWAP;
-        f->layer = (int)b;
-    } else if (n == 3 && strcmp(kind, "bnswap") == 0) {
-        f->kind = PAR_FAULT_BN_SWAP;
-        f->layer = (int)b;
-    } else if (n == 4 && strcmp(kind, "bnvar") == 0) {
-        f->kind = PAR_FAULT_BN_VAR_ULP;
-        f->layer = (int)b;
-        f->index = (size_t)c;
-    } else if (n == 2 && strcmp(kind, "obeta") == 0) {
-        f->kind = PAR_FAULT_OPT_BETA;
-    } else if (n == 2 && strcmp(kind, "oswap") == 0) {
-        f->kind = PAR_FAULT_OPT_SWAP;
-    } else {
-        return par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
-                             "--fault '%s': expected ulp:STEP:INDEX, skip:STEP:LAYER:SAMPLE, "
-                             "half:STEP:LAYER, swap:STEP:LAYER, bnswap:STEP:LAYER, "
-                             "bnvar:STEP:LAYER:CHANNEL, obeta:STEP or oswap:STEP", spec);
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        if (n != 1 + specs[i].fields || strcmp(kind, specs[i].name) != 0) continue;
+        f->kind = specs[i].kind;
+        if (specs[i].layer) f->layer = (int)b;
+        if (specs[i].fields == 3) f->index = (size_t)c;
+        else if (specs[i].fields == 2 && !specs[i].layer) f->index = (size_t)b;
+        PAR_FAIL_IF(a < 0 || b < 0 || c < 0, PAR_ERR_CONFIG, "--fault '%s': negative field", spec);
+        return PAR_OK;
     }
-    PAR_FAIL_IF(a < 0 || b < 0 || c < 0, PAR_ERR_CONFIG, "--fault '%s': negative field", spec);
-    return PAR_OK;
+    return par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
+                         "--fault '%s': expected ulp:STEP:INDEX, skip:STEP:LAYER:SAMPLE, "
+                         "half:STEP:LAYER, swap:STEP:LAYER, bnswap:STEP:LAYER, "
+                         "bnvar:STEP:LAYER:CHANNEL, obeta:STEP or oswap:STEP", spec);
 }
 
 const par_fault *par_fault_process(void) { return &fault; }
