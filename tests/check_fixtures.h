@@ -75,6 +75,21 @@ static inline void gather(batch_buf *bb, const par_dataset *ds, par_dtype dt, si
     free(order);
 }
 
+// The trainer settings of the steps these tests check: exact, lr 0.05, one
+// thread, batch B in chunks of C, from weights w0.
+static inline par_run_cfg step_cfg(const par_model *m, par_dtype dt, size_t B, size_t C,
+                                   const void *w0)
+{
+    return (par_run_cfg){.model = m, .dtype = dt, .mode = PAR_MODE_EXACT, .batch = B,
+                         .chunk = C, .lr = 0.05, .threads = 1, .init_params = w0};
+}
+
+// The batch bb holds.
+static inline par_batch batch_of(const batch_buf *bb)
+{
+    return (par_batch){.x = bb->x, .labels = bb->labels, .B = bb->B};
+}
+
 // Captures one step and checks it (LOCAL + E2E, and CONTRACT for exact
 // non-reference trainers). Returns the status; *r is filled.
 static inline par_status check_step(chk_report *r, const par_model *m, par_dtype dt,
@@ -82,15 +97,10 @@ static inline par_status check_step(chk_report *r, const par_model *m, par_dtype
                              const batch_buf *bb, size_t C, const void *w0, int prec)
 {
     memset(r, 0, sizeof *r);
-    const par_run_cfg cfg = {.model = m,
-                             .dtype = dt,
-                             .mode = mode,
-                             .batch = bb->B,
-                             .chunk = C,
-                             .lr = 0.05,
-                             .threads = threads,
-                             .init_params = w0};
-    const par_batch batch = {.x = bb->x, .labels = bb->labels, .B = bb->B};
+    par_run_cfg cfg = step_cfg(m, dt, bb->B, C, w0);
+    cfg.mode = mode;
+    cfg.threads = threads;
+    const par_batch batch = batch_of(bb);
     chk_step run, ref;
     PAR_TRY(chk_capture(&run, tr, &cfg, &batch));
     const chk_opts o = {prec, 0, 1};

@@ -200,15 +200,8 @@ static void faults(const par_dataset *ds)
         f.kind = PAR_FAULT_NONE;
         par_fault_set(&f);
         chk_step run;
-        const par_run_cfg cfg = {.model = &m,
-                                 .dtype = dt,
-                                 .mode = PAR_MODE_EXACT,
-                                 .batch = bb.B,
-                                 .chunk = 8,
-                                 .lr = 0.05,
-                                 .threads = 1,
-                                 .init_params = w0};
-        const par_batch batch = {.x = bb.x, .labels = bb.labels, .B = bb.B};
+        const par_run_cfg cfg = step_cfg(&m, dt, bb.B, 8, w0);
+        const par_batch batch = batch_of(&bb);
         size_t big = 0;
         if (chk_capture(&run, &par_trainer_reference, &cfg, &batch) == PAR_OK) {
             for (size_t i = 0; i < m.n_params; i++)
@@ -290,14 +283,7 @@ static void step_records(const par_dataset *ds)
             void *x = malloc(B * 784 * sz);
             int32_t *labels = malloc(B * sizeof *labels);
             par_data_gather(&ds->train, idx, B, PAR_F32, x, labels);
-            const par_run_cfg cfg = {.model = &m,
-                                     .dtype = PAR_F32,
-                                     .mode = PAR_MODE_EXACT,
-                                     .batch = B,
-                                     .chunk = 8,
-                                     .lr = 0.05,
-                                     .threads = 1,
-                                     .init_params = w_prev};
+            const par_run_cfg cfg = step_cfg(&m, PAR_F32, B, 8, w_prev);
             const par_batch b = {.x = x, .labels = labels, .B = B};
             st = chk_capture(&run, &par_trainer_serial, &cfg, &b);
             free(x);

@@ -168,15 +168,8 @@ static void cnn_checks(const par_dataset *ds)
 
         // max-pool (layer 1) routing, on a clean step's captured dz of layer 0
         chk_step run;
-        const par_run_cfg cfg = {.model = &m,
-                                 .dtype = dt,
-                                 .mode = PAR_MODE_EXACT,
-                                 .batch = bb.B,
-                                 .chunk = 8,
-                                 .lr = 0.05,
-                                 .threads = 1,
-                                 .init_params = w0};
-        const par_batch batch = {.x = bb.x, .labels = bb.labels, .B = bb.B};
+        const par_run_cfg cfg = step_cfg(&m, dt, bb.B, 8, w0);
+        const par_batch batch = batch_of(&bb);
         size_t moved[2] = {0, 0};
         memset(&r, 0, sizeof r);
         const par_status cap = chk_capture(&run, &par_trainer_serial, &cfg, &batch);
@@ -235,14 +228,7 @@ static void bn_hand(void)
             else ((double *)xb)[i] = x[i];
         }
         const int32_t labels[2] = {0, 1};
-        const par_run_cfg cfg = {.model = &m,
-                                 .dtype = dt,
-                                 .mode = PAR_MODE_EXACT,
-                                 .batch = 2,
-                                 .chunk = 1,
-                                 .lr = 0.05,
-                                 .threads = 1,
-                                 .init_params = w0};
+        const par_run_cfg cfg = step_cfg(&m, dt, 2, 1, w0);
         const par_batch batch = {.x = xb, .labels = labels, .B = 2};
         chk_step run;
         chk_report r = {0};

@@ -19,7 +19,7 @@ static par_status check_optim_step(chk_report *r, const par_run_cfg *cfg, const 
                                    const batch_buf *bb, const par_optim_state *start)
 {
     memset(r, 0, sizeof *r);
-    const par_batch batch = {.x = bb->x, .labels = bb->labels, .B = bb->B};
+    const par_batch batch = batch_of(bb);
     chk_step run, ref;
     PAR_TRY(chk_capture_state(&run, tr, cfg, &batch, start));
     const chk_opts o = {256, 0, 1};
@@ -70,15 +70,8 @@ static void optim_checks(const par_dataset *ds)
             const par_optim o = par_optim_default(kinds[k]);
             const char *on = par_optim_name(kinds[k]), *dn = par_dtype_name(dt);
             const int ns = par_optim_n_state(kinds[k]);
-            par_run_cfg cfg = {.model = &m,
-                               .dtype = dt,
-                               .mode = PAR_MODE_EXACT,
-                               .batch = 24,
-                               .chunk = 8,
-                               .lr = 0.05,
-                               .threads = 1,
-                               .init_params = w0,
-                               .optim = &o};
+            par_run_cfg cfg = step_cfg(&m, dt, 24, 8, w0);
+            cfg.optim = &o;
             // 3 steps of the reference on batches 0..71: the state of t = 3.
             void *rs;
             PAR_REQUIRE(par_trainer_reference.create(&cfg, &rs));
