@@ -1,8 +1,11 @@
 // The layer table: one entry per layer kind (par_layer_kind), each in its own
-// file (layer_dense.c, layer_conv.c, layer_pool.c). The engine calls only
-// these ops; adding a kind is one file and one line in par_layers.c. Every op
-// computes each element exactly as in one thread, whatever the split, and
-// states its summation order (the kernels' headers give the details).
+// file (layer_dense.c, layer_conv.c, layer_pool.c, layer_bn.c). The engine
+// calls only these ops, each with the same context; adding a kind is one file
+// and one line in par_layers.c. Every op computes each element exactly as in
+// one thread, whatever the split, and states its summation order (the
+// kernels' headers give the details). Test faults are not the ops' business:
+// engine_fault.c wraps an entry when a run has one. Tests: tests/test_cnn.c,
+// tests/test_trainers.c.
 //
 // Layers with parameters split them by rows (par_layer.n_rows): threads and
 // MPI segments take ranges of rows, so the chunk fold and the ring are the
