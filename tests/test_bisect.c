@@ -14,7 +14,8 @@
 #include "bis_bisect.h"
 #include "par_engine.h"
 #include "par_fixtures.h"
-#include "par_io.h"
+#include "par_hash.h"
+#include "par_log.h"
 
 enum { STEPS = 4, BATCH = 64 };
 static const uint64_t SEED = 7;

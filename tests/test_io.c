@@ -15,7 +15,9 @@
 #include <unistd.h>
 #include <zip.h>
 
-#include "par_io.h"
+#include "par_hash.h"
+#include "par_log.h"
+#include "par_npz.h"
 #include "par_test.h"
 
 static char dir[64];

@@ -18,11 +18,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chk_check.h"
+#include "par_ckpt.h"
 #include "par_engine.h"
 #include "par_fixtures.h"
-#include "par_io.h"
-#include "chk_check.h"
 #include "par_kernels.h"
+#include "par_npz.h"
 
 extern const par_trainer_ops par_trainer_reference, par_trainer_serial, par_trainer_omp;
 
@@ -369,23 +370,27 @@ static void resume(const par_dataset *ds, const par_model *m)
             grab g = {.at = points[p], .w = malloc(bytes), .bytes = bytes};
             g.os[0] = malloc(bytes);
             g.os[1] = malloc(bytes);
-            const par_run_hooks h = {.ctx = &g};
-            const par_run_ext x = {.after_step = after};
-            st = par_run_ex(&ro, &x, &h, NULL, &done, NULL);
+            const par_run_hooks h = {.ctx = &g, .after_step = after};
+            st = par_run(&ro, &h, NULL, &done, NULL);
             par_run_opts o2 = ro;
             o2.trainer = with[p];
             o2.cfg.threads = p == 1 ? 2 : 1;
             o2.cfg.init_params = g.w;
-            const par_run_ext x2 = {.start = &g.pt, .check_finite = 1, .start_optim = &g.copy};
-            if (st == PAR_OK) st = par_run_ex(&o2, &x2, NULL, res, &done, NULL);
+            o2.start = &g.pt;
+            o2.start_optim = &g.copy;
+            o2.check_finite = 1;
+            o2.check_every = 1;
+            if (st == PAR_OK) st = par_run(&o2, NULL, res, &done, NULL);
             char name[160];
             snprintf(name, sizeof name, "%s: resumed at step %ld by %s (t = %ld): bitwise equal",
                      KIND[kind], g.pt.step, with[p]->name, g.copy.t);
             par_check(st == PAR_OK && done == 16 && g.copy.t == points[p] &&
                           memcmp(res, full, bytes) == 0, name);
             if (p == 0) {
-                const par_run_ext x3 = {.start = &g.pt};
-                par_check(par_run_ex(&o2, &x3, NULL, res, &done, NULL) == PAR_ERR_CONFIG &&
+                par_run_opts o3 = o2;
+                o3.start_optim = NULL;
+                o3.check_finite = 0;
+                par_check(par_run(&o3, NULL, res, &done, NULL) == PAR_ERR_CONFIG &&
                               strstr(par_last_error(), "needs its state"),
                           "resuming without the optimizer state is refused");
             }
@@ -612,7 +617,7 @@ static void mpfr_takes_adam(const par_model *m)
     int32_t labels[32] = {0};
     const par_batch b = {.x = x, .labels = labels, .B = 32};
     for (size_t i = 0; i < 32 * 784; i++) x[i] = (float)((i * 7) % 13) / 13.0f;
-    // The MPFR checker takes adam (tests/test_check.c checks its steps): from
+    // The MPFR checker takes adam (tests/test_check_optim.c checks its steps): from
     // a zero state m' = fl(b1 * 0) + fl(c1 g) = fl(c1 g) with c1 = 1 - 0.9f
     // (exact in f32: Sterbenz), and v' = fl(fl(c2 g) g), c2 = 1 - 0.999f.
     chk_step st;

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "par_ckpt.h"
 #include "par_fixtures.h"
-#include "par_io.h"
 
 extern const par_trainer_ops par_trainer_serial;
 
@@ -56,13 +56,14 @@ int main(void)
     const long points[] = {5, 16, 17, 30, 47, 48};
     for (size_t k = 0; k < sizeof points / sizeof points[0]; k++) {
         grab g = {points[k], {0, 0, 0}, part, bytes, 0};
-        const par_run_hooks h = {.ctx = &g};
-        const par_run_ext x = {.after_step = after};
-        par_status st = par_run_ex(&o, &x, &h, NULL, &done, NULL);
+        const par_run_hooks h = {.ctx = &g, .after_step = after};
+        par_status st = par_run(&o, &h, NULL, &done, NULL);
         par_run_opts o2 = o;
         o2.cfg.init_params = part;
-        const par_run_ext x2 = {.start = &g.pt, .check_finite = 1};
-        if (st == PAR_OK) st = par_run_ex(&o2, &x2, NULL, res, &done, NULL);
+        o2.start = &g.pt;
+        o2.check_finite = 1;
+        o2.check_every = 1;
+        if (st == PAR_OK) st = par_run(&o2, NULL, res, &done, NULL);
         char name[128];
         snprintf(name, sizeof name, "resumed at step %ld (epoch %d, record %zu): bitwise equal",
                  g.pt.step, g.pt.epoch, g.pt.pos);
@@ -70,8 +71,9 @@ int main(void)
     }
     {
         par_run_point bad = {1, 64, 5};   // says step 5, is step 17
-        const par_run_ext x = {.start = &bad};
-        par_status st = par_run_ex(&o, &x, NULL, res, &done, NULL);
+        par_run_opts ob = o;
+        ob.start = &bad;
+        par_status st = par_run(&ob, NULL, res, &done, NULL);
         par_check(st == PAR_ERR_CONFIG && strstr(par_last_error(), "is step 17"),
                   "an inconsistent resume point is refused");
     }
@@ -79,9 +81,11 @@ int main(void)
     // A clean stop: PAR_RUN_STOP after step 7, final weights are step 7's.
     {
         grab g = {7, {0, 0, 0}, part, bytes, 7};
-        const par_run_hooks h = {.ctx = &g};
-        const par_run_ext x = {.check_finite = 1, .after_step = after};
-        par_status st = par_run_ex(&o, &x, &h, res, &done, NULL);
+        const par_run_hooks h = {.ctx = &g, .after_step = after};
+        par_run_opts oc = o;
+        oc.check_finite = 1;
+        oc.check_every = 1;
+        par_status st = par_run(&oc, &h, res, &done, NULL);
         par_check(st == PAR_RUN_STOP && done == 7 && memcmp(res, part, bytes) == 0,
                   "PAR_RUN_STOP: stops after the step, final weights of that step");
     }
@@ -94,8 +98,9 @@ int main(void)
         wb[m.views[1].offset + 5] = -INFINITY;
         par_run_opts ob = o;
         ob.cfg.init_params = wb;
-        const par_run_ext x = {.check_finite = 1};
-        par_status st = par_run_ex(&ob, &x, NULL, res, &done, NULL);
+        ob.check_finite = 1;
+        ob.check_every = 1;
+        par_status st = par_run(&ob, NULL, res, &done, NULL);
         const char *e = par_last_error();
         par_check(st == PAR_ERR_NUMERIC && done == 1 &&
                       strstr(e, "step 1 (epoch 0): weight layer0.bias[5] = -inf after the update") &&

@@ -79,10 +79,11 @@ int main(void)
     stopper sp = {0, 0};
     par_optim op = par_optim_default(PAR_OPTIM_MOMENTUM);
     const par_session_cfg base = {
-        .trainer = &par_trainer_serial, .model = &m, .act = PAR_ACT_RELU, .dtype = PAR_F32,
-        .mode = PAR_MODE_EXACT, .ds = &ds, .batch = 64, .chunk = 8, .threads = 1, .lr = 0.05,
-        .seed = 7, .optim = op, .epochs = 2, .steps = 24, .check_every = 5, .rank = 0,
-        .ranks = 1, .ctx = &sp, .progress = on_progress,
+        .run = {.trainer = &par_trainer_serial,
+                .cfg = {.model = &m, .dtype = PAR_F32, .mode = PAR_MODE_EXACT, .batch = 64,
+                        .chunk = 8, .lr = 0.05, .threads = 1, .optim = &op},
+                .ds = &ds, .seed = 7, .epochs = 2, .max_steps = 24, .check_every = 5},
+        .act = PAR_ACT_RELU, .rank = 0, .ranks = 1, .ctx = &sp, .progress = on_progress,
     };
     par_session_result r;
 
@@ -124,7 +125,7 @@ int main(void)
     // Another learning rate is another run: refused with a hint.
     c = base;
     c.resume = ck;
-    c.lr = 0.1;
+    c.run.cfg.lr = 0.1;
     par_session *s = NULL;
     st = par_session_open(&s, &c);
     par_check(st == PAR_ERR_CONFIG && strstr(par_last_error(), "is from another run: --lr") &&

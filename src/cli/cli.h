@@ -12,12 +12,15 @@
 
 enum { EXIT_OK = 0, EXIT_VERIFY = 1, EXIT_USAGE = 2, EXIT_RUNTIME = 3 };
 
-typedef enum cli_kind { CLI_STR, CLI_INT, CLI_U64, CLI_DOUBLE, CLI_FLAG } cli_kind;
+typedef enum cli_kind {
+    CLI_STR, CLI_INT, CLI_U64, CLI_DOUBLE, CLI_FLAG, CLI_LONG, CLI_SIZE
+} cli_kind;
 
 typedef struct cli_opt {
     const char *name;      // "--batch"
     cli_kind kind;
-    void *dst;             // const char **, int *, uint64_t *, double *, int * (flag)
+    void *dst;             // const char **, int *, uint64_t *, double *, int * (flag), long *,
+                           // size_t * (LONG, SIZE: the integers of INT)
     const char *help;      // "N  samples per batch (64)"
 } cli_opt;
 

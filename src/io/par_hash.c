@@ -4,7 +4,7 @@
 // artefact identity). No hashing code of our own.
 // Tested by tests/test_io.c (known answers: SHA-256 of "" and "abc",
 // XXH3-128 as computed by xxh128sum).
-#include "par_io.h"
+#include "par_hash.h"
 
 #include <errno.h>
 #include <sodium.h>

@@ -6,7 +6,7 @@
 // general JSON writer. Tested by tests/test_io.c.
 #define _POSIX_C_SOURCE 200809L
 
-#include "par_io.h"
+#include "par_log.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "par_hash.h"
 
 #define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(17))
 

@@ -5,7 +5,7 @@
 // Tested by tests/test_io.c (cross-checked with numpy.load when it is there).
 #define _POSIX_C_SOURCE 200809L
 
-#include "par_io.h"
+#include "par_npz.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
+
+#include "par_hash.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "par_npz.c copies array data as little-endian bytes"

@@ -370,10 +370,10 @@ static int layer_grads(par_dtype dt, const par_layer *ly, const void *dz, const 
     const int ok = col && g;
     if (ok && dt == PAR_F32) {
         par_im2col_f32(col, x, ly, 0, B);
-        par_conv_backward_weights_f32(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, SIZE_MAX, g);
+        par_conv_backward_weights_f32(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, g);
     } else if (ok) {
         par_im2col_f64(col, x, ly, 0, B);
-        par_conv_backward_weights_f64(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, SIZE_MAX, g);
+        par_conv_backward_weights_f64(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, g);
     }
     free(col);
     free(g);

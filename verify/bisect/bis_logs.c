@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "par_io.h"
+#include "par_hash.h"
+#include "par_log.h"
+#include "par_npz.h"
 
 typedef struct log_step {
     long step;

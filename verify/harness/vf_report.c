@@ -14,7 +14,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "par_io.h"
+#include "par_hash.h"
 #include "vf_stats.h"
 
 static const char *str(const json_t *o, const char *key)

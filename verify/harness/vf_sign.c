@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "par_io.h"
+#include "par_hash.h"
 
 enum { KEYNUM = 8, SK_BYTES = 158, PK_BYTES = 42, SIG_BYTES = 74 };
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "par_engine.h"
-#include "par_io.h"
+#include "par_hash.h"
 #include "par_model.h"
 #include "par_trainer.h"
 

@@ -1,8 +1,10 @@
-// Internals of the MPFR step check shared by verify/check/chk_step.c (the error
-// model, dense, conv, max-pool, softmax, loss, update) and verify/check/chk_bn.c
-// (batchnorm). Not a public header: only those two include it.
-#ifndef CHK_STEP_INT_H
-#define CHK_STEP_INT_H
+// The MPFR building blocks of the step check (chk_mpfr.c): the run's format,
+// per-thread workspaces, the check's shared state, exact dot products with
+// their reduction bound, activations in MPFR, recording an element. Not a
+// public header: only the step check's files (chk_step.c, chk_bn.c,
+// chk_update.c) include it.
+#ifndef CHK_MPFR_H
+#define CHK_MPFR_H
 
 #include <mpfr.h>
 #include <stddef.h>
@@ -36,6 +38,8 @@ typedef struct ws {
     mpfr_t *ma, *mb;
 } ws;
 
+// The state of one step check, shared by its stages (chk_step.c, chk_bn.c)
+// and the update check (chk_update.c).
 typedef struct ctx {
     const chk_step *st;
     const par_model *m;
@@ -54,7 +58,7 @@ typedef struct ctx {
     // END-TO-END exact values: ea[l+1] = layer l's output, ed[l] its dz, eloss;
     // ebn[l] (batchnorm): CHK_BN_* statistics, then dgamma, dbeta (7 c_out)
     mpfr_t *ea[PAR_MAX_LAYERS + 1], *ed[PAR_MAX_LAYERS], *eloss, *ebn[PAR_MAX_LAYERS];
-    // The optimizer (chk_step.c, update): its state rows after the step,
+    // The optimizer (chk_update.c): its state rows after the step,
     // ns[v][l][0 weight, 1 bias][i] for i < n_state; its coefficients as the
     // dtype values the run is given (lr in st, mu, b1, b2, eps) and, exactly,
     // c1 = 1 - b1, c2 = 1 - b2, bc1 = 1 - b1^t, bc2 = 1 - b2^t (mc*, to prec
@@ -67,6 +71,13 @@ typedef struct ctx {
     mpfr_t mc1, mc2, mbc1, mbc2;
 } ctx;
 
+// A thread's workspace: prec-bit temporaries and K logits' worth (init),
+// buffers for T terms of one element, exact ones too when e2e (terms); clear
+// frees both. Allocation failure aborts, like MPFR's own.
+void chk_ws_init(ws *w, int prec, size_t K);
+void chk_ws_terms(ws *w, int prec, size_t T, int e2e);
+void chk_ws_clear(ws *w);
+
 // w->acc = init + sum_{k<n} a[k sa] b[k sb] (b NULL: + a[k sa]) of dtype
 // values, exactly (to prec); returns S = |init| + sum |terms|, rounded up.
 double chk_dot_run(ws *w, par_dtype dt, const void *a, size_t sa, const void *b, size_t sb,
@@ -77,31 +88,16 @@ double chk_bound_dot(const fmt *f, par_dtype dt, size_t n_red, size_t n_terms, d
 // Uses w->e.
 void chk_record(chk_tensor *t, ws *w, size_t idx, mpfr_srcptr exact, double run, const fmt *f,
                 double bound);
+// w->acc = init + sum_k a[k sa] b[k sb]: a exact, b dtype values or NULL (1).
+void chk_dot_md(ws *w, mpfr_t *a, size_t sa, par_dtype dt, const void *b, size_t sb, size_t n,
+                double init);
+// w->acc = sum_k a[k sa] b[k sb], both exact.
+void chk_dot_mm(ws *w, mpfr_t *a, size_t sa, mpfr_t *b, size_t sb, size_t n);
 // dst = act(z) exactly (to prec bits); uses w->q (sigmoid).
 void chk_act_mp(ws *w, mpfr_ptr dst, mpfr_srcptr z, par_act act);
+// dst = act'(z) through the output y = act(z), exactly, by the kernels' formulas.
+void chk_act_deriv_mp(mpfr_ptr dst, mpfr_srcptr y, par_act act);
 // Folds per-thread partials into the rows (dst1 NULL: none), under a lock.
 void chk_merge2(chk_tensor *dst0, const chk_tensor *p0, chk_tensor *dst1, const chk_tensor *p1);
-// The SGD update w' = fl(w - fl(lr g)) of one element from the run's own g
-// (bound in chk_step.c, stage_grads); exact w - lr g left in w->y. Returns
-// the bound.
-double chk_update_bound(const ctx *c, ws *w, double g, double wv);
-// The optimizer update of parameter element p, recorded as element `flat`
-// of the rows: ge NULL: LOCAL, from the run's own gradient, state and new
-// state, against the derived bounds (chk_step.c, update); else END-TO-END
-// from the exact gradient ge and the run's state before the step. tw: the
-// new weight's row, ts[i]: new state i's row (i < c->n_state).
-void chk_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge, chk_tensor *tw,
-                      chk_tensor *ts);
-
-// Batchnorm (chk_bn.c): statistics and outputs of layer l, its dgamma,
-// dbeta and input gradient (l >= 1), and the update of its parameters and
-// running statistics. Called by every thread of the check's parallel region.
-void chk_bn_forward(ctx *c, ws *w, int l);
-void chk_bn_backward(ctx *c, ws *w, int l);
-void chk_bn_update(ctx *c, ws *w, int l);
-// The n of gamma_n of a batchnorm batch sum: a term goes through at most
-// min(B, C) P - 1 roundings in its chunk's chain and ceil(B / C) - 1 in the
-// fold of the chunks; counted as min(B, C) P + ceil(B / C) - 1.
-size_t chk_bn_rounds(const par_layer *ly, size_t B, size_t C);
 
 #endif
