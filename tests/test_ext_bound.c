@@ -1,0 +1,175 @@
+// Unit tests of the any-order bound of a step (verify/external/ext_bound.h):
+// it must hold every conforming evaluation of the gradient and the loss —
+// parity's reference with three chunk sizes (three summation orders), and
+// the reference in f64 under the f64 bound — for MLPs with each activation
+// and a CNN with max-pooling, and it must not hold a gradient with a
+// sample left out. Prints how tight it is (largest |g - centre| / bound).
+// Run: cmake --build build --target test_ext_bound && build/tests/test_ext_bound
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ext_bound.h"
+#include "par_fixtures.h"
+#include "par_model.h"
+#include "par_test.h"
+#include "ref_train.h"
+
+enum { B = 16 };
+
+// The batch of the first B records, pixels / 255 in dt, as parity loads them.
+static void batch_of(const par_dataset *ds, par_dtype dt, void *x, int32_t *labels, size_t n_in)
+{
+    for (size_t s = 0; s < B; s++) {
+        for (size_t i = 0; i < n_in; i++)
+            par_put_real(dt, x, s * n_in + i, (double)ds->train.pixels[s * n_in + i] / 255.0);
+        labels[s] = ds->train.labels[s];
+    }
+}
+
+// The reference's gradient and loss on (w, x) with chunk C and B samples.
+static void ref_grad_of(const par_model *m, par_dtype dt, size_t C, const void *w, const void *x,
+                        const int32_t *labels, size_t n, double *g, double *loss)
+{
+    ref_trainer *t;
+    PAR_REQUIRE(ref_create(&t, m, dt, C, 0.01, w));
+    PAR_REQUIRE(ref_step(t, x, labels, n, loss));
+    const void *gr = ref_grad(t);
+    for (size_t i = 0; i < m->n_params; i++) g[i] = par_get_real(dt, gr, i);
+    ref_destroy(t);
+}
+
+// Largest |g - gc| / Eg over the parameters (0/0 counts 0), and how many exceed 1.
+static double worst(const double *g, const ext_step_bound *e, size_t n, size_t *over)
+{
+    double q = 0;
+    *over = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs(g[i] - e->gc[i]);
+        const double r = d == 0 ? 0 : d / e->Eg[i];
+        if (!(r <= 1)) ++*over;
+        if (!(r <= q)) q = r;
+    }
+    return q;
+}
+
+static void check_model(const par_dataset *ds, const char *spec, par_act act, par_dtype dt)
+{
+    par_model m;
+    PAR_REQUIRE(par_model_parse(&m, spec, act));
+    const size_t N = m.n_params, sz = par_dtype_size(dt);
+    void *w = malloc(N * sz), *x = malloc(B * m.n_inputs * sz);
+    int32_t labels[B];
+    double *g = malloc(N * sizeof *g);
+    ext_step_bound e = {malloc(N * sizeof(double)), malloc(N * sizeof(double)),
+                        malloc(N * sizeof(double)), 0, 0};
+    par_model_init(&m, dt, 42, w);
+    batch_of(ds, dt, x, labels, m.n_inputs);
+    ext_bound *b;
+    PAR_REQUIRE(ext_bound_create(&b, &m, dt, B));
+    const ext_ulps ulps = ext_ulps_default();
+    PAR_REQUIRE(ext_bound_step(b, w, x, labels, B, &ulps, &e));
+    char name[300];
+    // Three summation orders of the batch: chunks of 1 (a left fold of the
+    // samples), 8 and B (one chain): each a conforming evaluation.
+    const size_t chunks[3] = {1, 8, B};
+    double q = 0;
+    for (int k = 0; k < 3; k++) {
+        double loss;
+        size_t over;
+        ref_grad_of(&m, dt, chunks[k], w, x, labels, B, g, &loss);
+        q = fmax(q, worst(g, &e, N, &over));
+        snprintf(name, sizeof name, "%s %s %s, chunk %zu: gradient within the bound (%zu over), "
+                 "loss |%.9g - %.9g| <= %.3g", spec, par_act_name(act), par_dtype_name(dt),
+                 chunks[k], over, loss, e.lc, e.El);
+        par_check(over == 0 && fabs(loss - e.lc) <= e.El, name);
+    }
+    printf("# %s %s %s: largest |g - centre| / bound %.3g\n", spec, par_act_name(act),
+           par_dtype_name(dt), q);
+    // A gradient with the last sample left out (the mean over B - 1): not a
+    // conforming evaluation of this step; far outside the bound.
+    double loss;
+    size_t over;
+    ref_grad_of(&m, dt, 8, w, x, labels, B - 1, g, &loss);
+    worst(g, &e, N, &over);
+    snprintf(name, sizeof name, "%s %s %s: one sample left out, %zu of %zu gradient elements "
+             "outside the bound", spec, par_act_name(act), par_dtype_name(dt), over, N);
+    par_check(over > N / 10, name);
+    ext_bound_destroy(b);
+    free(w);
+    free(x);
+    free(g);
+    free(e.gc);
+    free(e.Eg);
+    free(e.G);
+}
+
+// The f32 reference against the f64 one: both within their own bounds of
+// the centre, so within the sum of the two of each other.
+static void check_f64_against_f32(const par_dataset *ds)
+{
+    par_model m;
+    PAR_REQUIRE(par_model_parse(&m, "mlp:784-32-16-10", PAR_ACT_RELU));
+    const size_t N = m.n_params;
+    float *w32 = malloc(N * sizeof *w32), *x32 = malloc(B * 784 * sizeof *x32);
+    double *w64 = malloc(N * sizeof *w64), *x64 = malloc(B * 784 * sizeof *x64);
+    int32_t labels[B];
+    par_model_init(&m, PAR_F32, 3, w32);
+    for (size_t i = 0; i < N; i++) w64[i] = w32[i];
+    batch_of(ds, PAR_F32, x32, labels, 784);
+    for (size_t i = 0; i < B * 784; i++) x64[i] = x32[i];
+    ext_step_bound e32 = {malloc(N * 8), malloc(N * 8), malloc(N * 8), 0, 0};
+    ext_step_bound e64 = {malloc(N * 8), malloc(N * 8), malloc(N * 8), 0, 0};
+    ext_bound *b32, *b64;
+    const ext_ulps ulps = ext_ulps_default();
+    PAR_REQUIRE(ext_bound_create(&b32, &m, PAR_F32, B));
+    PAR_REQUIRE(ext_bound_create(&b64, &m, PAR_F64, B));
+    PAR_REQUIRE(ext_bound_step(b32, w32, x32, labels, B, &ulps, &e32));
+    PAR_REQUIRE(ext_bound_step(b64, w64, x64, labels, B, &ulps, &e64));
+    double *g32 = malloc(N * 8), *g64 = malloc(N * 8), l32, l64;
+    ref_grad_of(&m, PAR_F32, 8, w32, x32, labels, B, g32, &l32);
+    ref_grad_of(&m, PAR_F64, 8, w64, x64, labels, B, g64, &l64);
+    size_t over = 0, tighter = 0;
+    for (size_t i = 0; i < N; i++) {
+        over += !(fabs(g32[i] - g64[i]) <= e32.Eg[i] + e64.Eg[i]);
+        tighter += e64.Eg[i] < e32.Eg[i];
+    }
+    par_check(over == 0, "the f32 and f64 references' gradients within the sum of their bounds");
+    par_check(tighter == N && e64.El < e32.El, "the f64 bound is tighter than the f32 one everywhere");
+    par_check(fabs(e32.lc - e64.lc) == 0, "the centre does not depend on the run's dtype");
+    ext_bound_destroy(b32);
+    ext_bound_destroy(b64);
+    free(w32), free(x32), free(w64), free(x64), free(g32), free(g64);
+    free(e32.gc), free(e32.Eg), free(e32.G), free(e64.gc), free(e64.Eg), free(e64.G);
+}
+
+static void check_args(void)
+{
+    ext_ulps u = ext_ulps_default();
+    par_check(ext_ulps_parse(&u, "exp=2.5") == PAR_OK && u.exp == 2.5 && u.log == 1,
+              "--ulps exp=2.5 sets exp alone");
+    par_check(ext_ulps_parse(&u, "sigmoid=0") == PAR_OK && u.sigmoid == 0, "--ulps sigmoid=0");
+    par_check(ext_ulps_parse(&u, "cos=1") == PAR_ERR_CONFIG, "--ulps cos=1: refused");
+    par_check(ext_ulps_parse(&u, "exp=-1") == PAR_ERR_CONFIG, "--ulps exp=-1: refused");
+    par_check(ext_ulps_parse(&u, "exp") == PAR_ERR_CONFIG, "--ulps exp: refused (no =U)");
+    par_model m;
+    PAR_REQUIRE(par_model_parse(&m, "cnn:1x28x28-c4k3p1-bn-r-f-fc10", PAR_ACT_RELU));
+    ext_bound *b;
+    par_check(ext_bound_create(&b, &m, PAR_F32, 4) == PAR_ERR_CONFIG,
+              "a model with batchnorm: refused, the LOCAL check covers it");
+}
+
+int main(void)
+{
+    par_dataset ds;
+    fixture_dataset(&ds, 64);
+    check_args();
+    check_model(&ds, "mlp:784-32-16-10", PAR_ACT_RELU, PAR_F32);
+    check_model(&ds, "mlp:784-32-16-10", PAR_ACT_SIGMOID, PAR_F32);
+    check_model(&ds, "mlp:784-32-16-10", PAR_ACT_TANH, PAR_F32);
+    check_model(&ds, "mlp:784-24-10", PAR_ACT_RELU, PAR_F64);
+    check_model(&ds, "cnn:1x28x28-c4k3p1-r-m2-c6k3-th-m2-f-fc10", PAR_ACT_RELU, PAR_F32);
+    check_f64_against_f32(&ds);
+    return par_test_exit();
+}
