@@ -231,6 +231,25 @@ static void test_header_bytes(void)
                   strstr(h0 + 10, "'<f8'") && h0[127] == '\n' && h1[127] == '\n',
               "npz header: shapes () and (1,), descr <f8");
 
+    // Integers (a batch's labels and record numbers): '<i4' and '<i8', read
+    // back by par_npz_read_ints only; par_npz_read, for weights, refuses them.
+    int32_t lab[3] = {7, -1, 2147483647};
+    int64_t rec[2] = {5, (int64_t)1 << 40};
+    par_array ia[2] = {{.name = "labels", .int_bytes = 4, .ndim = 1, .shape = {3}, .count = 3,
+                        .data = lab},
+                       {.name = "records", .int_bytes = 8, .ndim = 1, .shape = {2}, .count = 2,
+                        .data = rec}};
+    par_npz zi;
+    p = tpath("ints.npz");
+    ok = par_npz_write(p, ia, 2) == PAR_OK && par_npz_read_ints(&zi, p) == PAR_OK;
+    par_check(ok && zi.n == 2 && zi.arrays[0].int_bytes == 4 && zi.arrays[1].int_bytes == 8 &&
+                  memcmp(zi.arrays[0].data, lab, sizeof lab) == 0 &&
+                  memcmp(zi.arrays[1].data, rec, sizeof rec) == 0,
+              "npz: <i4 and <i8 arrays round trip, values as written");
+    if (ok) par_npz_free(&zi);
+    par_check(par_npz_read(&zi, p) == PAR_ERR_FORMAT && strstr(par_last_error(), "'<i4'"),
+              "npz: par_npz_read refuses an integer array, naming its dtype");
+
     // No arrays: numpy's empty archive, read back as empty.
     par_npz z;
     p = tpath("empty_archive.npz");
