@@ -144,6 +144,72 @@ static void check_f64_against_f32(const par_dataset *ds)
     free(e32.gc), free(e32.Eg), free(e32.G), free(e64.gc), free(e64.Eg), free(e64.G);
 }
 
+// The update bound: parity's formula order and PyTorch's (adam: m by lerp,
+// bias corrections in double from the double hyperparameters, eps added to
+// sqrt(v) / sqrt(bc2), w += -(lr / bc1) m / denom), both evaluated in f32
+// from the same state and gradient, lie within it; the same update with
+// lr off by 1e-3 relative does not, for most elements.
+static float f(double x) { return (float)x; }
+
+static void check_update(void)
+{
+    enum { N = 4000 };
+    const char *names[4] = {"sgd", "momentum", "nesterov", "adam"};
+    for (int kind = 0; kind < 4; kind++) {
+        ext_optim o = {kind, 1e-3, 0.9, 0.9, 0.999, 1e-8};
+        size_t over = 0, over_lr = 0;
+        for (long t = 1; t <= 3; t++)
+            for (int i = 0; i < N; i++) {
+                const float w = f(0.1 * sin(i * 1.7 + t)), g = f(0.03 * cos(i * 0.37) * (i % 7 + 1));
+                const float m = f(0.01 * sin(i * 0.11)), v = f(1e-4 * (1 + cos(i * 0.23)));
+                double c[3], E[3];
+                ext_update_bound(&o, PAR_F32, t, w, m, v, g, 0, c, E);
+                float pw[2], pm[2], pv[2];   // [0] parity's order, [1] torch's
+                for (int k = 0; k < 2; k++) {
+                    const float lr = f(o.lr), mu = f(o.mu);
+                    if (kind == 0) {
+                        const float s1 = lr * g;
+                        pw[k] = w - s1;
+                        pm[k] = pv[k] = 0;
+                    } else if (kind <= 2) {
+                        pm[k] = mu * m + g;
+                        const float st = kind == 1 ? pm[k] : g + mu * pm[k];
+                        pw[k] = w - lr * st;
+                        pv[k] = 0;
+                    } else if (k == 0) {
+                        const float b1 = f(o.b1), b2 = f(o.b2), c1 = 1.0f - b1, c2 = 1.0f - b2;
+                        pm[k] = b1 * m + c1 * g;
+                        pv[k] = b2 * v + (c2 * g) * g;
+                        double p1 = 1, p2 = 1;
+                        for (long j = 0; j < t; j++) p1 *= b1, p2 *= b2;
+                        const float bc1 = f(1 - p1), bc2 = f(1 - p2);
+                        const float d = sqrtf(pv[k] / bc2) + f(o.eps);
+                        pw[k] = w - (lr * (pm[k] / bc1)) / d;
+                    } else {
+                        pm[k] = m + f(1 - o.b1) * (g - m);   // lerp
+                        pv[k] = f(o.b2) * v + f(1 - o.b2) * (g * g);
+                        const double bc1 = 1 - pow(o.b1, (double)t), bc2 = 1 - pow(o.b2, (double)t);
+                        const float denom = sqrtf(pv[k]) / f(sqrt(bc2)) + f(o.eps);
+                        pw[k] = w + f(-(o.lr / bc1)) * (pm[k] / denom);
+                    }
+                    over += !(fabs(pw[k] - c[0]) <= E[0]) + !(fabs(pm[k] - c[1]) <= E[1]) +
+                            !(fabs(pv[k] - c[2]) <= E[2]);
+                }
+                // The step 1e-3 too large: lr off by 1e-3 relative.
+                const double step = c[0] - w;
+                const float bad = f(w + step * (1 + 1e-3));
+                over_lr += !(fabs(bad - c[0]) <= E[0]);
+            }
+        char name[200];
+        snprintf(name, sizeof name, "%s: parity's and PyTorch's update orders in f32 within the "
+                 "update bound (%zu over)", names[kind], over);
+        par_check(over == 0, name);
+        snprintf(name, sizeof name, "%s: lr off by 1e-3: %zu of %d elements outside it",
+                 names[kind], over_lr, 3 * N);
+        par_check(over_lr > 3 * N / 2, name);
+    }
+}
+
 static void check_args(void)
 {
     ext_ulps u = ext_ulps_default();
@@ -165,6 +231,7 @@ int main(void)
     par_dataset ds;
     fixture_dataset(&ds, 64);
     check_args();
+    check_update();
     check_model(&ds, "mlp:784-32-16-10", PAR_ACT_RELU, PAR_F32);
     check_model(&ds, "mlp:784-32-16-10", PAR_ACT_SIGMOID, PAR_F32);
     check_model(&ds, "mlp:784-32-16-10", PAR_ACT_TANH, PAR_F32);

@@ -487,3 +487,68 @@ par_status ext_bound_step(ext_bound *b, const void *w, const void *x, const int3
     }
     return PAR_OK;
 }
+
+// ---- the update ------------------------------------------------------------------------
+//
+// Each formula is a few rounded ops on values whose sizes are known; for
+// each, the difference carried from its inputs plus k u times the sizes of
+// what it combines (k at least the ops any arrangement of it takes, each
+// hyperparameter's rounding counted as one more), and the centre's own
+// double roundings (16 u_d on the same sizes).
+void ext_update_bound(const ext_optim *o, par_dtype dt, long t, double w, double m, double v,
+                      double gc, double Eg, double c[3], double E[3])
+{
+    const double u = dt == PAR_F32 ? 0x1p-24 : 0x1p-53, ud = 0x1p-53, r = 16 * ud;
+    const double tiny = (dt == PAR_F32 ? 0x1p-149 : 0x1p-1074) * 8;
+    const double G = fabs(gc) + Eg, lr = o->lr;
+    c[1] = c[2] = E[1] = E[2] = 0;
+    if (o->kind == 0) {   // w - lr g
+        c[0] = w - lr * gc;
+        E[0] = lr * Eg + (3 * u + r) * (fabs(w) + lr * G) + tiny;
+    } else if (o->kind == 1 || o->kind == 2) {   // v = mu v + g; w - lr v, or w - lr (g + mu v)
+        const double mu = o->mu, vc = mu * m + gc;
+        const double Ev = Eg + (3 * u + r) * (mu * fabs(m) + G) + tiny;
+        const double V = fabs(vc) + Ev;
+        double sc = vc, Es = Ev;
+        if (o->kind == 2) {
+            sc = gc + mu * vc;
+            Es = Eg + mu * Ev + (3 * u + r) * (G + mu * V) + tiny;
+        }
+        c[0] = w - lr * sc;
+        E[0] = lr * Es + (3 * u + r) * (fabs(w) + lr * (fabs(sc) + Es)) + tiny;
+        c[1] = vc;
+        E[1] = Ev;
+    } else {   // adam
+        const double b1 = o->b1, b2 = o->b2, eps = o->eps;
+        // 1 - b with b exact or rounded to dt: relative u b / (1 - b) apart (1000 u for 0.999).
+        const double dc1 = u * b1 / (1 - b1) + 2 * u, dc2 = u * b2 / (1 - b2) + 2 * u;
+        const double mc = b1 * m + (1 - b1) * gc;
+        const double Em = (1 - b1) * Eg + dc1 * (1 - b1) * G +
+                          (4 * u + r) * (fabs(m) + (1 - b1) * G) + 2 * u * fabs(mc) + tiny;
+        const double vc = b2 * v + (1 - b2) * gc * gc;
+        const double Ev = (1 - b2) * (2 * fabs(gc) + Eg) * Eg + dc2 * (1 - b2) * G * G +
+                          (4 * u + r) * (v + (1 - b2) * (G * G + v)) + 2 * u * vc + tiny;
+        const double p1 = pow(b1, (double)t), p2 = pow(b2, (double)t);
+        const double bc1 = 1 - p1, bc2 = 1 - p2;
+        // 1 - b^t with b exact or rounded (relative u), b^t by t products: t + 2 units.
+        const double d1 = ((double)t + 2) * u * p1 / bc1 + 2 * u, d2 = ((double)t + 2) * u * p2 / bc2 + 2 * u;
+        const double mh = mc / bc1, vh = vc / bc2;
+        const double Emh = Em / bc1 * (1 + d1) + fabs(mh) * (d1 + 2 * u);
+        const double Evh = Ev / bc2 * (1 + d2) + vh * (d2 + 2 * u);
+        const double sq = sqrt(vh);
+        const double Esq = (sq > 0 ? fmin(Evh / sq, sqrt(Evh)) : sqrt(Evh)) + 2 * u * (sq + sqrt(Evh));
+        const double d = sq + eps, Ed = Esq + 2 * u * (d + Esq) + u * eps;
+        const double step = lr * mh / d;
+        const double low = fmax(d - Ed, eps * (1 - 2 * u));
+        const double Estep = low > 0 ? lr * (Emh + fabs(mh / d) * Ed) / low * (1 + 4 * u) +
+                                           (4 * u + r) * fabs(step) + tiny
+                                     : INFINITY;
+        c[0] = w - step;
+        E[0] = Estep + (2 * u + r) * (fabs(w) + fabs(step) + Estep) + tiny;
+        c[1] = mc;
+        E[1] = Em;
+        c[2] = vc;
+        E[2] = Ev;
+    }
+    for (int k = 0; k < 3; k++) E[k] *= SLACK;
+}

@@ -52,4 +52,23 @@ typedef struct ext_step_bound {
 par_status ext_bound_step(ext_bound *b, const void *w, const void *x, const int32_t *labels,
                           size_t B, const ext_ulps *ulps, ext_step_bound *out);
 
+// The optimizer of a step, as the user gave it (not rounded to the dtype:
+// a trainer may use the hyperparameters in double or rounded, both pass).
+typedef struct ext_optim {
+    int kind;                      // 0 sgd, 1 momentum, 2 nesterov, 3 adam (par_optim_kind)
+    double lr, mu, b1, b2, eps;
+} ext_optim;
+
+// One element's update from its state before the step (w; m: velocity or
+// adam's m; v: adam's v), the update's number t (1 for the first), and a
+// gradient known only as gc +- Eg: the centre of the new w, m, v (in double,
+// c[0..2]) and E[0..2], bounds on how far any conforming evaluation of the
+// update in dt can lie from them: any arrangement of the formula (torch's
+// lerp or addcdiv, parity's order) with a few roundings each, the
+// hyperparameters exact or rounded to dt (adam's 1 - b^t then differs by up
+// to t u b^t: 1 - 0.999 in f32 is 1.3e-5 away from the double's, relatively).
+// Entries beyond the optimizer's state are 0. docs/external.md derives each.
+void ext_update_bound(const ext_optim *o, par_dtype dt, long t, double w, double m, double v,
+                      double gc, double Eg, double c[3], double E[3]);
+
 #endif
