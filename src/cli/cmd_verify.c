@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "cli_sign.h"
 #include "par_io.h"
+#include "par_proc.h"
 #include "vf_harness.h"
 #include "vf_sign.h"
 
@@ -97,7 +98,7 @@ static void show_progress_plain(void *ctx, const vf_progress *p)
 // ranks run in their own session), then die of the same signal.
 static void on_signal(int sig)
 {
-    const pid_t p = vf_exec_running();
+    const pid_t p = par_proc_running();
     if (p > 0) kill(-p, SIGTERM);
     signal(sig, SIG_DFL);
     raise(sig);

@@ -9,30 +9,10 @@
 
 #include <jansson.h>
 #include <stddef.h>
-#include <sys/types.h>
 
 #include "par_status.h"
 #include "par_trainer.h"
 #include "vf_suite.h"
-
-// ---- processes --------------------------------------------------------------
-
-// Runs argv[0] with argv (NULL-terminated) in a new session (setsid), stdin
-// from /dev/null, stdout and stderr to the given files (NULL: /dev/null),
-// with extra environment "NAME=value" entries (NULL-terminated, may be NULL)
-// added. Kills the whole process group after timeout_s. *code = exit code,
-// 128 + signal if killed, 124 on timeout. PAR_ERR_IO if it cannot start.
-par_status vf_exec(const char *const *argv, const char *const *env, const char *out_path,
-                   const char *err_path, double timeout_s, int *code, double *wall_s);
-
-// The process (and process group) vf_exec is waiting for, 0 if none: for a
-// signal handler that ends the child's group before the harness exits.
-pid_t vf_exec_running(void);
-
-// While vf_exec waits for a child, it calls fn(ctx, seconds waited) about
-// once a second (the suite runner's heartbeat for its progress lines).
-// fn NULL: none (the default).
-void vf_exec_on_wait(void (*fn)(void *ctx, double waited_s), void *ctx);
 
 // ---- comparisons ------------------------------------------------------------
 

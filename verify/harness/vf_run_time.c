@@ -37,24 +37,24 @@ static par_status time_run(vf_runner *r, vf_case_run *cr, const vf_config *cf, t
     vf_case_run t = *cr;   // --epochs that hold K + W steps (the window may outrun the case)
     const long e = (p.K + p.W + cr->per_epoch - 1) / cr->per_epoch;
     t.epochs = e > t.epochs ? (int)e : t.epochs;
-    vf_args b = {0};
-    vf_arg(&b, "parity");
-    vf_arg(&b, "train");
+    par_argv b = {0};
+    par_argv_add(&b, "parity");
+    par_argv_add(&b, "train");
     vf_case_flags(&b, &t, p.K + p.W);
     vf_config_flags(&b, cf, 1);
     // A T-thread row times T threads: omp may not fall back to one
     // thread on a busy machine (the bits are the same either way).
-    if (strcmp(cf->trainer, "omp") == 0 && cf->threads > 1) vf_arg(&b, "--fixed-threads");
+    if (strcmp(cf->trainer, "omp") == 0 && cf->threads > 1) par_argv_add(&b, "--fixed-threads");
     if (p.K > 0) {
-        vf_arg(&b, "--warmup-steps");
-        vf_arg(&b, "%ld", p.K);
+        par_argv_add(&b, "--warmup-steps");
+        par_argv_add(&b, "%ld", p.K);
     }
-    vf_arg(&b, "--json");
-    vf_arg(&b, "--quiet");
+    par_argv_add(&b, "--json");
+    par_argv_add(&b, "--quiet");
     int code;
     json_t *tj = NULL;
     par_status st = vf_run_parity(r, &b, out, err, 0, &code, wall, &tj);
-    vf_args_free(&b);
+    par_argv_free(&b);
     PAR_TRY(st);
     vf_task_done(r, cr, VF_T_TIME, (double)(p.K + p.W) * cf->ranks, *wall);
     *sec = json_number_value(json_object_get(tj, "seconds"));
