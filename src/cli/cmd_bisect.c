@@ -19,7 +19,7 @@
 #include "cli.h"
 #include "par_engine.h"
 #include "par_io.h"
-#include "par_mpi_launch.h"
+#include "cli_mpi_launch.h"
 
 typedef struct side_opts {
     const char *dataset, *model, *act, *trainer, *mode, *dtype, *fault, *init_load;
@@ -608,7 +608,7 @@ int cmd_bisect(int argc, char **argv)
     }
     // Ranks: one set of processes runs both; MPI trainers span all of them.
     const int mpi[2] = {tr[0] && (tr[0]->caps & PAR_CAP_RANKS), tr[1] && (tr[1]->caps & PAR_CAP_RANKS)};
-    const int launched = par_mpi_under_launcher();
+    const int launched = cli_mpi_under_launcher();
     int R = 1;
     for (int s = 0; s < 2; s++)
         if (mpi[s] && so[s].ranks > R) R = so[s].ranks;
@@ -626,10 +626,10 @@ int cmd_bisect(int argc, char **argv)
         free(text[1]);
         // Exit 1 is a result here, not a failure: no "process returned non-zero" banner.
         setenv("OMPI_MCA_orte_execute_quiet", "1", 0);
-        return par_mpi_relaunch(argc, argv, R);
+        return cli_mpi_relaunch(argc, argv, R);
     }
     int rank = 0, size = 1, use_mpi = rc == 0 && (mpi[0] || mpi[1] || launched);
-    if (use_mpi && par_mpi_start(&rank, &size) != PAR_OK) {
+    if (use_mpi && cli_mpi_start(&rank, &size) != PAR_OK) {
         rc = cli_fail("bisect", PAR_ERR_MPI, NULL);
         use_mpi = 0;
     }
@@ -703,5 +703,5 @@ int cmd_bisect(int argc, char **argv)
     par_dataset_free(&ds);
     free(text[0]);
     free(text[1]);
-    return use_mpi ? par_mpi_finish(rc) : rc;
+    return use_mpi ? cli_mpi_finish(rc) : rc;
 }

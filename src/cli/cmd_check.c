@@ -15,7 +15,7 @@
 #include "chk_check.h"
 #include "par_engine.h"
 #include "par_io.h"
-#include "par_mpi_launch.h"
+#include "cli_mpi_launch.h"
 #include "par_time.h"
 
 typedef struct check_opts {
@@ -407,20 +407,20 @@ int cmd_check(int argc, char **argv)
     // checks its own view of it (gradient, new weights, optimizer state).
     int rank = 0, size = 1;
     if (tr->caps & PAR_CAP_RANKS) {
-        if (o.ranks > 0 && !par_mpi_under_launcher())
-            return par_mpi_launch_watched(argc, argv, o.ranks, "check", NULL);
-        if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("check", PAR_ERR_MPI, NULL);
+        if (o.ranks > 0 && !cli_mpi_under_launcher())
+            return cli_mpi_launch_watched(argc, argv, o.ranks, "check", NULL);
+        if (cli_mpi_start(&rank, &size) != PAR_OK) return cli_fail("check", PAR_ERR_MPI, NULL);
     }
     const double t0 = par_now();
     par_dataset ds;
     par_status st = par_dataset_open(&ds, o.dataset, 10);
-    if (st != PAR_OK) return par_mpi_finish(cli_fail("check", st, HINT_DATA));
+    if (st != PAR_OK) return cli_mpi_finish(cli_fail("check", st, HINT_DATA));
     // The resampled images are the step's inputs, as in parity train; the
     // resampling itself is data preparation, outside the checked step.
     if (o.upscale > 0) st = par_dataset_upscale(&ds, (size_t)o.upscale, dt);
     if (st != PAR_OK) {
         par_dataset_free(&ds);
-        return par_mpi_finish(cli_fail("check", st, NULL));
+        return cli_mpi_finish(cli_fail("check", st, NULL));
     }
     rc = EXIT_OK;
     if (ds.train.n_features != m.n_inputs || ds.n_classes != m.n_classes) {
@@ -429,7 +429,7 @@ int cmd_check(int argc, char **argv)
                 "has %zu and %zu\n",
                 m.spec, m.n_inputs, m.n_classes, ds.name, ds.train.n_features, ds.n_classes);
         par_dataset_free(&ds);
-        return par_mpi_finish(EXIT_USAGE);
+        return cli_mpi_finish(EXIT_USAGE);
     }
     const size_t sz = par_dtype_size(dt);
     size_t *idx = NULL, B = 0;
@@ -506,7 +506,7 @@ int cmd_check(int argc, char **argv)
     }
     c.t_total = par_now() - t0;
     if (st == PAR_OK && rc == EXIT_OK && rank != 0) {
-        rc = EXIT_OK;   // rank 0 reports; par_mpi_finish combines the codes
+        rc = EXIT_OK;   // rank 0 reports; cli_mpi_finish combines the codes
     } else if (st == PAR_OK && rc == EXIT_OK) {
         if (o.json)
             report_json(&c, &rep);
@@ -526,5 +526,5 @@ int cmd_check(int argc, char **argv)
     free(sarr[0]);
     free(sarr[1]);
     par_dataset_free(&ds);
-    return par_mpi_finish(rc);
+    return cli_mpi_finish(rc);
 }

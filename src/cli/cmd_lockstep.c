@@ -14,7 +14,7 @@
 #include "cli.h"
 #include "par_engine.h"
 #include "par_io.h"
-#include "par_mpi_launch.h"
+#include "cli_mpi_launch.h"
 #include "par_run.h"
 #include "vf_lockstep.h"
 
@@ -147,9 +147,9 @@ int cmd_lockstep(int argc, char **argv)
     }
     int rank = 0, size = 1;
     if (tr->caps & PAR_CAP_RANKS) {
-        if (o.ranks > 0 && !par_mpi_under_launcher())
-            return par_mpi_launch_watched(argc, argv, o.ranks, "lockstep", NULL);
-        if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("lockstep", PAR_ERR_MPI, NULL);
+        if (o.ranks > 0 && !cli_mpi_under_launcher())
+            return cli_mpi_launch_watched(argc, argv, o.ranks, "lockstep", NULL);
+        if (cli_mpi_start(&rank, &size) != PAR_OK) return cli_fail("lockstep", PAR_ERR_MPI, NULL);
     } else if (o.ranks > 1) {
         fprintf(stderr, "parity lockstep: --ranks %d: trainer %s is not an MPI trainer\n", o.ranks, tr->name);
         return EXIT_USAGE;
@@ -158,7 +158,7 @@ int cmd_lockstep(int argc, char **argv)
     par_dataset ds;
     par_status st = par_dataset_open(&ds, o.dataset, 10);
     if (st != PAR_OK)
-        return par_mpi_finish(cli_fail("lockstep", st, "run data/fetch.sh (or ci/setup.sh) to install the datasets"));
+        return cli_mpi_finish(cli_fail("lockstep", st, "run data/fetch.sh (or ci/setup.sh) to install the datasets"));
     if (o.upscale > 0) st = par_dataset_upscale(&ds, (size_t)o.upscale, dt);
     if (st == PAR_OK && ds.train.n_features != m.n_inputs)
         st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--model %s takes %zu inputs but "
@@ -225,5 +225,5 @@ int cmd_lockstep(int argc, char **argv)
     rc = st != PAR_OK ? cli_fail("lockstep", st, NULL) : r.violations ? EXIT_VERIFY : EXIT_OK;
     free(init);
     par_dataset_free(&ds);
-    return par_mpi_finish(rc);
+    return cli_mpi_finish(rc);
 }

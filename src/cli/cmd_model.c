@@ -18,7 +18,7 @@
 #include "cli.h"
 #include "par_engine.h"
 #include "par_kernels.h"
-#include "par_mpi_launch.h"
+#include "cli_mpi_launch.h"
 #include "par_run.h"
 #include "par_time.h"
 #include "sm_model.h"
@@ -46,10 +46,10 @@ static int cmp_double(const void *a, const void *b)
 static int probe_comm(size_t n_values, par_dtype dt)
 {
     int rank, size;
-    if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("model", PAR_ERR_MPI, NULL);
+    if (cli_mpi_start(&rank, &size) != PAR_OK) return cli_fail("model", PAR_ERR_MPI, NULL);
     if (size < 2) {
         if (rank == 0) fprintf(stderr, "parity model --probe-comm: needs 2 ranks\n");
-        return par_mpi_finish(EXIT_USAGE);
+        return cli_mpi_finish(EXIT_USAGE);
     }
     const size_t sizes[] = {8, 4096, 65536, 262144, 1048576, 4194304};
     enum { N_SIZES = sizeof sizes / sizeof sizes[0] };
@@ -103,7 +103,7 @@ static int probe_comm(size_t n_values, par_dtype dt)
         printf("{\"ranks\": %d, \"alpha\": %.9g, \"beta\": %.9g, \"allreduce\": %.9g}\n", size,
                alpha, beta > 0 ? beta : 0.0, t_ar[REPS / 2]);
     }
-    return par_mpi_finish(EXIT_OK);
+    return cli_mpi_finish(EXIT_OK);
 }
 #else
 static int probe_comm(size_t n_values, par_dtype dt)
@@ -448,7 +448,7 @@ int cmd_model(int argc, char **argv)
                     o.probe_ranks);
             return EXIT_USAGE;
         }
-        if (!par_mpi_under_launcher()) return par_mpi_relaunch(argc, argv, o.probe_ranks);
+        if (!cli_mpi_under_launcher()) return cli_mpi_relaunch(argc, argv, o.probe_ranks);
         return probe_comm(m.n_params, dt);
     }
     if (o.batch < 1 || o.chunk < 1 || o.steps < 1 || o.max_ranks < 1 || o.cores < 0) {

@@ -1,6 +1,6 @@
-// MPI start-up and the `--ranks` launcher with its output watcher; see par_mpi_launch.h.
+// MPI start-up and the `--ranks` launcher with its output watcher; see cli_mpi_launch.h.
 #define _POSIX_C_SOURCE 200809L
-#include "par_mpi_launch.h"
+#include "cli_mpi_launch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,13 +22,13 @@
 #include <mpi.h>
 #endif
 
-int par_mpi_under_launcher(void)
+int cli_mpi_under_launcher(void)
 {
     return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
            getenv("PMIX_RANK") != NULL;
 }
 
-int par_mpi_env_size(int *rank)
+int cli_mpi_env_size(int *rank)
 {
     const char *n = getenv("OMPI_COMM_WORLD_SIZE"), *r = getenv("OMPI_COMM_WORLD_RANK");
     if (!n) n = getenv("PMI_SIZE");
@@ -39,7 +39,7 @@ int par_mpi_env_size(int *rank)
     return size > 0 ? size : 1;
 }
 
-int par_mpi_relaunch(int argc, char **argv, int ranks)
+int cli_mpi_relaunch(int argc, char **argv, int ranks)
 {
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -179,7 +179,7 @@ static int launch_verdict(const mpirun_watch *w, int status, const char *cmd, co
     return rc;
 }
 
-int par_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
+int cli_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
                            const char *ckpt_dir)
 {
     int pfd[2];
@@ -208,7 +208,7 @@ int par_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
 #else
         (void)parent;
 #endif
-        _exit(par_mpi_relaunch(argc, argv, ranks));
+        _exit(cli_mpi_relaunch(argc, argv, ranks));
     }
     close(pfd[1]);
     struct sigaction sa;
@@ -259,7 +259,7 @@ int par_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
 }
 
 #ifdef PARITY_HAVE_MPI
-par_status par_mpi_start(int *rank, int *size)
+par_status cli_mpi_start(int *rank, int *size)
 {
     int init = 0, provided = 0;
     MPI_Initialized(&init);
@@ -273,7 +273,7 @@ par_status par_mpi_start(int *rank, int *size)
     return PAR_OK;
 }
 
-int par_mpi_finish(int rc)
+int cli_mpi_finish(int rc)
 {
     int init = 0, fin = 0;
     MPI_Initialized(&init);
@@ -285,12 +285,12 @@ int par_mpi_finish(int rc)
     return all;
 }
 #else
-par_status par_mpi_start(int *rank, int *size)
+par_status cli_mpi_start(int *rank, int *size)
 {
     *rank = 0;
     *size = 1;
     return par_set_error(PAR_ERR_MPI, __FILE__, __LINE__, "parity was built without MPI");
 }
 
-int par_mpi_finish(int rc) { return rc; }
+int cli_mpi_finish(int rc) { return rc; }
 #endif
