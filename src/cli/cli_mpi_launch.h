@@ -20,9 +20,10 @@ int cli_mpi_env_size(int *rank);
 // Returns an exit code only if mpirun could not be started.
 int cli_mpi_relaunch(int argc, char **argv, int ranks);
 
-// Runs `mpirun -n ranks` for this command line (cli_mpi_relaunch) as a child
-// whose stderr passes through a watcher: SIGINT/SIGTERM are passed on as
-// SIGUSR1/SIGUSR2 (mpirun forwards those to every rank, which stop cleanly
+// Runs `mpirun -n ranks` for this command line (cli_mpi_relaunch's argv) as
+// a child (par_proc.h: its own process group, stdin /dev/null, SIGTERM when
+// this process dies) whose stderr passes through a watcher: SIGINT/SIGTERM
+// are passed on as SIGUSR1/SIGUSR2 (mpirun forwards those to every rank, which stop cleanly
 // at the same step; another signal 2 s later is passed on as SIGTERM: mpirun
 // kills the job), mpirun's own message boxes about exit codes are dropped,
 // and a rank that died is named in one line ("parity CMD: ..."), with a hint
