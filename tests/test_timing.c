@@ -3,7 +3,8 @@
 // MLPerf's dropping of the fastest and slowest run, the coefficient of
 // variation and the NOISY rule at 5%, the paired bootstrap interval of a
 // speedup, /proc/stat's steal, /proc/loadavg and the core-to-core round
-// trip. Every expected value is worked out by hand in the comment beside it.
+// trip; the one comparator and median of doubles (src/core/par_sort.h) they
+// use. Every expected value is worked out by hand in the comment beside it.
 // Run: cmake --build build --target test_timing && build/tests/test_timing
 #define _GNU_SOURCE   // sched_getaffinity, sched_setaffinity
 
@@ -14,11 +15,30 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "par_sort.h"
 #include "par_test.h"
 #include "vf_harness.h"
 #include "vf_stats.h"
 
 static int near(double a, double b, double tol) { return fabs(a - b) <= tol; }
+
+// Ascending order and the median: odd n the middle value, even n the mean
+// of the two middle ones; -0.0 and 0.0 compare equal.
+static void test_sort(void)
+{
+    double x[] = {3.5, -1.0, 2.0, 10.0, 0.0};
+    par_check(par_median_sort(x, 5) == 2.0 && x[0] == -1.0 && x[1] == 0.0 && x[2] == 2.0 &&
+                  x[3] == 3.5 && x[4] == 10.0,
+              "par_median_sort: 5 values sorted ascending, median the middle one, 2.0");
+    double y[] = {4.0, 1.0, 3.0, 2.0};
+    par_check(par_median_sort(y, 4) == 2.5, "par_median_sort: 4 values, (2 + 3) / 2 = 2.5");
+    double one[] = {7.25};
+    par_check(par_median_sort(one, 1) == 7.25, "par_median_sort: 1 value, itself");
+    const double a = 1.0, b = 2.0, z = 0.0, mz = -0.0;
+    par_check(par_cmp_double(&a, &b) == -1 && par_cmp_double(&b, &a) == 1 &&
+                  par_cmp_double(&a, &a) == 0 && par_cmp_double(&z, &mz) == 0,
+              "par_cmp_double: -1, 1, 0; -0.0 equals 0.0");
+}
 
 static void test_stats(void)
 {
@@ -258,6 +278,7 @@ int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/par_timing_XXXXXX");
     if (!mkdtemp(dir)) return 1;
+    test_sort();
     test_stats();
     test_bootstrap();
     test_machine();

@@ -20,20 +20,14 @@
 #include "par_kernels.h"
 #include "cli_mpi_launch.h"
 #include "par_run.h"
+#include "par_sort.h"
 #include "par_time.h"
 #include "sm_model.h"
 #include "vf_harness.h"
-#include "vf_stats.h"
 
 #ifdef PARITY_HAVE_MPI
 #include <mpi.h>
 #endif
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 #ifdef PARITY_HAVE_MPI
 // Rank 0 prints {"alpha": s, "beta": s/byte}. alpha: half a ping-pong of 8
@@ -75,7 +69,7 @@ static int probe_comm(size_t n_values, par_dtype dt)
             }
             t[r] = (MPI_Wtime() - t0) / (k == 0 ? 2 : 1);
         }
-        qsort(t, REPS, sizeof *t, cmp_double);
+        qsort(t, REPS, sizeof *t, par_cmp_double);
         t_one[k] = t[REPS / 2];
     }
     free(buf);
@@ -95,7 +89,7 @@ static int probe_comm(size_t n_values, par_dtype dt)
         t_ar[r] = MPI_Wtime() - t0;
     }
     free(g);
-    qsort(t_ar, REPS, sizeof *t_ar, cmp_double);
+    qsort(t_ar, REPS, sizeof *t_ar, par_cmp_double);
     if (rank == 0) {
         const double alpha = t_one[0];
         const double beta = (t_one[N_SIZES - 1] - t_one[N_SIZES - 3]) /
@@ -214,7 +208,7 @@ static int probe_on(const char *launcher, int R, const char *exe, const char *mo
         m++;
     }
     double med[3];
-    for (int j = 0; j < 3; j++) med[j] = vf_median_sort(x[j], m);
+    for (int j = 0; j < 3; j++) med[j] = par_median_sort(x[j], m);
     c->alpha = med[0];
     c->beta = med[1];
     c->t_allreduce = med[2];
@@ -370,7 +364,7 @@ static par_status time_steps(const par_model *m, par_dtype dt, const par_optim *
             t[2 * reps + r] = par_now() - t2;
         }
     }
-    for (int k = 0; k < 3; k++) qsort(t + k * reps, (size_t)reps, sizeof *t, cmp_double);
+    for (int k = 0; k < 3; k++) qsort(t + k * reps, (size_t)reps, sizeof *t, par_cmp_double);
     *sec = t[reps / 2];
     *upd = t[reps + reps / 2];
     *pan = t[2 * reps + reps / 2];
@@ -598,7 +592,7 @@ int cmd_model(int argc, char **argv)
             int ran = 0;
             while (ran < 3 && run_json_numbers(cmd, 1, key, &secs[ran]) == 0) ran++;
             if (ran < 3) continue;
-            qsort(secs, 3, sizeof *secs, cmp_double);
+            qsort(secs, 3, sizeof *secs, par_cmp_double);
             // The distance after the runs too: a row whose cores moved
             // meanwhile measured two machines, and says so.
             const double rt_after = vf_core_round_trip_ns();

@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "par_sort.h"
 #include "par_time.h"
-#include "vf_stats.h"
 
 json_t *vf_loadavg_json(const char *path)
 {
@@ -135,7 +135,7 @@ double vf_core_round_trip_ns(void)
     }
     if (started == 1) atomic_store_explicit(&b->line, -1, memory_order_release);
     for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
-    const double ns = started == 2 ? vf_median_sort(b->ns, RT_REPEATS) : NAN;
+    const double ns = started == 2 ? par_median_sort(b->ns, RT_REPEATS) : NAN;
     free(b);
     return ns;
 }
@@ -149,7 +149,7 @@ json_t *vf_round_trip_summary(const double *ns, int n)
         if (isfinite(ns[i])) x[m++] = ns[i];
     json_t *o = json_pack("{s:i, s:i}", "probes", n, "measured", m);
     if (m > 0) {
-        const double median = vf_median_sort(x, m), lo = x[0], hi = x[m - 1];
+        const double median = par_median_sort(x, m), lo = x[0], hi = x[m - 1];
         int far = 0;
         for (int i = 0; i < m && hi > 2 * lo; i++) far += x[i] > 2 * lo;
         json_object_set_new(o, "min", json_real(lo));

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "par_sort.h"
 #include "par_trainer.h"
 #include "vf_stats.h"
 
@@ -122,7 +123,7 @@ static void phase_medians(json_t *timing, json_t *const *phases, int n)
             const json_t *v = json_object_get(phases[i], name);
             if (json_is_number(v)) x[m++] = json_number_value(v);
         }
-        if (m == n) json_object_set_new(med, name, json_real(vf_median_sort(x, m)));
+        if (m == n) json_object_set_new(med, name, json_real(par_median_sort(x, m)));
     }
     free(x);
     if (json_object_size(med) == VF_N_PHASES)

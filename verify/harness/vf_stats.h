@@ -36,10 +36,6 @@ typedef struct vf_time_stats {
 // PAR_ERR_ALLOC when out of memory.
 par_status vf_time_stats_of(vf_time_stats *st, const double *sec, int n);
 
-// The median of x[0..n) (n >= 1): the middle value, or the mean of the two
-// middle values; x is reordered (sorted).
-double vf_median_sort(double *x, int n);
-
 // The speedup median(base) / median(x) and its two-sided 95% confidence
 // interval [*lo, *hi] by a paired percentile bootstrap: base[i] and x[i]
 // are the i-th round's runs (n >= 2 rounds each); each of `resamples`
