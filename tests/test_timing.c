@@ -2,9 +2,10 @@
 // vf_stats.h) and the machine readings around them (vf_harness.h): median,
 // MLPerf's dropping of the fastest and slowest run, the coefficient of
 // variation and the NOISY rule at 5%, the paired bootstrap interval of a
-// speedup, /proc/stat's steal, /proc/loadavg and the core-to-core round
-// trip; the one comparator and median of doubles (src/core/par_sort.h) they
-// use. Every expected value is worked out by hand in the comment beside it.
+// speedup, /proc/stat's steal, /proc/loadavg, the core-to-core round trip
+// (verify/scaling/sm_measure.h), and the one comparator and median of
+// doubles (src/core/par_sort.h) they use. Every expected value is worked
+// out by hand in the comment beside it.
 // Run: cmake --build build --target test_timing && build/tests/test_timing
 #define _GNU_SOURCE   // sched_getaffinity, sched_setaffinity
 
@@ -17,6 +18,7 @@
 
 #include "par_sort.h"
 #include "par_test.h"
+#include "sm_measure.h"
 #include "vf_harness.h"
 #include "vf_stats.h"
 
@@ -238,14 +240,14 @@ static void test_round_trip(void)
     // 2 x 80 = 160, the rest at most 150.
     const double rt[5][2] = {{80, 95}, {90, 170}, {85, 88}, {90, 400}, {NAN, 150}};
     int near[5];
-    par_check(vf_near_probes(rt, 5, near) == 3 && near[0] && !near[1] && near[2] && !near[3] &&
+    par_check(sm_near_probes(rt, 5, near) == 3 && near[0] && !near[1] && near[2] && !near[3] &&
                   near[4],
               "near probes: 80-95, 85-88 and -/150 near (<= 2 x 80), 90-170 and 90-400 far");
     // All far together: the fastest is far too, so all are alike.
     const double far[2][2] = {{330, 350}, {340, 380}};
-    par_check(vf_near_probes(far, 2, near) == 2, "steadily far probes count as alike");
+    par_check(sm_near_probes(far, 2, near) == 2, "steadily far probes count as alike");
     const double unmeasured[2][2] = {{NAN, NAN}, {NAN, NAN}};
-    par_check(vf_near_probes(unmeasured, 2, near) == 2, "unmeasured probes count as near");
+    par_check(sm_near_probes(unmeasured, 2, near) == 2, "unmeasured probes count as near");
 
     // This machine: with two CPUs or more in the mask, a finite time (a cache
     // line crosses in well under 100 us); restricted to one CPU (as `taskset -c 0`
@@ -255,7 +257,7 @@ static void test_round_trip(void)
         par_check(0, "sched_getaffinity");
         return;
     }
-    const double t = vf_core_round_trip_ns();
+    const double t = sm_core_round_trip_ns();
     if (CPU_COUNT(&mask) >= 2)
         par_check(isfinite(t) && t > 0 && t < 100000,
                   "core-to-core round trip of this machine in (0, 100000) ns");
@@ -270,7 +272,7 @@ static void test_round_trip(void)
         par_check(0, "sched_setaffinity to one CPU");
         return;
     }
-    par_check(isnan(vf_core_round_trip_ns()), "affinity restricted to one CPU: round trip NAN");
+    par_check(isnan(sm_core_round_trip_ns()), "affinity restricted to one CPU: round trip NAN");
     par_check(sched_setaffinity(0, sizeof mask, &mask) == 0, "affinity mask restored");
 }
 

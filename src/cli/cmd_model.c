@@ -22,8 +22,8 @@
 #include "par_run.h"
 #include "par_sort.h"
 #include "par_time.h"
+#include "sm_measure.h"
 #include "sm_model.h"
-#include "vf_harness.h"
 
 #ifdef PARITY_HAVE_MPI
 #include <mpi.h>
@@ -152,7 +152,7 @@ static void launch_cmd(char *out, size_t n, const char *launcher, int R, const c
     }
 }
 
-// How a probe's launches met this machine's cores (vf_core_round_trip_ns
+// How a probe's launches met this machine's cores (sm_core_round_trip_ns
 // before and after each launch).
 typedef struct probe_cores {
     int launches;       // launches run
@@ -169,7 +169,7 @@ typedef struct probe_cores {
 // TCP between this VM's namespace hosts the same allreduce took 0.2 or 0.5
 // ms from one launch to the next, and stayed so through the launch).
 // The 3 are launches that met the nearest placement of the cores seen
-// (vf_near_probes): on a VM whose host moves its virtual CPUs apart (a cache
+// (sm_near_probes): on a VM whose host moves its virtual CPUs apart (a cache
 // line's round trip over twice the fastest seen) the same 2-rank allreduce
 // of the default MLP took 0.3-0.7 ms instead of 0.10-0.13 for as long as
 // they stayed apart, and a probe taken then made every fast-mode
@@ -186,11 +186,11 @@ static int probe_on(const char *launcher, int R, const char *exe, const char *mo
     double v[MAX_LAUNCHES][4], rt[MAX_LAUNCHES][2];
     int near[MAX_LAUNCHES], n = 0, n_near = 0;
     while (n < MAX_LAUNCHES && n_near < WANT) {
-        rt[n][0] = vf_core_round_trip_ns();
+        rt[n][0] = sm_core_round_trip_ns();
         // A probe on another count of ranks than R measured something else.
         if (run_json_numbers(cmd, 4, keys, v[n]) != 0 || v[n][3] != R) return -1;
-        rt[n][1] = vf_core_round_trip_ns();
-        n_near = vf_near_probes((const double(*)[2])rt, ++n, near);
+        rt[n][1] = sm_core_round_trip_ns();
+        n_near = sm_near_probes((const double(*)[2])rt, ++n, near);
     }
     pc->launches = n;
     pc->near = n_near >= WANT;
@@ -579,7 +579,7 @@ int cmd_model(int argc, char **argv)
         // How far apart this machine's first two cores are now (a VM's host
         // may place its virtual CPUs on cores that share no cache: two-core
         // runs are then 1.3-1.45x slower, and a validation row says so).
-        const double round_trip = vf_core_round_trip_ns();
+        const double round_trip = sm_core_round_trip_ns();
         for (int d = 0; d < 2; d++) {
             const sm_design des = d ? SM_MPI_FAST : SM_MPI_EXACT;
             char args[1024];
@@ -595,7 +595,7 @@ int cmd_model(int argc, char **argv)
             qsort(secs, 3, sizeof *secs, par_cmp_double);
             // The distance after the runs too: a row whose cores moved
             // meanwhile measured two machines, and says so.
-            const double rt_after = vf_core_round_trip_ns();
+            const double rt_after = sm_core_round_trip_ns();
             const double meas = secs[1] / o.steps, pred = sm_step_seconds(&here, des, R, B);
             json_t *row = json_pack("{s:s, s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "design",
                                     sm_design_name(des), "ranks", R, "batch", (json_int_t)B,

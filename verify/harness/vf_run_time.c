@@ -19,6 +19,7 @@
 
 #include "par_sort.h"
 #include "par_trainer.h"
+#include "sm_measure.h"
 #include "vf_stats.h"
 
 // The step counts of a timed run: K warm-up steps, then the W-step window.
@@ -261,7 +262,7 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
     int order = 0, n_busy = 0;
     double busy = 0;   // tasks runnable besides verify itself, read before each run
     for (int rd = 0; st == PAR_OK && rd < rounds; rd++) {
-        json_array_append_new(probes, vf_jnum(vf_core_round_trip_ns()));
+        json_array_append_new(probes, vf_jnum(sm_core_round_trip_ns()));
         for (int j = 0; st == PAR_OK && j < n; j++) {
             const int q = (rd + j) % n;
             const vf_config *cf = &c->configs[idx[q]];
@@ -287,7 +288,7 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
                 json_incref(json_object_get(last[q], "phase_seconds"));
         }
     }
-    json_array_append_new(probes, vf_jnum(vf_core_round_trip_ns()));
+    json_array_append_new(probes, vf_jnum(sm_core_round_trip_ns()));
     machine_after(r, tc, &t0, ticks_ok);
     json_object_set_new(tc, "others_runnable_mean", n_busy ? json_real(busy / n_busy) : json_null());
     json_object_set_new(tc, "others_runnable_samples", json_integer(n_busy));
