@@ -1,4 +1,4 @@
-// Internals of the suite runner shared by verify/vf_run*.c (not a public
+// Internals of the suite runner shared by verify/harness/vf_run*.c (not a public
 // header): the runner's state, a case being run, child argument lists and
 // the helpers every step of a case uses. The public API is vf_harness.h.
 #ifndef VF_RUN_H
