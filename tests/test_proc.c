@@ -41,10 +41,13 @@ static void test_argv(void)
     par_argv_add(&a, "%s-%d", "x", 3);
     par_argv_words(&a, "  one\ttwo  three\n");
     par_argv_add(&a, "with space");
-    par_check(a.n == 5 && !a.oom && strcmp(a.v[0], "x-3") == 0 && strcmp(a.v[1], "one") == 0 &&
+    par_argv_opt(&a, "--lr", "%.17g", 0.5);
+    par_check(a.n == 7 && !a.oom && strcmp(a.v[0], "x-3") == 0 && strcmp(a.v[1], "one") == 0 &&
                   strcmp(a.v[2], "two") == 0 && strcmp(a.v[3], "three") == 0 &&
-                  strcmp(a.v[4], "with space") == 0 && a.v[5] == NULL,
-              "par_argv: a formatted word, blank-split words, a word with a space, NULL last");
+                  strcmp(a.v[4], "with space") == 0 && strcmp(a.v[5], "--lr") == 0 &&
+                  strcmp(a.v[6], "0.5") == 0 && a.v[7] == NULL,
+              "par_argv: a formatted word, blank-split words, a word with a space, a flag and "
+              "its value, NULL last");
     par_argv_free(&a);
     par_check(a.n == 0 && a.v == NULL, "par_argv_free empties the list");
 

@@ -49,19 +49,32 @@ static void push(par_argv *a, char *s)
     a->v[a->n] = NULL;
 }
 
+static void push_v(par_argv *a, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    const int len = vsnprintf(NULL, 0, fmt, ap);
+    char *s = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (s) vsnprintf(s, (size_t)len + 1, fmt, again);
+    va_end(again);
+    push(a, s);
+}
+
 void par_argv_add(par_argv *a, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    const int len = vsnprintf(NULL, 0, fmt, ap);
+    push_v(a, fmt, ap);
     va_end(ap);
-    char *s = len >= 0 ? malloc((size_t)len + 1) : NULL;
-    if (s) {
-        va_start(ap, fmt);
-        vsnprintf(s, (size_t)len + 1, fmt, ap);
-        va_end(ap);
-    }
-    push(a, s);
+}
+
+void par_argv_opt(par_argv *a, const char *flag, const char *fmt, ...)
+{
+    push(a, strdup(flag));
+    va_list ap;
+    va_start(ap, fmt);
+    push_v(a, fmt, ap);
+    va_end(ap);
 }
 
 void par_argv_words(par_argv *a, const char *s)

@@ -27,6 +27,10 @@ typedef struct par_argv {
 // Appends one printf-formatted word (spaces in it stay in the word).
 void par_argv_add(par_argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+// Appends flag, then one printf-formatted word: its value.
+void par_argv_opt(par_argv *a, const char *flag, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 // Appends the words of s, split at blanks (spaces, tabs, newlines); no quoting.
 void par_argv_words(par_argv *a, const char *s);
 

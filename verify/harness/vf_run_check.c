@@ -51,13 +51,11 @@ static par_status weights_before(vf_runner *r, vf_case_run *cr, const json_t *re
     par_argv_add(&b, "parity");
     par_argv_add(&b, "train");
     vf_case_flags(&b, cr, S - 1);
-    par_argv_add(&b, "--trainer");
-    par_argv_add(&b, "reference");
+    par_argv_opt(&b, "--trainer", "reference");
     par_argv_add(&b, sgd ? "--save" : "--checkpoint-dir");
     par_argv_add(&b, "%s", sgd ? path : ckdir);
     if (!sgd) {
-        par_argv_add(&b, "--checkpoint-every");
-        par_argv_add(&b, "%ld", S - 1);
+        par_argv_opt(&b, "--checkpoint-every", "%ld", S - 1);
     }
     par_argv_add(&b, "--quiet");
     int code;
@@ -111,45 +109,30 @@ par_status vf_run_check(vf_runner *r, vf_case_run *cr, const json_t *ref, const 
     par_argv b = {0};
     par_argv_add(&b, "parity");
     par_argv_add(&b, "check");
-    par_argv_add(&b, "--dataset");
-    par_argv_add(&b, "%s", c->dataset);
+    par_argv_opt(&b, "--dataset", "%s", c->dataset);
     if (c->upscale > 0 && !cr->upscale_identity) {
-        par_argv_add(&b, "--upscale");
-        par_argv_add(&b, "%d", c->upscale);
+        par_argv_opt(&b, "--upscale", "%d", c->upscale);
     }
-    par_argv_add(&b, "--weights");
-    par_argv_add(&b, "%s", w);
-    par_argv_add(&b, "--step");
-    par_argv_add(&b, "%ld", S);
-    par_argv_add(&b, "--seed");
-    par_argv_add(&b, "%llu", (unsigned long long)c->seed);
-    par_argv_add(&b, "--model");
-    par_argv_add(&b, "%s", c->model);
+    par_argv_opt(&b, "--weights", "%s", w);
+    par_argv_opt(&b, "--step", "%ld", S);
+    par_argv_opt(&b, "--seed", "%llu", (unsigned long long)c->seed);
+    par_argv_opt(&b, "--model", "%s", c->model);
     if (strcmp(c->act, "relu") != 0) {
-        par_argv_add(&b, "--act");
-        par_argv_add(&b, "%s", c->act);
+        par_argv_opt(&b, "--act", "%s", c->act);
     }
     par_argv_add(&b, "--batch");   // batch = full: the whole training split, numbered
     par_argv_add(&b, "%zu", c->batch > 0 ? (size_t)c->batch : cr->n_train);
-    par_argv_add(&b, "--chunk");
-    par_argv_add(&b, "%d", c->chunk);
-    par_argv_add(&b, "--lr");
-    par_argv_add(&b, "%.17g", c->lr);
+    par_argv_opt(&b, "--chunk", "%d", c->chunk);
+    par_argv_opt(&b, "--lr", "%.17g", c->lr);
     vf_optim_flags(&b, c);
-    par_argv_add(&b, "--dtype");
-    par_argv_add(&b, "%s", c->dtype);
-    par_argv_add(&b, "--trainer");
-    par_argv_add(&b, "%s", trainer);
-    par_argv_add(&b, "--mode");
-    par_argv_add(&b, "%s", vf_mode_name(mode));
-    par_argv_add(&b, "--threads");
-    par_argv_add(&b, "%d", threads);
+    par_argv_opt(&b, "--dtype", "%s", c->dtype);
+    par_argv_opt(&b, "--trainer", "%s", trainer);
+    par_argv_opt(&b, "--mode", "%s", vf_mode_name(mode));
+    par_argv_opt(&b, "--threads", "%d", threads);
     if (vf_trainer_is_mpi(trainer)) {
-        par_argv_add(&b, "--ranks");
-        par_argv_add(&b, "%d", ranks);
+        par_argv_opt(&b, "--ranks", "%d", ranks);
     }
-    par_argv_add(&b, "--no-e2e");
-    par_argv_add(&b, "--json");
+    par_argv_words(&b, "--no-e2e --json");
     int code;
     double wall;
     json_t *cj = NULL;

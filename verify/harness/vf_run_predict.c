@@ -46,8 +46,7 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
     par_argv_add(&b, "model");
     vf_setting_flags(&b, c);
     par_argv_add(&b, "--validate=");     // no runs of its own: the case's timings check it
-    par_argv_add(&b, "--max-ranks");
-    par_argv_add(&b, "1");
+    par_argv_opt(&b, "--max-ranks", "1");
     par_argv_add(&b, "--json");
     int code;
     double wall;

@@ -48,11 +48,9 @@ static par_status time_run(vf_runner *r, vf_case_run *cr, const vf_config *cf, t
     // thread on a busy machine (the bits are the same either way).
     if (strcmp(cf->trainer, "omp") == 0 && cf->threads > 1) par_argv_add(&b, "--fixed-threads");
     if (p.K > 0) {
-        par_argv_add(&b, "--warmup-steps");
-        par_argv_add(&b, "%ld", p.K);
+        par_argv_opt(&b, "--warmup-steps", "%ld", p.K);
     }
-    par_argv_add(&b, "--json");
-    par_argv_add(&b, "--quiet");
+    par_argv_words(&b, "--json --quiet");
     int code;
     json_t *tj = NULL;
     par_status st = vf_run_parity(r, &b, out, err, 0, &code, wall, &tj);

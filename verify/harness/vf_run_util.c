@@ -161,30 +161,23 @@ par_status vf_run_parity(vf_runner *r, par_argv *b, const char *out_path, const 
 // mode, threads, ranks.
 void vf_setting_flags(par_argv *b, const vf_case *c)
 {
-    par_argv_add(b, "--dataset");
-    par_argv_add(b, "%s", c->dataset);
+    par_argv_opt(b, "--dataset", "%s", c->dataset);
     if (c->upscale > 0) {
-        par_argv_add(b, "--upscale");
-        par_argv_add(b, "%d", c->upscale);
+        par_argv_opt(b, "--upscale", "%d", c->upscale);
     }
-    par_argv_add(b, "--model");
-    par_argv_add(b, "%s", c->model);
-    par_argv_add(b, "--act");
-    par_argv_add(b, "%s", c->act);
-    par_argv_add(b, "--dtype");
-    par_argv_add(b, "%s", c->dtype);
+    par_argv_opt(b, "--model", "%s", c->model);
+    par_argv_opt(b, "--act", "%s", c->act);
+    par_argv_opt(b, "--dtype", "%s", c->dtype);
     par_argv_add(b, "--batch");
     if (c->batch > 0) par_argv_add(b, "%d", c->batch);
     else par_argv_add(b, "full");
-    par_argv_add(b, "--chunk");
-    par_argv_add(b, "%d", c->chunk);
+    par_argv_opt(b, "--chunk", "%d", c->chunk);
 }
 
 void vf_optim_flags(par_argv *b, const vf_case *c)
 {
     if (strcmp(c->optim, "sgd") == 0) return;   // the default: SGD runs keep their flags as before
-    par_argv_add(b, "--optim");
-    par_argv_add(b, "%s", c->optim);
+    par_argv_opt(b, "--optim", "%s", c->optim);
     const char *const flags[4] = {"--momentum", "--beta1", "--beta2", "--eps"};
     const double v[4] = {c->momentum, c->beta1, c->beta2, c->eps};
     for (int i = 0; i < 4; i++)
@@ -198,35 +191,26 @@ void vf_case_flags(par_argv *b, const vf_case_run *cr, long steps)
 {
     const vf_case *c = cr->c;
     vf_setting_flags(b, c);
-    par_argv_add(b, "--lr");
-    par_argv_add(b, "%.17g", c->lr);
+    par_argv_opt(b, "--lr", "%.17g", c->lr);
     vf_optim_flags(b, c);
-    par_argv_add(b, "--seed");
-    par_argv_add(b, "%llu", (unsigned long long)c->seed);
-    par_argv_add(b, "--epochs");
-    par_argv_add(b, "%d", cr->epochs);
-    par_argv_add(b, "--steps");
-    par_argv_add(b, "%ld", steps);
+    par_argv_opt(b, "--seed", "%llu", (unsigned long long)c->seed);
+    par_argv_opt(b, "--epochs", "%d", cr->epochs);
+    par_argv_opt(b, "--steps", "%ld", steps);
 }
 
 void vf_fault_flag(par_argv *b, const vf_case_run *cr)
 {
     if (!cr->c->fault[0]) return;
-    par_argv_add(b, "--fault");
-    par_argv_add(b, "%s", cr->c->fault);
+    par_argv_opt(b, "--fault", "%s", cr->c->fault);
 }
 
 void vf_config_flags(par_argv *b, const vf_config *cf, int with_ranks)
 {
-    par_argv_add(b, "--trainer");
-    par_argv_add(b, "%s", cf->trainer);
-    par_argv_add(b, "--mode");
-    par_argv_add(b, "%s", vf_mode_name(cf->mode));
-    par_argv_add(b, "--threads");
-    par_argv_add(b, "%d", cf->threads);
+    par_argv_opt(b, "--trainer", "%s", cf->trainer);
+    par_argv_opt(b, "--mode", "%s", vf_mode_name(cf->mode));
+    par_argv_opt(b, "--threads", "%d", cf->threads);
     if (with_ranks && vf_trainer_is_mpi(cf->trainer)) {
-        par_argv_add(b, "--ranks");
-        par_argv_add(b, "%d", cf->ranks);
+        par_argv_opt(b, "--ranks", "%d", cf->ranks);
     }
 }
 

@@ -113,10 +113,8 @@ int sm_probe_network(const sm_setup *s, int R, sm_costs *c, sm_probe_info *pc)
     sm_launch_argv(&a, s->launcher, s->exe, R);
     par_argv_words(&a, "model --probe-comm --model");
     par_argv_add(&a, "%s", s->model);
-    par_argv_add(&a, "--act");
-    par_argv_add(&a, "%s", s->act);
-    par_argv_add(&a, "--dtype");
-    par_argv_add(&a, "%s", s->dtype);
+    par_argv_opt(&a, "--act", "%s", s->act);
+    par_argv_opt(&a, "--dtype", "%s", s->dtype);
     sm_launch_end(&a, s->launcher, R);
     const char *const keys[] = {"alpha", "beta", "allreduce", "ranks"};
     enum { WANT = 3, MAX_LAUNCHES = 9 };

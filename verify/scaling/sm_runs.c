@@ -40,8 +40,7 @@ void sm_launch_argv(par_argv *a, const char *launcher, const char *exe, int R)
 void sm_launch_end(par_argv *a, const char *launcher, int R)
 {
     if (launcher) return;
-    par_argv_add(a, "--ranks");
-    par_argv_add(a, "%d", R);
+    par_argv_opt(a, "--ranks", "%d", R);
 }
 
 int sm_run_json(const par_argv *a, int n, const char *const keys[], double out[],
@@ -73,43 +72,28 @@ int sm_run_json(const par_argv *a, int n, const char *const keys[], double out[]
 
 void sm_train_argv(par_argv *a, const sm_setup *s, const char *trainer, const char *mode)
 {
-    par_argv_words(a, "train --trainer");
-    par_argv_add(a, "%s", trainer);
-    par_argv_add(a, "--mode");
-    par_argv_add(a, "%s", mode);
-    const struct {
-        const char *flag, *value;
-    } str[] = {{"--dataset", s->dataset}, {"--model", s->model}, {"--act", s->act},
-               {"--dtype", s->dtype}};
-    for (size_t i = 0; i < sizeof str / sizeof str[0]; i++) {
-        par_argv_add(a, "%s", str[i].flag);
-        par_argv_add(a, "%s", str[i].value);
-    }
-    par_argv_add(a, "--batch");
-    par_argv_add(a, "%d", s->batch);
-    par_argv_add(a, "--chunk");
-    par_argv_add(a, "%d", s->chunk);
-    par_argv_add(a, "--steps");
-    par_argv_add(a, "%d", s->steps);
+    par_argv_add(a, "train");
+    par_argv_opt(a, "--trainer", "%s", trainer);
+    par_argv_opt(a, "--mode", "%s", mode);
+    par_argv_opt(a, "--dataset", "%s", s->dataset);
+    par_argv_opt(a, "--model", "%s", s->model);
+    par_argv_opt(a, "--act", "%s", s->act);
+    par_argv_opt(a, "--dtype", "%s", s->dtype);
+    par_argv_opt(a, "--batch", "%d", s->batch);
+    par_argv_opt(a, "--chunk", "%d", s->chunk);
+    par_argv_opt(a, "--steps", "%d", s->steps);
     par_argv_words(a, "--json --quiet --no-digest");
     const par_optim *o = s->optim;
     if (o->kind == PAR_OPTIM_ADAM) {
-        par_argv_words(a, "--optim adam --beta1");
-        par_argv_add(a, "%.17g", o->beta1);
-        par_argv_add(a, "--beta2");
-        par_argv_add(a, "%.17g", o->beta2);
-        par_argv_add(a, "--eps");
-        par_argv_add(a, "%.17g", o->eps);
+        par_argv_opt(a, "--optim", "adam");
+        par_argv_opt(a, "--beta1", "%.17g", o->beta1);
+        par_argv_opt(a, "--beta2", "%.17g", o->beta2);
+        par_argv_opt(a, "--eps", "%.17g", o->eps);
     } else if (o->kind != PAR_OPTIM_SGD) {
-        par_argv_add(a, "--optim");
-        par_argv_add(a, "%s", par_optim_name(o->kind));
-        par_argv_add(a, "--momentum");
-        par_argv_add(a, "%.17g", o->momentum);
+        par_argv_opt(a, "--optim", "%s", par_optim_name(o->kind));
+        par_argv_opt(a, "--momentum", "%.17g", o->momentum);
     }
-    if (s->upscale > 0) {
-        par_argv_add(a, "--upscale");
-        par_argv_add(a, "%d", s->upscale);
-    }
+    if (s->upscale > 0) par_argv_opt(a, "--upscale", "%d", s->upscale);
 }
 
 // `copies` serial runs of s's setting at once (each its own process, as
