@@ -265,6 +265,15 @@ int cli_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
     free(f.w);
     return rc;
 }
+int cli_mpi_launch_or_join(int argc, char **argv, int ranks, const char *cmd, int *rank,
+                           int *size)
+{
+    if (ranks > 0 && !cli_mpi_under_launcher())
+        return cli_mpi_launch_watched(argc, argv, ranks, cmd, NULL);
+    if (cli_mpi_start(rank, size) != PAR_OK) return cli_fail(cmd, PAR_ERR_MPI, NULL);
+    return -1;
+}
+
 #ifdef PARITY_HAVE_MPI
 par_status cli_mpi_start(int *rank, int *size)
 {

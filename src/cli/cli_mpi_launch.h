@@ -31,6 +31,13 @@ int cli_mpi_relaunch(int argc, char **argv, int ranks);
 int cli_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
                            const char *ckpt_dir);
 
+// The process of an MPI trainer's command: with ranks > 0 and no launcher
+// around it, runs the job (cli_mpi_launch_watched, no checkpoint hint) and
+// returns its exit code; else joins the job (cli_mpi_start: *rank, *size)
+// and returns -1 to go on, or the exit code of a failed start after one line.
+int cli_mpi_launch_or_join(int argc, char **argv, int ranks, const char *cmd, int *rank,
+                           int *size);
+
 // MPI_Init_thread(FUNNELED) if not yet initialised; rank and size of WORLD.
 par_status cli_mpi_start(int *rank, int *size);
 

@@ -413,17 +413,11 @@ int cmd_check(int argc, char **argv)
     };
     cli_opt opts[N_CHECK_FLAGS];
     flag_table(opts, &o);
-    const char *pos[1];
-    int n_pos;
-    int rc = cli_parse("check", argc, argv, 2, opts, pos, 0, &n_pos);
-    if (rc) return rc;
-    if (o.help) {
-        cli_usage("parity check [--dataset D] [--weights W.npz] [--step S | --samples i,j,k] "
-                  "[--trainer T --mode M --threads T] [--prec P] [--json]\n"
-                  "       parity check --math [--points N] [--json]",
-                  opts);
-        return EXIT_OK;
-    }
+    int rc = cli_flags("check", argc, argv, opts, &o.help,
+                       "parity check [--dataset D] [--weights W.npz] [--step S | --samples "
+                       "i,j,k] [--trainer T --mode M --threads T] [--prec P] [--json]\n"
+                       "       parity check --math [--points N] [--json]");
+    if (rc >= 0) return rc;
     if (o.math) return run_math(&o);
     cli_numerics nu;
     par_optim optim;
@@ -431,11 +425,9 @@ int cmd_check(int argc, char **argv)
     // MPI trainers: every rank runs the step (it is collective); rank 0
     // checks its own view of it (gradient, new weights, optimizer state).
     int rank = 0, size = 1;
-    if (nu.tr->caps & PAR_CAP_RANKS) {
-        if (o.ranks > 0 && !cli_mpi_under_launcher())
-            return cli_mpi_launch_watched(argc, argv, o.ranks, "check", NULL);
-        if (cli_mpi_start(&rank, &size) != PAR_OK) return cli_fail("check", PAR_ERR_MPI, NULL);
-    }
+    if ((nu.tr->caps & PAR_CAP_RANKS) &&
+        (rc = cli_mpi_launch_or_join(argc, argv, o.ranks, "check", &rank, &size)) >= 0)
+        return rc;
     const double t0 = par_now();
     par_dataset ds;
     if ((rc = open_data(&ds, &o, &nu.m, nu.dt))) return cli_mpi_finish(rc);

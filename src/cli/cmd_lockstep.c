@@ -203,23 +203,17 @@ int cmd_lockstep(int argc, char **argv)
     };
     cli_opt opts[N_LOCKSTEP_FLAGS];
     flag_table(opts, &o);
-    const char *pos[1];
-    int n_pos;
-    int rc = cli_parse("lockstep", argc, argv, 2, opts, pos, 0, &n_pos);
-    if (rc) return rc;
-    if (o.help) {
-        cli_usage("parity lockstep --trainer T [--mode fast] [train flags] [--steps K] [--json]",
-                  opts);
-        return EXIT_OK;
-    }
+    int rc = cli_flags("lockstep", argc, argv, opts, &o.help,
+                       "parity lockstep --trainer T [--mode fast] [train flags] [--steps K] "
+                       "[--json]");
+    if (rc >= 0) return rc;
     cli_numerics nu;
     par_optim optim;
     if ((rc = resolve(&o, &nu, &optim))) return rc;
     int rank = 0, size = 1;
     if (nu.tr->caps & PAR_CAP_RANKS) {
-        if (o.ranks > 0 && !cli_mpi_under_launcher())
-            return cli_mpi_launch_watched(argc, argv, o.ranks, "lockstep", NULL);
-        if (cli_mpi_start(&rank, &size) != PAR_OK) return cli_fail("lockstep", PAR_ERR_MPI, NULL);
+        if ((rc = cli_mpi_launch_or_join(argc, argv, o.ranks, "lockstep", &rank, &size)) >= 0)
+            return rc;
     } else if (o.ranks > 1) {
         fprintf(stderr, "parity lockstep: --ranks %d: trainer %s is not an MPI trainer\n", o.ranks,
                 nu.tr->name);

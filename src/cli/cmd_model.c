@@ -350,13 +350,8 @@ int cmd_model(int argc, char **argv)
                     .beta1 = NAN, .beta2 = NAN, .eps = NAN};
     cli_opt opts[N_MODEL_FLAGS];
     flag_table(opts, &o);
-    const char *pos[1];
-    int n_pos, rc = cli_parse("model", argc, argv, 2, opts, pos, 0, &n_pos);
-    if (rc) return rc;
-    if (o.help) {
-        cli_usage("parity model [flags]", opts);
-        return EXIT_OK;
-    }
+    int rc = cli_flags("model", argc, argv, opts, &o.help, "parity model [flags]");
+    if (rc >= 0) return rc;
     cli_numerics nu;
     const cli_numerics_flags nf = {o.act, o.model, NULL, o.dtype, NULL, NULL, 1};
     if ((rc = cli_numerics_resolve("model", &nf, &nu))) return rc;
