@@ -253,7 +253,7 @@ static void report_text(const check_run *c, const chk_report *r)
            r->seconds, r->prec, r->threads, c->t_total);
 }
 
-enum { N_CHECK_FLAGS = 31 };
+enum { N_CHECK_FLAGS = 30 };
 
 static void flag_table(cli_opt *t, check_opts *o)
 {
