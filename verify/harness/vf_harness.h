@@ -93,6 +93,8 @@ double vf_steal_percent(const vf_cpu_ticks *a, const vf_cpu_ticks *b);
 // the measured ones and "far": how many are above twice the fastest when
 // the slowest is (0 when the distance did not change by that much).
 json_t *vf_round_trip_summary(const double *ns, int n);
+// The same of a JSON array of probes (numbers; null: not measured).
+json_t *vf_round_trip_summary_json(const json_t *probes);
 
 // The keys of a run's phase_seconds, k in [0, VF_N_PHASES): par_phase_names,
 // then "other" (what no phase holds).

@@ -78,3 +78,17 @@ json_t *vf_round_trip_summary(const double *ns, int n)
     free(x);
     return o;
 }
+
+json_t *vf_round_trip_summary_json(const json_t *probes)
+{
+    const size_t n = json_array_size(probes);
+    double *ns = malloc((n > 0 ? n : 1) * sizeof *ns);
+    if (!ns) return json_null();
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(probes, i);
+        ns[i] = json_is_number(v) ? json_number_value(v) : NAN;
+    }
+    json_t *o = vf_round_trip_summary(ns, (int)n);
+    free(ns);
+    return o;
+}

@@ -90,7 +90,8 @@ static void mpfr_cell(char *buf, size_t n, const json_t *cf)
 {
     const json_t *m = json_object_get(cf, "mpfr");
     const char *v = str(m, "verdict");
-    if (strcmp(v, "pass") == 0) snprintf(buf, n, "pass");
+    const int inherited = strcmp(str(m, "checked_as"), "reference") == 0;   // bits = the reference's
+    if (strcmp(v, "pass") == 0) snprintf(buf, n, inherited ? "pass (= ref)" : "pass");
     else if (strcmp(v, "fail") == 0) snprintf(buf, n, "**FAIL**");
     else snprintf(buf, n, "%s", v);
 }
@@ -122,25 +123,53 @@ static void loadavg_text(char *buf, size_t n, const json_t *l)
              json_number_value(json_array_get(l, 1)), json_number_value(json_array_get(l, 2)));
 }
 
-// The speedup of a timed row: NOISY (its runs, or the baseline's, vary by
-// more than the threshold: a number would mislead), else the ratio with its
-// 95% interval, "n.s." when the interval holds 1 (no difference shown).
+// The speedup of a timed row: the ratio with its 95% interval, "n.s." when
+// the interval holds 1 (no difference shown), "near R/N" when only the
+// rounds with the cores near were used; NOISY with the interval alone when
+// it is too wide to quote a number (vf_stats.h).
 static void speedup_cell(char *buf, size_t n, const json_t *cf, const json_t *t)
 {
     const json_t *ci = json_object_get(t, "speedup_ci95");
     const int base = strcmp(str(cf, "trainer"), "serial") == 0 &&
                      strcmp(str(cf, "mode"), "exact") == 0;
-    if (json_is_true(json_object_get(t, "noisy"))) snprintf(buf, n, "**NOISY**");
-    else if (json_is_true(json_object_get(t, "baseline_noisy")))
-        snprintf(buf, n, "**NOISY** (baseline)");
-    else if (base) snprintf(buf, n, "%.2f (baseline)", num(t, "speedup"));
+    char near[48] = "";
+    if (json_is_true(json_object_get(t, "speedup_near_only")))
+        snprintf(near, sizeof near, " near %ld/%ld", integer(t, "speedup_rounds"),
+                 integer(t, "runs"));
+    if (base) snprintf(buf, n, "%.2f (baseline)", num(t, "speedup"));
     else if (json_array_size(ci) != 2)
         snprintf(buf, n, "%.2f (%ld run%s: no interval)", num(t, "speedup"), integer(t, "runs"),
                  integer(t, "runs") == 1 ? "" : "s");
+    else if (json_is_true(json_object_get(t, "noisy")))
+        snprintf(buf, n, "**NOISY** [%.2f, %.2f]%s", json_number_value(json_array_get(ci, 0)),
+                 json_number_value(json_array_get(ci, 1)), near);
     else
-        snprintf(buf, n, "%.2f [%.2f, %.2f]%s", num(t, "speedup"),
+        snprintf(buf, n, "%.2f [%.2f, %.2f]%s%s", num(t, "speedup"),
                  json_number_value(json_array_get(ci, 0)), json_number_value(json_array_get(ci, 1)),
-                 json_is_true(json_object_get(t, "speedup_significant")) ? "" : " n.s.");
+                 json_is_true(json_object_get(t, "speedup_significant")) ? "" : " n.s.", near);
+}
+
+// The core-to-core probes around the case's runs: their range, and how
+// many timed runs met the cores farther apart than the nearest placement.
+static void md_probes(FILE *f, const json_t *tc, const json_t *configs)
+{
+    json_t *sum = vf_round_trip_summary_json(json_object_get(tc, "core_round_trip_ns"));
+    if (integer(sum, "measured") > 0) {
+        long runs = 0, far = 0;
+        size_t i, k;
+        json_t *cf, *v;
+        json_array_foreach(configs, i, cf) {
+            json_array_foreach(json_object_get(json_object_get(cf, "timing"), "near"), k, v) {
+                runs++;
+                far += json_is_false(v);
+            }
+        }
+        fprintf(f, " Core-to-core round trip before and after each run: %.0f-%.0f ns (median "
+                   "%.0f, %ld probes); %ld of %ld timed runs met the cores far (a probe over "
+                   "twice the fastest).", num(sum, "min"), num(sum, "max"), num(sum, "median"),
+                integer(sum, "measured"), far, runs);
+    }
+    json_decref(sum);
 }
 
 // The case's timing method and the machine while it ran, under its table.
@@ -148,12 +177,17 @@ static void md_timing(FILE *f, const json_t *cs)
 {
     const json_t *st = json_object_get(cs, "settings"), *tc = json_object_get(cs, "timing");
     if (!tc) return;
-    fprintf(f, "Timing: %ld round%s", integer(tc, "rounds"), integer(tc, "rounds") == 1 ? "" : "s");
+    const long rounds = integer(tc, "rounds");
+    fprintf(f, "Timing: %ld round%s", rounds, rounds == 1 ? "" : "s");
+    if (num(tc, "precision") > 0)
+        fprintf(f, " (adaptive: at most %ld; from round %d on, a row stops once its speedup's "
+                   "interval is within +-%.3g%% of it)", integer(tc, "rounds_max"),
+                VF_ADAPT_MIN_ROUNDS, 100 * num(tc, "precision"));
     if (integer(tc, "warmup_rounds") > 0)
         fprintf(f, " after %ld untimed", integer(tc, "warmup_rounds"));
-    fprintf(f, ", configs interleaved (every config once a round, each round starting one config "
-               "later); each run trains %ld warm-up steps in process, then times %ld steps",
-            integer(tc, "warmup_steps"), integer(tc, "steps"));
+    fprintf(f, ", configs interleaved (every config still timed once a round, each round "
+               "starting one config later); each run trains %ld warm-up steps in process, then "
+               "times %ld steps", integer(tc, "warmup_steps"), integer(tc, "steps"));
     const json_t *cal = json_object_get(tc, "calibration");
     if (num(st, "window") > 0 && json_is_number(json_object_get(cal, "seconds_per_step")))
         fprintf(f, " (a window of %.2g s on %s: %.3f ms a step in a calibration run)",
@@ -172,24 +206,11 @@ static void md_timing(FILE *f, const json_t *cs)
         fprintf(f, " Other tasks runnable between runs (/proc/loadavg, %ld readings): %.2f on "
                    "average.", integer(tc, "others_runnable_samples"),
                 num(tc, "others_runnable_mean"));
-    if (integer(tc, "rounds") < VF_TRIM_MIN_RUNS)
+    if (rounds < VF_TRIM_MIN_RUNS)
         fprintf(f, " **%ld timed run%s a config: fewer than %d, so no run is dropped%s.**",
-                integer(tc, "rounds"), integer(tc, "rounds") == 1 ? "" : "s", VF_TRIM_MIN_RUNS,
-                integer(tc, "rounds") < VF_CV_MIN_RUNS ? ", the noise is not judged (no CV, "
-                                                         "never NOISY)"
-                : "");
-    const json_t *probes = json_object_get(tc, "core_round_trip_ns");
-    if (json_array_size(probes) > 0) {
-        fprintf(f, " Core-to-core round trip before each round and after the last (ns):");
-        size_t i;
-        json_t *v;
-        json_array_foreach(probes, i, v) {
-            fprintf(f, i ? ", " : " ");
-            if (json_is_number(v)) fprintf(f, "%.0f", json_number_value(v));
-            else fprintf(f, "-");
-        }
-        fprintf(f, ".");
-    }
+                rounds, rounds == 1 ? "" : "s", VF_TRIM_MIN_RUNS,
+                rounds == 1 ? " (no CV, no interval)" : rounds < VF_CV_MIN_RUNS ? " (no CV)" : "");
+    md_probes(f, tc, json_object_get(cs, "configs"));
     fprintf(f, "\n\n");
 }
 
@@ -379,9 +400,9 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
     fprintf(f, "Reference (the correctness baseline, not timed): final loss %.6g, test accuracy "
                "%.4f, weights SHA-256 `%.16s…`.\n\n", num(ref, "final_loss"), num(ref, "test_accuracy"),
             str(ref, "weights_sha256"));
-    fprintf(f, "| trainer | mode | T | R | cores | verdict | correctness | MPFR | median s | min s "
-               "| max s | CV | speedup [95%% CI] | efficiency |\n");
-    fprintf(f, "|---|---|--:|--:|--:|---|---|---|--:|--:|--:|--:|--:|--:|\n");
+    fprintf(f, "| trainer | mode | T | R | cores | verdict | correctness | MPFR | runs | median s "
+               "| min s | max s | CV | speedup [95%% CI] | efficiency |\n");
+    fprintf(f, "|---|---|--:|--:|--:|---|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
     size_t i;
     json_t *cf;
     json_array_foreach(json_object_get(cs, "configs"), i, cf) {
@@ -393,16 +414,15 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
                 integer(cf, "threads"), integer(cf, "ranks"), integer(cf, "cores"),
                 verdict_cell(str(cf, "verdict")), corr, mp);
         if (json_is_true(json_object_get(t, "timed"))) {
-            fprintf(f, " %.3f | %.3f | %.3f |", num(t, "median"), num(t, "min"), num(t, "max"));
+            fprintf(f, " %ld | %.3f | %.3f | %.3f |", integer(t, "runs"), num(t, "median"),
+                    num(t, "min"), num(t, "max"));
             if (json_is_number(json_object_get(t, "cv")))
                 fprintf(f, " %.1f%% |", 100 * num(t, "cv"));
             else fprintf(f, " - |");
             if (json_object_get(t, "speedup")) {
                 char sp[96];
                 speedup_cell(sp, sizeof sp, cf, t);
-                const int noisy = json_is_true(json_object_get(t, "noisy")) ||
-                                  json_is_true(json_object_get(t, "baseline_noisy"));
-                if (noisy) fprintf(f, " %s | - |\n", sp);
+                if (json_is_true(json_object_get(t, "noisy"))) fprintf(f, " %s | - |\n", sp);
                 else fprintf(f, " %s | %.2f |\n", sp, num(t, "efficiency"));
             } else {
                 fprintf(f, " - | - |\n");
@@ -410,7 +430,7 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
         } else {
             const char *note = str(t, "note");
             const int over = json_is_true(json_object_get(cf, "oversubscribed"));
-            fprintf(f, " %s | | | | | |\n", over ? "correctness only (oversubscribed)"
+            fprintf(f, " %s | | | | | | |\n", over ? "correctness only (oversubscribed)"
                                               : strstr(note, "failed") ? "not timed" : note);
         }
     }
@@ -488,25 +508,31 @@ static void md_legend(FILE *f, long cores)
         "(1 unless the suite says otherwise); every timed run of the case trains a tenth of that "
         "as warm-up steps in process (not timed), then times the window: the training seconds "
         "`parity train --json` reports (no start-up, data loading or evaluation). Configs run "
-        "round-robin, every config once a round, so drift on the machine falls on all alike. "
-        "median, min and max over the timed runs; **CV** = standard deviation / mean of the runs "
-        "after dropping the fastest and the slowest (as MLPerf Training does; from %d runs on). "
-        "**correctness only**: threads x ranks exceeds this machine's %ld cores (oversubscribed), "
-        "so times would mean nothing.\n"
-        "- **Speedup [95%% CI].** serial exact median / the row's median, with a 95%% confidence "
-        "interval: a paired percentile bootstrap over the rounds (%d resamples, splitmix64 seed "
-        "%llu), reproducible from the raw runs in results.json. **n.s.**: the interval holds 1, "
-        "so the row is not shown faster or slower than serial exact. **NOISY**: the row's CV "
-        "(or the baseline's) is above %.0f%%, so no speedup is printed (the figures stay in "
-        "results.json); fewer than %d runs kept: the noise is not judged. A steady competitor "
-        "(another job on a core) slows every run alike and leaves the CV small: the load "
-        "average and the other runnable tasks of each case's Timing line show it.\n"
+        "round-robin, every config once a round, so drift on the machine falls on all alike; "
+        "with adaptive rounds (`precision` in the suite) a row stops being timed once its "
+        "interval is narrow enough, so **runs** differ between rows. median, min and max over "
+        "the row's runs; **CV** = standard deviation / mean of the runs after dropping the "
+        "fastest and the slowest (as MLPerf Training does; from %d runs on), shown as "
+        "information. **correctness only**: threads x ranks exceeds this machine's %ld cores "
+        "(oversubscribed), so times would mean nothing.\n"
+        "- **Speedup [95%% CI].** serial exact median / the row's median over the rounds both "
+        "ran, with a 95%% confidence interval: a paired percentile bootstrap over those rounds "
+        "(%d resamples, splitmix64 seed %llu), reproducible from the raw runs in results.json. "
+        "**n.s.**: the interval holds 1, so the row is not shown faster or slower than serial "
+        "exact. **near R/N**: the cores' distance changed during the case (a core-to-core probe "
+        "before or after a run over twice the case's fastest), and this row on two cores or "
+        "more uses only its R of N rounds that met the cores near: what the code does where the "
+        "machine lets it (a far placement slows every two-core run alike). **NOISY [lo, hi]**: "
+        "the interval is wider than +-%.0f%% of the speedup, too wide to quote a number. A "
+        "steady competitor (another job on a core) slows every run alike and leaves the "
+        "interval narrow: the load average and the other runnable tasks of each case's Timing "
+        "line show it.\n"
         "- **Verdict.** PASS: correctness passed and the MPFR check of its trainer did not fail. "
         "The table is signed (Ed25519, minisign format, `results.json.minisig`) only when every "
         "config and every MPFR check passed; `parity table verify DIR` checks the signature, the "
         "verdicts in results.json and the SHA-256 of this table, table.csv and the plots.\n",
         VF_TRIM_MIN_RUNS, cores, VF_BOOT_RESAMPLES, (unsigned long long)VF_BOOT_SEED,
-        100 * VF_NOISY_CV, VF_CV_MIN_RUNS);
+        100 * VF_NOISY_HALF_WIDTH);
 }
 
 // ---- table.csv -------------------------------------------------------------------------

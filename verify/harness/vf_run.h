@@ -103,7 +103,8 @@ par_status vf_run_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, con
 int vf_check_keys(const vf_case *c, vf_config *keys);
 par_status vf_run_check(vf_runner *r, vf_case_run *cr, const json_t *ref, const vf_config *k, long S,
                         json_t *checks);
-void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int available);
+void vf_config_mpfr(json_t *cres, const vf_case *c, const vf_config *cf, const json_t *checks,
+                    int available);
 // Timing (vf_run_time.c): the configs i of the case with todo[i] set (they
 // passed and are not oversubscribed), whose results are configs[i] (each
 // with a "timing" object): a calibration run when the case has a window,

@@ -174,13 +174,14 @@ par_status vf_run_check(vf_runner *r, vf_case_run *cr, const json_t *ref, const 
 }
 
 // Distinct configs that `parity check` runs for a case: the reference,
-// then every config.
+// then every config (every fast config with check_configs = fast).
 int vf_check_keys(const vf_case *c, vf_config *keys)
 {
     int n = 0;
     keys[n++] = (vf_config){"reference", PAR_MODE_EXACT, 1, 1};
     for (int i = 0; i < c->n_configs; i++) {
         const vf_config *k = &c->configs[i];
+        if (c->check_fast_only && k->mode == PAR_MODE_EXACT) continue;
         int dup = 0;
         for (int j = 0; j < n && !dup; j++) dup = memcmp(&keys[j], k, sizeof *k) == 0;
         if (!dup) keys[n++] = *k;
@@ -189,9 +190,14 @@ int vf_check_keys(const vf_case *c, vf_config *keys)
 }
 
 // The MPFR verdict of a config from the checks of its own trainer, mode,
-// threads and ranks.
-void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int available)
+// threads and ranks; with check_configs = fast, an exact config's from the
+// reference's (its correctness run shows it has the reference's bits).
+void vf_config_mpfr(json_t *cres, const vf_case *c, const vf_config *cf, const json_t *checks,
+                    int available)
 {
+    const vf_config ref = {"reference", PAR_MODE_EXACT, 1, 1};
+    const int inherit = c->check_fast_only && cf->mode == PAR_MODE_EXACT;
+    const vf_config *as = inherit ? &ref : cf;
     json_t *m = json_object();
     json_object_set_new(cres, "mpfr", m);
     if (!available) {
@@ -215,8 +221,8 @@ void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int
         const char *md = json_string_value(json_object_get(e, "mode"));
         const int T = (int)json_integer_value(json_object_get(e, "threads"));
         const int R = (int)json_integer_value(json_object_get(e, "ranks"));
-        if (strcmp(t, cf->trainer) != 0 || strcmp(md, vf_mode_name(cf->mode)) != 0 ||
-            T != cf->threads || R != cf->ranks)
+        if (strcmp(t, as->trainer) != 0 || strcmp(md, vf_mode_name(as->mode)) != 0 ||
+            T != as->threads || R != as->ranks)
             continue;
         const char *v = json_string_value(json_object_get(e, "verdict"));
         n++;
@@ -231,11 +237,15 @@ void vf_config_mpfr(json_t *cres, const vf_config *cf, const json_t *checks, int
     if (n == 0) worst = "not run";
     else if (n_nc == n) {
         vf_set_verdict(m, "not covered", "%s", nc_detail ? nc_detail : "not covered");
-        json_object_set_new(m, "checked_as", json_string(cf->trainer));
+        json_object_set_new(m, "checked_as", json_string(as->trainer));
         return;
     }
-    vf_set_verdict(m, worst, "%d of %d steps pass (%s %s T=%d R=%d)", n_pass, n, cf->trainer,
-                   vf_mode_name(cf->mode), cf->threads, cf->ranks);
-    json_object_set_new(m, "checked_as", json_string(cf->trainer));
+    if (inherit)
+        vf_set_verdict(m, worst, "%d of %d steps pass (the reference's checks: this exact config "
+                       "has its bits)", n_pass, n);
+    else
+        vf_set_verdict(m, worst, "%d of %d steps pass (%s %s T=%d R=%d)", n_pass, n, cf->trainer,
+                       vf_mode_name(cf->mode), cf->threads, cf->ranks);
+    json_object_set_new(m, "checked_as", json_string(as->trainer));
 }
 

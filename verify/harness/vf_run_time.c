@@ -131,31 +131,50 @@ static void phase_medians(json_t *timing, json_t *const *phases, int n)
         json_decref(med);
 }
 
-// What one config's timed runs are, into its "timing" object; phases[k]:
-// run k's phase_seconds (NULL when it has none).
-static void config_timing(json_t *timing, const double *sec, const double *wall, const int *seq,
-                          json_t *const *phases, int warmup, int repeats, time_plan p,
-                          json_t *last)
+// One config's runs in the case's timing: warm-up rounds' and timed
+// rounds' runs, each with its round, its place in the case's order, the
+// core-to-core round trip before and after it (vf_harness.h) and its
+// phase_seconds.
+typedef struct row_runs {
+    int n_warm, n;              // untimed runs, timed runs so far
+    double *warm;               // [warmup] seconds of the untimed runs
+    double *sec, *wall;         // [max rounds] per timed run
+    int *round, *seq;           // its timed round (0-based), its place in the order
+    double (*rt)[2];            // probes before and after it (NAN: not measured)
+    json_t **phases;            // phase_seconds (NULL: none)
+    int open;                   // still timed in the coming rounds
+    int accounted;              // its rounds that will not run are off the progress plan
+    json_t *last;               // the last run's summary
+    char why[600];              // "" or why a run failed (no more runs)
+} row_runs;
+
+// What one config's timed runs are, into its "timing" object.
+static void config_timing(json_t *timing, const row_runs *rr, const int *near, time_plan p)
 {
     json_t *warm = json_array(), *runs = json_array(), *walls = json_array(), *order = json_array();
-    json_t *ph = json_array();
-    for (int k = 0; k < warmup + repeats; k++) {
-        json_array_append_new(k < warmup ? warm : runs, json_real(sec[k]));
-        if (k >= warmup) {
-            json_array_append_new(walls, json_real(wall[k]));
-            json_array_append_new(order, json_integer(seq[k]));
-            json_array_append(ph, phases[k] ? phases[k] : json_null());
-        }
+    json_t *ph = json_array(), *rounds = json_array(), *rts = json_array(), *nr = json_array();
+    for (int k = 0; k < rr->n_warm; k++) json_array_append_new(warm, json_real(rr->warm[k]));
+    for (int k = 0; k < rr->n; k++) {
+        json_array_append_new(runs, json_real(rr->sec[k]));
+        json_array_append_new(walls, json_real(rr->wall[k]));
+        json_array_append_new(order, json_integer(rr->seq[k]));
+        json_array_append_new(rounds, json_integer(rr->round[k]));
+        json_array_append_new(rts, json_pack("[o, o]", vf_jnum(rr->rt[k][0]), vf_jnum(rr->rt[k][1])));
+        json_array_append_new(nr, json_boolean(near[k]));
+        json_array_append(ph, rr->phases[k] ? rr->phases[k] : json_null());
     }
     json_object_set_new(timing, "warmup_seconds", warm);
     json_object_set_new(timing, "seconds", runs);
+    json_object_set_new(timing, "rounds", rounds);
+    json_object_set_new(timing, "core_round_trip_ns", rts);
+    json_object_set_new(timing, "near", nr);
     json_object_set_new(timing, "phase_seconds", ph);
     json_object_set_new(timing, "wall_seconds", walls);
     json_object_set_new(timing, "order", order);
     json_object_set_new(timing, "warmup_steps", json_integer(p.K));
     json_object_set_new(timing, "steps", json_integer(p.W));
     vf_time_stats ts;
-    if (vf_time_stats_of(&ts, sec + warmup, repeats) != PAR_OK) {
+    if (vf_time_stats_of(&ts, rr->sec, rr->n) != PAR_OK) {
         json_object_set_new(timing, "timed", json_false());
         json_object_set_new(timing, "note", json_string(par_last_error()));
         return;
@@ -168,11 +187,10 @@ static void config_timing(json_t *timing, const double *sec, const double *wall,
     json_object_set_new(timing, "runs_kept", json_integer(ts.n_kept));
     json_object_set_new(timing, "mean_kept", json_real(ts.mean_kept));
     json_object_set_new(timing, "cv", vf_jnum(ts.cv_kept));
-    json_object_set_new(timing, "noisy", json_boolean(ts.noisy));
-    phase_medians(timing, phases + warmup, repeats);
-    json_t *bs = json_object_get(last, "bytes_sent_per_step");
+    phase_medians(timing, rr->phases, rr->n);
+    json_t *bs = json_object_get(rr->last, "bytes_sent_per_step");
     if (bs) json_object_set(timing, "bytes_sent_per_step", bs);
-    json_t *sps = json_object_get(last, "samples_per_second");
+    json_t *sps = json_object_get(rr->last, "samples_per_second");
     if (sps) json_object_set(timing, "samples_per_second_last", sps);
 }
 
@@ -204,12 +222,121 @@ int vf_case_calibrates(const vf_runner *r, const vf_case *c)
     return 0;
 }
 
+// The near flag of every timed run of the case so far (sm_near_probes over
+// all of them: "near" is against the case's fastest probe); near[j] has
+// rows[j].n entries.
+static par_status case_near(const row_runs *rows, int n_rows, int **near)
+{
+    int total = 0;
+    for (int j = 0; j < n_rows; j++) total += rows[j].n;
+    double (*rt)[2] = malloc((size_t)(total > 0 ? total : 1) * sizeof *rt);
+    int *all = malloc((size_t)(total > 0 ? total : 1) * sizeof *all);
+    if (!rt || !all) {
+        free(rt);
+        free(all);
+        return par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    }
+    for (int j = 0, k = 0; j < n_rows; k += rows[j].n, j++)
+        memcpy(rt + k, rows[j].rt, (size_t)rows[j].n * sizeof *rt);
+    sm_near_probes((const double(*)[2])rt, total, all);
+    for (int j = 0, k = 0; j < n_rows; k += rows[j].n, j++)
+        memcpy(near[j], all + k, (size_t)rows[j].n * sizeof *all);
+    free(rt);
+    free(all);
+    return PAR_OK;
+}
+
+// Adaptive rounds: after round rd (0-based, timed), each open row other
+// than the baseline whose speedup interval's half-width is at most the
+// case's precision, after at least VF_ADAPT_MIN_ROUNDS rounds, is closed;
+// the baseline stays open while any other row is. Returns how many rows
+// are still open.
+static par_status close_settled(const vf_case *c, row_runs *rows, int n, int base, int rd,
+                                const int *cores, int **near, int *n_open)
+{
+    *n_open = 0;
+    if (c->precision > 0 && rd + 1 >= VF_ADAPT_MIN_ROUNDS && base >= 0) {
+        PAR_TRY(case_near(rows, n, near));
+        for (int j = 0; j < n; j++) {
+            if (j == base || !rows[j].open || rows[j].n < VF_ADAPT_MIN_ROUNDS) continue;
+            vf_speedup e;
+            PAR_TRY(vf_row_speedup(&e, rows[base].sec, rows[base].round, rows[base].n,
+                                   rows[j].sec, rows[j].round, near[j], rows[j].n, cores[j]));
+            if (e.half_width <= c->precision) rows[j].open = 0;
+        }
+    }
+    int others = 0;
+    for (int j = 0; j < n; j++) others += j != base && rows[j].open;
+    if (base >= 0 && others == 0) rows[base].open = 0;
+    for (int j = 0; j < n; j++) *n_open += rows[j].open;
+    return PAR_OK;
+}
+
+// The progress estimate's plan counted every round for every row: the
+// rounds a row will not run (it failed, or is settled; all when `all`)
+// come off it once.
+static void skip_closed(vf_runner *r, const vf_case_run *cr, row_runs *rows, int n,
+                        const int *idx, time_plan p, int rounds, int all)
+{
+    for (int j = 0; rows && j < n; j++) {
+        row_runs *rr = &rows[j];
+        if (rr->accounted || (rr->open && !rr->why[0] && !all)) continue;
+        rr->accounted = 1;
+        const int ran = rr->n_warm + rr->n + (rr->why[0] != 0);
+        vf_task_skip(r, cr, VF_T_TIME, (double)(p.K + p.W) * cr->c->configs[idx[j]].ranks,
+                     rounds - ran);
+    }
+}
+
+static void rows_free(row_runs *rows, int n)
+{
+    for (int j = 0; rows && j < n; j++) {
+        json_decref(rows[j].last);
+        for (int k = 0; k < rows[j].n; k++) json_decref(rows[j].phases[k]);
+        free(rows[j].warm);
+        free(rows[j].sec);
+        free(rows[j].wall);
+        free(rows[j].round);
+        free(rows[j].seq);
+        free(rows[j].rt);
+        free(rows[j].phases);
+    }
+    free(rows);
+}
+
+static par_status rows_alloc(row_runs **out, int n, int warmup, int repeats)
+{
+    row_runs *rows = calloc((size_t)n, sizeof *rows);
+    PAR_FAIL_IF(!rows, PAR_ERR_ALLOC, "out of memory");
+    const size_t m = (size_t)(repeats > 0 ? repeats : 1);
+    int ok = 1;
+    for (int j = 0; j < n; j++) {
+        row_runs *rr = &rows[j];
+        rr->warm = malloc((size_t)(warmup > 0 ? warmup : 1) * sizeof *rr->warm);
+        rr->sec = malloc(m * sizeof *rr->sec);
+        rr->wall = malloc(m * sizeof *rr->wall);
+        rr->round = malloc(m * sizeof *rr->round);
+        rr->seq = malloc(m * sizeof *rr->seq);
+        rr->rt = malloc(m * sizeof *rr->rt);
+        rr->phases = calloc(m, sizeof *rr->phases);
+        rr->open = 1;
+        ok = ok && rr->warm && rr->sec && rr->wall && rr->round && rr->seq && rr->rt &&
+             rr->phases;
+    }
+    *out = rows;
+    PAR_FAIL_IF(!ok, PAR_ERR_ALLOC, "out of memory");
+    return PAR_OK;
+}
+
 par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const int *todo)
 {
     const vf_case *c = cr->c;
-    int idx[VF_MAX_CONFIGS], n = 0;
+    int idx[VF_MAX_CONFIGS], cores[VF_MAX_CONFIGS], n = 0;
     for (int i = 0; i < c->n_configs; i++)
-        if (todo[i]) idx[n++] = i;
+        if (todo[i]) {
+            cores[n] = c->configs[i].threads * c->configs[i].ranks;
+            idx[n++] = i;
+        }
     if (n == 0) {
         if (vf_case_calibrates(r, c)) vf_task_skip(r, cr, VF_T_TIME, (double)cr->N, 1);
         return PAR_OK;
@@ -220,14 +347,14 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
     int ticks_ok;
     machine_before(tc, &t0, &ticks_ok);
 
-    // The calibration config: the timing baseline, serial exact, when it is timed.
-    int cal = idx[0];
+    // The calibration config and timing baseline: serial exact, when it is timed.
+    int cal = 0, base = -1;
     for (int j = n - 1; j >= 0; j--) {
         const vf_config *cf = &c->configs[idx[j]];
-        if (strcmp(cf->trainer, "serial") == 0 && cf->mode == PAR_MODE_EXACT) cal = idx[j];
+        if (strcmp(cf->trainer, "serial") == 0 && cf->mode == PAR_MODE_EXACT) cal = base = j;
     }
     time_plan p;
-    PAR_TRY(plan_window(r, cr, &c->configs[cal], &p, tc));
+    PAR_TRY(plan_window(r, cr, &c->configs[idx[cal]], &p, tc));
     cr->time_warmup = p.K;
     cr->time_steps = p.W;
     const int rounds = c->warmup + c->repeats;
@@ -240,85 +367,122 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
     json_object_set_new(tc, "warmup_steps", json_integer(p.K));
     json_object_set_new(tc, "steps", json_integer(p.W));
     json_object_set_new(tc, "warmup_rounds", json_integer(c->warmup));
-    json_object_set_new(tc, "rounds", json_integer(c->repeats));
-    json_object_set_new(tc, "order", json_string("round-robin: every config once a round, each "
-                                                 "round starting one config later"));
+    json_object_set_new(tc, "rounds_max", json_integer(c->repeats));
+    json_object_set_new(tc, "precision", json_real(c->precision));
+    json_object_set_new(tc, "order", json_string("round-robin: every open config once a round, "
+                                                 "each round starting one config later"));
 
-    // Run rd of config j is [j * rounds + rd] in sec, wall, seq and phases.
-    double *sec = calloc((size_t)n * rounds, sizeof *sec);
-    double *wall = calloc((size_t)n * rounds, sizeof *wall);
-    int *seq = calloc((size_t)n * rounds, sizeof *seq);
-    json_t **phases = calloc((size_t)n * rounds, sizeof *phases);
-    json_t **last = calloc((size_t)n, sizeof *last);
-    char (*why)[600] = calloc((size_t)n, sizeof *why);
-    par_status st = PAR_OK;
-    if (!sec || !wall || !seq || !phases || !last || !why)
-        st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
-    // The core-to-core round trip before every round and after the last.
-    json_t *probes = json_array();
+    row_runs *rows = NULL;
+    int **near = calloc((size_t)n, sizeof *near);
+    par_status st = near ? rows_alloc(&rows, n, c->warmup, c->repeats)
+                         : par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    for (int j = 0; st == PAR_OK && j < n; j++) {
+        near[j] = malloc((size_t)(c->repeats > 0 ? c->repeats : 1) * sizeof *near[j]);
+        if (!near[j]) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    }
+    // The core-to-core round trip before every run and after the last: a
+    // run's "after" is the next run's "before".
+    double *after = NULL;
+    json_t *probes = json_array();   // every probe in order
     json_object_set_new(tc, "core_round_trip_ns", probes);
-    int order = 0, n_busy = 0;
+    int order = 0, n_busy = 0, timed_rounds = 0;
     double busy = 0;   // tasks runnable besides verify itself, read before each run
     for (int rd = 0; st == PAR_OK && rd < rounds; rd++) {
-        json_array_append_new(probes, vf_jnum(sm_core_round_trip_ns()));
+        const int timed = rd >= c->warmup;
         for (int j = 0; st == PAR_OK && j < n; j++) {
             const int q = (rd + j) % n;
+            row_runs *rr = &rows[q];
             const vf_config *cf = &c->configs[idx[q]];
-            if (why[q][0]) continue;   // an earlier run of it failed
+            if (rr->why[0] || !rr->open) continue;   // a run of it failed, or it is settled
             char label[128];
             vf_config_label(label, sizeof label, cf);
-            vf_note(r, "%s: timing, %s %d of %d", label, rd < c->warmup ? "warm-up round" : "round",
-                    rd < c->warmup ? rd + 1 : rd - c->warmup + 1,
-                    rd < c->warmup ? c->warmup : c->repeats);
+            vf_note(r, "%s: timing, %s %d of %s%d", label, timed ? "round" : "warm-up round",
+                    timed ? rd - c->warmup + 1 : rd + 1,
+                    timed && c->precision > 0 ? "at most " : "", timed ? c->repeats : c->warmup);
             const int running = vf_runnable_read(NULL);
             if (running >= 1) {
                 busy += running - 1;
                 n_busy++;
             }
-            double s;
-            st = time_run(r, cr, cf, p, &s, &wall[(size_t)q * rounds + rd], &last[q], why[q],
-                          sizeof why[q]);
-            if (st == PAR_OK && !(s > 0))
-                vf_task_skip(r, cr, VF_T_TIME, (double)(p.K + p.W) * cf->ranks, rounds - rd - 1);
-            sec[(size_t)q * rounds + rd] = s;
-            seq[(size_t)q * rounds + rd] = order++;
-            if (s > 0) phases[(size_t)q * rounds + rd] =
-                json_incref(json_object_get(last[q], "phase_seconds"));
+            const double probe = sm_core_round_trip_ns();
+            json_array_append_new(probes, vf_jnum(probe));
+            if (after) *after = probe;
+            after = NULL;
+            double s, wall;
+            st = time_run(r, cr, cf, p, &s, &wall, &rr->last, rr->why, sizeof rr->why);
+            if (st != PAR_OK) break;
+            if (!(s > 0)) continue;   // failed: rr->why says why
+            order++;
+            if (!timed) {
+                rr->warm[rr->n_warm++] = s;
+                continue;
+            }
+            const int k = rr->n++;
+            rr->sec[k] = s;
+            rr->wall[k] = wall;
+            rr->round[k] = rd - c->warmup;
+            rr->seq[k] = order - 1;
+            rr->rt[k][0] = probe;
+            rr->rt[k][1] = NAN;
+            after = &rr->rt[k][1];
+            rr->phases[k] = json_incref(json_object_get(rr->last, "phase_seconds"));
         }
+        int n_open = 1;
+        if (st == PAR_OK && timed) {
+            timed_rounds++;
+            st = close_settled(c, rows, n, base, rd - c->warmup, cores, near, &n_open);
+        }
+        skip_closed(r, cr, rows, n, idx, p, rounds, n_open == 0);
+        if (n_open == 0) break;
     }
-    json_array_append_new(probes, vf_jnum(sm_core_round_trip_ns()));
+    if (after) {
+        *after = sm_core_round_trip_ns();
+        json_array_append_new(probes, vf_jnum(*after));
+    }
+    skip_closed(r, cr, rows, n, idx, p, rounds, 1);
+    if (st == PAR_OK) st = case_near(rows, n, near);
     machine_after(r, tc, &t0, ticks_ok);
+    json_object_set_new(tc, "rounds", json_integer(timed_rounds));
     json_object_set_new(tc, "others_runnable_mean", n_busy ? json_real(busy / n_busy) : json_null());
     json_object_set_new(tc, "others_runnable_samples", json_integer(n_busy));
     for (int j = 0; st == PAR_OK && j < n; j++) {
         json_t *e = json_array_get(configs, (size_t)idx[j]);
         json_t *timing = json_object_get(e, "timing");
-        if (why[j][0]) {
+        if (rows[j].why[0]) {
             json_object_set_new(timing, "timed", json_false());
             json_object_set_new(timing, "note", json_string("a timing run failed"));
-            json_object_set_new(timing, "error", json_string(why[j]));
+            json_object_set_new(timing, "error", json_string(rows[j].why));
         } else {
-            const size_t at = (size_t)j * rounds;
-            config_timing(timing, sec + at, wall + at, seq + at, phases + at, c->warmup,
-                          c->repeats, p, last[j]);
+            config_timing(timing, &rows[j], near[j], p);
         }
         if (!json_is_true(json_object_get(timing, "timed")))
             json_object_set_new(e, "verdict", json_string("error"));
     }
-    for (int j = 0; last && j < n; j++) json_decref(last[j]);
-    for (size_t k = 0; phases && k < (size_t)n * rounds; k++) json_decref(phases[k]);
-    free(sec);
-    free(wall);
-    free(seq);
-    free(phases);
-    free(last);
-    free(why);
+    for (int j = 0; j < n; j++) free(near ? near[j] : NULL);
+    free(near);
+    rows_free(rows, n);
     return st;
 }
 
-// Speedup and efficiency against the serial exact T=1 R=1 median of the
-// case, with the 95% interval of the speedup (vf_speedup_ci: paired over
-// the rounds) where there are 2 rounds or more.
+// The row's runs from its "timing" object: seconds, rounds, near flags
+// (arrays of n, allocated by the caller).
+static int runs_of(const json_t *t, double *sec, int *round, int *near, size_t cap)
+{
+    const json_t *s = json_object_get(t, "seconds"), *rd = json_object_get(t, "rounds");
+    const json_t *nr = json_object_get(t, "near");
+    const size_t n = json_array_size(s);
+    if (n > cap || json_array_size(rd) != n || json_array_size(nr) != n) return -1;
+    for (size_t k = 0; k < n; k++) {
+        sec[k] = json_number_value(json_array_get(s, k));
+        round[k] = (int)json_integer_value(json_array_get(rd, k));
+        near[k] = json_is_true(json_array_get(nr, k));
+    }
+    return (int)n;
+}
+
+// Speedup and efficiency against the serial exact T=1 R=1 config of the
+// case (vf_row_speedup: paired by round, the near rounds of a two-core row
+// when the cores moved), with its 95% interval where two rounds or more pair.
 void vf_speedups(json_t *configs, json_t *cres_case)
 {
     const json_t *base_t = NULL;
@@ -334,34 +498,36 @@ void vf_speedups(json_t *configs, json_t *cres_case)
     json_object_set_new(cres_case, "timing_baseline",
                         base_t ? json_string("serial exact T=1 R=1") : json_null());
     if (!base_t) return;
-    const double base = json_number_value(json_object_get(base_t, "median"));
-    const json_t *base_runs = json_object_get(base_t, "seconds");
-    const int base_noisy = json_is_true(json_object_get(base_t, "noisy"));
+    const size_t cap = json_array_size(json_object_get(base_t, "seconds")) + 1;
+    double *bs = malloc(cap * sizeof *bs), *xs = malloc(cap * sizeof *xs);
+    int *br = malloc(cap * sizeof *br), *bn = malloc(cap * sizeof *bn);
+    int *xr = malloc(cap * sizeof *xr), *xn = malloc(cap * sizeof *xn);
+    const int nb = bs && xs && br && bn && xr && xn ? runs_of(base_t, bs, br, bn, cap) : -1;
     json_array_foreach(configs, i, cf) {
         json_t *t = json_object_get(cf, "timing");
-        if (!json_is_true(json_object_get(t, "timed"))) continue;
-        const double med = json_number_value(json_object_get(t, "median"));
-        const double cores = (double)json_integer_value(json_object_get(cf, "cores"));
-        json_object_set_new(t, "speedup", json_real(base / med));
-        json_object_set_new(t, "efficiency", json_real(base / med / cores));
-        json_object_set_new(t, "baseline_noisy", json_boolean(base_noisy));
-        const json_t *runs = json_object_get(t, "seconds");
-        const size_t n = json_array_size(runs);
-        double a[1000], b[1000], s, lo, hi;
-        if (n < 2 || n != json_array_size(base_runs) || n > 1000) {
+        if (nb < 0 || !json_is_true(json_object_get(t, "timed"))) continue;
+        const int cores = (int)json_integer_value(json_object_get(cf, "cores"));
+        const int nx = runs_of(t, xs, xr, xn, cap);
+        vf_speedup e;
+        if (nx < 0 || vf_row_speedup(&e, bs, br, nb, xs, xr, xn, nx, cores) != PAR_OK) continue;
+        json_object_set_new(t, "speedup", json_real(e.speedup));
+        json_object_set_new(t, "efficiency", json_real(e.speedup / cores));
+        json_object_set_new(t, "speedup_rounds", json_integer(e.n));
+        json_object_set_new(t, "speedup_near_only", json_boolean(e.near_only));
+        if (e.n < 2) {
             json_object_set_new(t, "speedup_ci95", json_null());
             continue;
         }
-        for (size_t k = 0; k < n; k++) {
-            a[k] = json_number_value(json_array_get(base_runs, k));
-            b[k] = json_number_value(json_array_get(runs, k));
-        }
-        if (vf_speedup_ci(&s, &lo, &hi, a, b, (int)n, VF_BOOT_RESAMPLES, VF_BOOT_SEED) != PAR_OK) {
-            json_object_set_new(t, "speedup_ci95", json_null());
-            continue;
-        }
-        json_object_set_new(t, "speedup_ci95", json_pack("[f, f]", lo, hi));
+        json_object_set_new(t, "speedup_ci95", json_pack("[f, f]", e.lo, e.hi));
+        json_object_set_new(t, "speedup_half_width", json_real(e.half_width));
         // The interval's test at 5%: does the speedup differ from 1 (no change)?
-        json_object_set_new(t, "speedup_significant", json_boolean(lo > 1 || hi < 1));
+        json_object_set_new(t, "speedup_significant", json_boolean(e.significant));
+        json_object_set_new(t, "noisy", json_boolean(e.noisy));
     }
+    free(bs);
+    free(xs);
+    free(br);
+    free(bn);
+    free(xr);
+    free(xn);
 }

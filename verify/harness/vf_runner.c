@@ -211,7 +211,7 @@ static par_status run_case(vf_runner *r, vf_case_run *cr, json_t *cres)
     json_t *e;
     json_array_foreach(configs, i, e) {
         const vf_config *cf = &c->configs[i];
-        vf_config_mpfr(e, cf, checks, r->check_available);
+        vf_config_mpfr(e, c, cf, checks, r->check_available);
         const char *cv = json_string_value(json_object_get(json_object_get(e, "correctness"), "verdict"));
         const char *mv = json_string_value(json_object_get(json_object_get(e, "mpfr"), "verdict"));
         const int pass = strcmp(cv, "pass") == 0 && strcmp(mv, "fail") != 0 && strcmp(mv, "error") != 0;
@@ -253,18 +253,11 @@ static const json_t *case_probes(const json_t *cs)
 // Every case's probes summed up by vf_round_trip_summary.
 static json_t *round_trips(const json_t *cases)
 {
-    size_t n = 0, i, k;
-    json_t *cs, *v;
-    json_array_foreach(cases, i, cs) n += json_array_size(case_probes(cs));
-    double *ns = malloc((n > 0 ? n : 1) * sizeof *ns);
-    if (!ns) return json_null();
-    n = 0;
-    json_array_foreach(cases, i, cs) {
-        json_array_foreach(case_probes(cs), k, v)
-            ns[n++] = json_is_number(v) ? json_number_value(v) : NAN;
-    }
-    json_t *o = vf_round_trip_summary(ns, (int)n);
-    free(ns);
+    json_t *all = json_array(), *cs;
+    size_t i;
+    json_array_foreach(cases, i, cs) json_array_extend(all, (json_t *)case_probes(cs));
+    json_t *o = vf_round_trip_summary_json(all);
+    json_decref(all);
     return o;
 }
 

@@ -1,6 +1,7 @@
 // Timing statistics (vf_stats.h): median, MLPerf's trimmed mean and the
-// coefficient of variation of the kept runs, the NOISY rule, and the paired
-// percentile bootstrap of a speedup's 95% confidence interval.
+// coefficient of variation of the kept runs, the paired percentile bootstrap
+// of a speedup's 95% confidence interval, the near rounds of a two-core row
+// and the NOISY rule.
 #include "vf_stats.h"
 
 #include <math.h>
@@ -39,7 +40,6 @@ par_status vf_time_stats_of(vf_time_stats *st, const double *sec, int n)
         for (int i = 0; i < st->n_kept; i++) ss += (k[i] - st->mean_kept) * (k[i] - st->mean_kept);
         st->cv_kept = sqrt(ss / (st->n_kept - 1)) / st->mean_kept;
     }
-    st->noisy = st->cv_kept > VF_NOISY_CV;   // false for NAN
     free(x);
     return PAR_OK;
 }
@@ -85,4 +85,79 @@ par_status vf_speedup_ci(double *speedup, double *lo, double *hi, const double *
     free(b);
     free(ratio);
     return PAR_OK;
+}
+
+int vf_speedup_rounds(int *use, int *near_only, const int *near, int n, int cores)
+{
+    int n_near = 0;
+    for (int k = 0; k < n; k++) n_near += near[k] != 0;
+    *near_only = cores >= 2 && n_near < n && n_near >= VF_NEAR_MIN_ROUNDS;
+    for (int k = 0; k < n; k++) use[k] = !*near_only || near[k];
+    return *near_only ? n_near : n;
+}
+
+par_status vf_speedup_of(vf_speedup *e, const double *base, const double *x, const int *use,
+                         int n, int near_only)
+{
+    memset(e, 0, sizeof *e);
+    double *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a);
+    double *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory");
+    }
+    int m = 0;
+    for (int k = 0; k < n; k++)
+        if (use[k]) {
+            a[m] = base[k];
+            b[m++] = x[k];
+        }
+    par_status st = PAR_OK;
+    e->n = m;
+    e->near_only = near_only;
+    e->lo = e->hi = e->half_width = NAN;
+    if (m >= 2) {
+        st = vf_speedup_ci(&e->speedup, &e->lo, &e->hi, a, b, m, VF_BOOT_RESAMPLES, VF_BOOT_SEED);
+        e->half_width = (e->hi - e->lo) / (2 * e->speedup);
+        e->significant = e->lo > 1 || e->hi < 1;
+        e->noisy = !(e->half_width <= VF_NOISY_HALF_WIDTH);
+    } else if (m == 1) {
+        e->speedup = a[0] / b[0];
+    } else {
+        st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "a speedup of no rounds");
+    }
+    free(a);
+    free(b);
+    return st;
+}
+
+par_status vf_row_speedup(vf_speedup *e, const double *base_sec, const int *base_round, int nb,
+                          const double *x_sec, const int *x_round, const int *x_near, int nx,
+                          int cores)
+{
+    const size_t m = (size_t)(nx > 0 ? nx : 1);
+    double *a = malloc(m * sizeof *a), *b = malloc(m * sizeof *b);
+    int *near = malloc(m * sizeof *near), *use = malloc(m * sizeof *use);
+    par_status st = PAR_OK;
+    if (!a || !b || !near || !use) {
+        st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    } else {
+        int n = 0;
+        for (int j = 0, i = 0; j < nx; j++) {
+            while (i < nb && base_round[i] < x_round[j]) i++;
+            if (i == nb || base_round[i] != x_round[j]) continue;
+            a[n] = base_sec[i];
+            b[n] = x_sec[j];
+            near[n++] = x_near[j];
+        }
+        int near_only;
+        vf_speedup_rounds(use, &near_only, near, n, cores);
+        st = vf_speedup_of(e, a, b, use, n, near_only);
+    }
+    free(a);
+    free(b);
+    free(near);
+    free(use);
+    return st;
 }

@@ -1,10 +1,13 @@
 // The statistics of `parity verify`'s timings (docs/table.md, "Timings"):
-// per config the median of its timed runs; as MLPerf Training scores a
+// per config the median of its timed runs and, as MLPerf Training scores a
 // benchmark, the fastest and the slowest run dropped before the mean and
-// the coefficient of variation; the NOISY rule; and the 95% confidence
-// interval of a speedup by a paired percentile bootstrap over the rounds.
-// Pure functions of the runs, with a fixed seed: a table can be recomputed
-// from the raw seconds in results.json. Tests: tests/test_timing.c.
+// the coefficient of variation (shown, never a veto); a speedup's 95%
+// confidence interval by a paired percentile bootstrap over the rounds; which
+// rounds a two-core row's speedup uses when the cores moved (the near ones);
+// the NOISY rule (an interval too wide to quote) and the stopping rule of
+// adaptive rounds. Pure functions of the runs, with a fixed seed: a table
+// can be recomputed from the raw seconds in results.json.
+// Tests: tests/test_timing.c.
 #ifndef VF_STATS_H
 #define VF_STATS_H
 
@@ -14,10 +17,14 @@
 
 enum {
     VF_TRIM_MIN_RUNS = 5,     // from this many runs on, the fastest and slowest are dropped
-    VF_CV_MIN_RUNS = 3,       // fewer runs kept: the noise is not judged (no CV, never NOISY)
+    VF_CV_MIN_RUNS = 3,       // fewer runs kept: no CV
     VF_BOOT_RESAMPLES = 10000,
+    VF_NEAR_MIN_ROUNDS = 5,   // a two-core row keeps to its near rounds from this many on
+    VF_ADAPT_MIN_ROUNDS = 5,  // adaptive rounds: no row is settled before this many
 };
-#define VF_NOISY_CV 0.05                    // a row whose CV is above this is NOISY
+// NOISY: the speedup's interval is wider than +-10% of it, e.g. [1.50, 1.90]
+// around 1.70: too wide to quote a number.
+#define VF_NOISY_HALF_WIDTH 0.10
 #define VF_BOOT_SEED UINT64_C(20261125)     // splitmix64's seed for every interval
 
 typedef struct vf_time_stats {
@@ -28,7 +35,6 @@ typedef struct vf_time_stats {
     double mean_kept;         // the mean of the kept runs (MLPerf's score)
     double cv_kept;           // their sample standard deviation / mean_kept;
                               // NAN when n_kept < VF_CV_MIN_RUNS
-    int noisy;                // cv_kept > VF_NOISY_CV
 } vf_time_stats;
 
 // The statistics of n >= 1 run times (seconds, > 0; any order).
@@ -46,5 +52,45 @@ par_status vf_time_stats_of(vf_time_stats *st, const double *sec, int n);
 // Pairing keeps what one round's drift did to both configs together.
 par_status vf_speedup_ci(double *speedup, double *lo, double *hi, const double *base,
                          const double *x, int n, int resamples, uint64_t seed);
+
+// The speedup of one row against the baseline, as the table reports it.
+typedef struct vf_speedup {
+    int n;                    // rounds it is computed from
+    int near_only;            // 1: only the rounds whose run met the cores near
+    double speedup, lo, hi;   // median(base) / median(x) over those rounds; 95% interval
+                              // (lo = hi = NAN with one round: no interval)
+    double half_width;        // (hi - lo) / (2 speedup): the interval's relative half-width
+    int significant;          // the interval excludes 1 (lo > 1 or hi < 1)
+    int noisy;                // half_width > VF_NOISY_HALF_WIDTH: no number is quoted
+} vf_speedup;
+
+// Which of a row's n rounds its speedup uses (use[k] = 1): all of them,
+// except for a row on two cores or more (cores >= 2) whose runs met both
+// placements of the cores (near[k]: run k's probes before and after it
+// read the nearest placement, sm_near_probes) with at least
+// VF_NEAR_MIN_ROUNDS near: then the near rounds alone. A far placement
+// slows every two-core run by a large factor, and a median over a mix of
+// the two says neither; the near rounds say what the code does where the
+// machine lets it (the table marks such rows). Returns how many are used;
+// *near_only = 1 when the far rounds were left out.
+int vf_speedup_rounds(int *use, int *near_only, const int *near, int n, int cores);
+
+// The speedup of x against base over the rounds with use[k] set (base[k],
+// x[k]: round k's runs; n rounds, at least one used): vf_speedup_ci over
+// those rounds when there are two or more, the NOISY and n.s. rules.
+// PAR_ERR_CONFIG when no round is used, PAR_ERR_ALLOC when out of memory.
+par_status vf_speedup_of(vf_speedup *e, const double *base, const double *x, const int *use,
+                         int n, int near_only);
+
+// The speedup of a row from the runs as verify records them: the
+// baseline's run i took base_sec[i] in round base_round[i] (nb runs), the
+// row's run j x_sec[j] in round x_round[j], with x_near[j] its placement
+// (nx runs); the row runs on `cores` cores. Each of the row's runs is
+// paired with the baseline's run of the same round (a run without one is
+// left out), then vf_speedup_rounds and vf_speedup_of. Rounds are listed
+// in ascending order on both sides. PAR_ERR_CONFIG when no round pairs.
+par_status vf_row_speedup(vf_speedup *e, const double *base_sec, const int *base_round, int nb,
+                          const double *x_sec, const int *x_round, const int *x_near, int nx,
+                          int cores);
 
 #endif

@@ -22,13 +22,15 @@
 typedef enum key_id {
     K_DATASET, K_MODEL, K_ACT, K_DTYPE, K_BATCH, K_CHUNK, K_STEPS, K_EPOCHS, K_LR, K_SEED,
     K_TRAINERS, K_MODES, K_THREADS, K_RANKS, K_REPEATS, K_WARMUP, K_CHECK_STEPS, K_FAULT,
-    K_PREDICT, K_OPTIM, K_MOMENTUM, K_BETA1, K_BETA2, K_EPS, K_UPSCALE, K_WINDOW, K_N
+    K_PREDICT, K_OPTIM, K_MOMENTUM, K_BETA1, K_BETA2, K_EPS, K_UPSCALE, K_WINDOW, K_PRECISION,
+    K_CHECK_CONFIGS, K_N
 } key_id;
 
 static const char *const KEY_NAMES[K_N] = {
     "dataset", "model", "act", "dtype", "batch", "chunk", "steps", "epochs", "lr", "seed",
     "trainers", "modes", "threads", "ranks", "repeats", "warmup", "check_steps", "fault",
-    "predict", "optim", "momentum", "beta1", "beta2", "eps", "upscale", "window",
+    "predict", "optim", "momentum", "beta1", "beta2", "eps", "upscale", "window", "precision",
+    "check_configs",
 };
 
 __attribute__((format(printf, 4, 5)))
@@ -227,6 +229,23 @@ static par_status set_key(vf_suite *s, vf_case *c, key_id k, int line, char *v)
         c->window = d;
         return PAR_OK;
     }
+    case K_CHECK_CONFIGS:
+        if (strcmp(v, "all") != 0 && strcmp(v, "fast") != 0)
+            return fail(s, line, key, "'%s': expected all (the reference and every config) or "
+                        "fast (the reference and the fast configs; an exact config inherits "
+                        "the reference's checks, whose bits it has)", v);
+        c->check_fast_only = strcmp(v, "fast") == 0;
+        return PAR_OK;
+    case K_PRECISION: {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (end == v || *end || errno || !(d >= 0 && d <= 1))
+            return fail(s, line, key, "'%s': expected a relative half-width from 0 to 1 (e.g. "
+                        "0.05; 0: every round runs)", v);
+        c->precision = d;
+        return PAR_OK;
+    }
     case K_LR: {
         char *end;
         errno = 0;
@@ -309,9 +328,12 @@ static par_status set_key(vf_suite *s, vf_case *c, key_id k, int line, char *v)
     return PAR_OK;
 }
 
-// Checks a finished case and expands its configs.
-static par_status finish_case(vf_suite *s, vf_case *c, const int *seen)
+// Checks a finished case and expands its configs. set[k]: the line that set
+// key k (negative: the [defaults] section's line), 0 when none did.
+static par_status finish_case(vf_suite *s, vf_case *c, const int *set)
 {
+    int seen[K_N];
+    for (int k = 0; k < K_N; k++) seen[k] = abs(set[k]);
     if (!seen[K_TRAINERS])
         return fail(s, c->line, "trainers", "missing in [case %s] (e.g. trainers = serial, omp)", c->name);
     if (!seen[K_STEPS] && !seen[K_EPOCHS])
@@ -356,41 +378,120 @@ static par_status finish_case(vf_suite *s, vf_case *c, const int *seen)
     return PAR_OK;
 }
 
+// The keys of the [defaults] section, kept as written: every case starts
+// from them, then its own keys (a case may set a key [defaults] set).
+typedef struct defaults {
+    int n;
+    int line[K_N];
+    key_id key[K_N];
+    char val[K_N][4096];
+} defaults;
+
+// A new case: the built-in defaults, then the [defaults] section's keys
+// (seen[] holds their lines, negative: set by [defaults], not the case).
+static par_status start_case(vf_suite *s, vf_case *c, const char *name, int line,
+                             const defaults *d, int *seen)
+{
+    case_defaults(c, name, line);
+    memset(seen, 0, K_N * sizeof *seen);
+    for (int i = 0; i < d->n; i++) {
+        char v[4096];
+        snprintf(v, sizeof v, "%s", d->val[i]);
+        PAR_TRY(set_key(s, c, d->key[i], d->line[i], v));
+        seen[d->key[i]] = -d->line[i];
+    }
+    return PAR_OK;
+}
+
+// A section header: [case NAME] (the case before it finished) or
+// [defaults] (once, before every case).
+static par_status section(vf_suite *s, char *t, int line, vf_case **c, int *seen,
+                          defaults *d, int *in_defaults, int (*named)[2])
+{
+    size_t n = strlen(t);
+    if (strcmp(t, "[defaults]") == 0) {
+        if (*c || *in_defaults)
+            return fail(s, line, NULL, "[defaults]: expected once, before the first [case NAME]");
+        *in_defaults = 1;
+        memset(seen, 0, K_N * sizeof *seen);
+        return PAR_OK;
+    }
+    if (t[n - 1] != ']' || strncmp(t, "[case ", 6) != 0)
+        return fail(s, line, NULL, "'%s': expected a section header [case NAME] or [defaults]", t);
+    t[n - 1] = '\0';
+    char name[128];
+    snprintf(name, sizeof name, "%s", trim(t + 6));
+    int ok = name[0] != '\0' && strlen(name) < sizeof (*c)->name;
+    for (const char *p = name; ok && *p; p++)
+        ok = isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.';
+    if (!ok)
+        return fail(s, line, NULL, "[case %s]: expected a NAME of letters, digits, '-', '_', '.' "
+                    "(at most 63)", name);
+    if (*c) PAR_TRY(finish_case(s, *c, seen));
+    for (int i = 0; i < s->n_cases; i++)
+        if (strcmp(s->cases[i].name, name) == 0)
+            return fail(s, line, NULL, "[case %s]: duplicate case name (first on line %d)", name,
+                        s->cases[i].line);
+    if (s->n_cases == VF_MAX_CASES) return fail(s, line, NULL, "more than %d cases", VF_MAX_CASES);
+    *in_defaults = 0;
+    *c = &s->cases[s->n_cases++];
+    PAR_TRY(start_case(s, *c, name, line, d, seen));
+    for (int i = 0; i < d->n; i++) {
+        named[*c - s->cases][0] |= d->key[i] == K_MODEL;
+        named[*c - s->cases][1] |= d->key[i] == K_DATASET;
+    }
+    return PAR_OK;
+}
+
+// A case that sets no model (or dataset) while another does runs the
+// built-in default under a name that may say otherwise: refused, naming
+// both cases. [defaults] counts as setting it for every case.
+static par_status check_named(vf_suite *s, const int (*set)[2])
+{
+    static const char *const what[2] = {"model", "dataset"};
+    for (int k = 0; k < 2; k++) {
+        int by = -1;
+        for (int i = 0; i < s->n_cases && by < 0; i++)
+            if (set[i][k]) by = i;
+        for (int i = 0; by >= 0 && i < s->n_cases; i++)
+            if (!set[i][k])
+                return fail(s, s->cases[i].line, what[k], "missing in [case %s] while [case %s] "
+                            "sets it (%s = %s): set it here too, or in a [defaults] section for "
+                            "every case", s->cases[i].name, s->cases[by].name, what[k],
+                            k ? s->cases[by].dataset : s->cases[by].model);
+    }
+    return PAR_OK;
+}
+
 static par_status parse(vf_suite *s, FILE *f)
 {
     char buf[4096];
-    int line = 0, seen[K_N] = {0};
+    int line = 0, seen[K_N] = {0}, in_defaults = 0;
+    int (*named)[2] = calloc(VF_MAX_CASES, sizeof *named);   // case i sets model, dataset
+    defaults *d = calloc(1, sizeof *d);
+    par_status st = named && d ? PAR_OK : par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__,
+                                                       "out of memory");
     vf_case *c = NULL;
-    while (fgets(buf, sizeof buf, f)) {
+    while (st == PAR_OK && fgets(buf, sizeof buf, f)) {
         line++;
-        if (!strchr(buf, '\n') && !feof(f)) return fail(s, line, NULL, "line longer than %zu characters", sizeof buf - 2);
+        if (!strchr(buf, '\n') && !feof(f)) {
+            st = fail(s, line, NULL, "line longer than %zu characters", sizeof buf - 2);
+            break;
+        }
         char *hash = strchr(buf, '#');
         if (hash) *hash = '\0';
         char *t = trim(buf);
         if (!*t) continue;
         if (*t == '[') {
-            char name[128];
-            size_t n = strlen(t);
-            if (t[n - 1] != ']' || strncmp(t, "[case ", 6) != 0)
-                return fail(s, line, NULL, "'%s': expected a section header [case NAME]", t);
-            t[n - 1] = '\0';
-            snprintf(name, sizeof name, "%s", trim(t + 6));
-            int ok = name[0] != '\0' && strlen(name) < sizeof c->name;
-            for (const char *p = name; ok && *p; p++)
-                ok = isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.';
-            if (!ok) return fail(s, line, NULL, "[case %s]: expected a NAME of letters, digits, '-', '_', '.' (at most 63)", name);
-            if (c) PAR_TRY(finish_case(s, c, seen));
-            for (int i = 0; i < s->n_cases; i++)
-                if (strcmp(s->cases[i].name, name) == 0)
-                    return fail(s, line, NULL, "[case %s]: duplicate case name (first on line %d)", name, s->cases[i].line);
-            if (s->n_cases == VF_MAX_CASES) return fail(s, line, NULL, "more than %d cases", VF_MAX_CASES);
-            c = &s->cases[s->n_cases++];
-            case_defaults(c, name, line);
-            memset(seen, 0, sizeof seen);
+            st = section(s, t, line, &c, seen, d, &in_defaults, named);
             continue;
         }
         char *eq = strchr(t, '=');
-        if (!eq) return fail(s, line, NULL, "'%s': expected 'key = value', '[case NAME]' or a # comment", t);
+        if (!eq) {
+            st = fail(s, line, NULL, "'%s': expected 'key = value', '[case NAME]', '[defaults]' "
+                      "or a # comment", t);
+            break;
+        }
         *eq = '\0';
         char *key = trim(t), *val = trim(eq + 1);
         int k = 0;
@@ -401,17 +502,51 @@ static par_status parse(vf_suite *s, FILE *f)
                 strcat(names, i ? ", " : "");
                 strcat(names, KEY_NAMES[i]);
             }
-            return fail(s, line, key, "unknown key (expected one of %s)", names);
+            st = fail(s, line, key, "unknown key (expected one of %s)", names);
+        } else if (!c && !in_defaults) {
+            st = fail(s, line, key, "outside a section: put it under a [case NAME] header (or "
+                      "[defaults], for every case)");
+        } else if (seen[k] > 0) {
+            st = fail(s, line, key, "duplicate key in %s%s%s (first set on line %d)",
+                      in_defaults ? "[defaults" : "[case ", in_defaults ? "" : c->name, "]",
+                      seen[k]);
+        } else if (!*val) {
+            st = fail(s, line, key, "empty value");
+        } else if (in_defaults && (k == K_TRAINERS || k == K_FAULT)) {
+            st = fail(s, line, key, "belongs to a case, not to [defaults]");
+        } else if (in_defaults) {
+            // Checked now, on a scratch case, so a bad value is reported at its line.
+            vf_case scratch;
+            case_defaults(&scratch, "defaults", line);
+            char v[4096];
+            snprintf(v, sizeof v, "%s", val);
+            seen[k] = line;
+            st = set_key(s, &scratch, (key_id)k, line, v);
+            d->line[d->n] = line;
+            d->key[d->n] = (key_id)k;
+            snprintf(d->val[d->n++], sizeof d->val[0], "%s", val);
+        } else {
+            if ((k == K_STEPS || k == K_EPOCHS) && seen[K_STEPS] <= 0 && seen[K_EPOCHS] <= 0) {
+                seen[K_STEPS] = seen[K_EPOCHS] = 0;   // the case's length replaces [defaults]'
+                c->steps = 0;
+                c->epochs = 0;
+            }
+            seen[k] = line;
+            named[c - s->cases][0] |= k == K_MODEL;
+            named[c - s->cases][1] |= k == K_DATASET;
+            st = set_key(s, c, (key_id)k, line, val);
         }
-        if (!c) return fail(s, line, key, "outside a section: put it under a [case NAME] header");
-        if (seen[k]) return fail(s, line, key, "duplicate key in [case %s] (first set on line %d)", c->name, seen[k]);
-        if (!*val) return fail(s, line, key, "empty value");
-        seen[k] = line;
-        PAR_TRY(set_key(s, c, (key_id)k, line, val));
     }
-    if (ferror(f)) return par_set_error(PAR_ERR_IO, __FILE__, __LINE__, "cannot read suite %s", s->path);
-    if (!c) return fail(s, line > 0 ? line : 1, NULL, "no [case NAME] section: a suite needs at least one case");
-    return finish_case(s, c, seen);
+    if (st == PAR_OK && ferror(f))
+        st = par_set_error(PAR_ERR_IO, __FILE__, __LINE__, "cannot read suite %s", s->path);
+    if (st == PAR_OK && !c)
+        st = fail(s, line > 0 ? line : 1, NULL, "no [case NAME] section: a suite needs at least "
+                  "one case");
+    if (st == PAR_OK) st = finish_case(s, c, seen);
+    if (st == PAR_OK) st = check_named(s, (const int(*)[2])named);
+    free(named);
+    free(d);
+    return st;
 }
 
 par_status vf_suite_load(vf_suite *s, const char *path)

@@ -38,11 +38,17 @@ typedef struct vf_case {
     char trainers[VF_MAX_LIST][16];
     int modes[VF_MAX_LIST];     // par_mode
     int threads[VF_MAX_LIST], ranks[VF_MAX_LIST];
-    int repeats, warmup;        // timed rounds, untimed rounds before them
+    int repeats, warmup;        // timed rounds (at most, with precision), untimed rounds
+                                //   before them
+    double precision;           // adaptive rounds: a row stops being timed once its speedup
+                                //   interval's half-width is at most this share of it
+                                //   (after VF_ADAPT_MIN_ROUNDS rounds); 0: every round runs
     double window;              // seconds the serial exact config's timed window should
                                 //   last (steps found by a calibration run); 0: the case's steps
     int n_predict;              // rank counts the scaling model predicts (0: none)
     int predict[VF_MAX_LIST];
+    int check_fast_only;        // check_configs = fast: MPFR checks of the reference and the
+                                //   fast configs only (exact ones inherit the reference's)
     int n_check_steps;         // 0: `check_steps = none`
     long check_steps[VF_MAX_CHECKS];   // >= 1, VF_STEP_FIRST or VF_STEP_LAST
     int n_configs;              // expanded, filtered, deduplicated
