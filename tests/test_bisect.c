@@ -2,7 +2,8 @@
 // faults injected at a known step (ulp, swap, half, skip) are found there,
 // with the tensor and element an independent run of the trainers names, in
 // an MLP and in a CNN's conv layers; identical configs agree; --tol; the MPFR
-// verdict; step logs.
+// verdict; step logs; bis_run, which opens the data and the initial weights
+// `parity bisect` runs on.
 // Run: ctest -R test_bisect (MPI configs: tests/test_bisect.sh mpi).
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -373,6 +374,59 @@ static void test_logs(void)
     remove(a), remove(b), remove(c), remove(d), remove(e), remove(o), remove(x);
 }
 
+// bis_run on a synthetic CIFAR-10 folder (5 x 40 records, 180 for training):
+// the whole split as the batch, a fault found at its step, and the stage of
+// each failure (data, batch, initial weights); what it opened is released.
+static void test_run(void)
+{
+    char dir[] = "/tmp/par_bisect_run_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    PAR_REQUIRE(par_cifar_make(dir, 40, 3));
+    par_model m;
+    PAR_REQUIRE(par_model_parse(&m, "mlp:3072-16-10", PAR_ACT_RELU));
+    const par_fault ulp = fault("ulp:2:5");
+    bis_opts o = {.seed = SEED, .epochs = 2, .max_steps = 4, .prec = 128};
+    for (int s = 0; s < 2; s++) {
+        o.side[s].ops = par_trainer_find("serial");
+        o.side[s].cfg = (par_run_cfg){.model = &m, .dtype = PAR_F32, .mode = PAR_MODE_EXACT,
+                                      .batch = 64, .chunk = 8, .lr = 0.01, .threads = 1,
+                                      .fault = s ? &ulp : &NO_FAULT};
+    }
+    bis_data d = {.dataset = dir, .batch_full = 1};
+    bis_result *r = malloc(sizeof *r);
+    bis_run_stage at = BIS_RUN_DATA;
+    if (par_ran(bis_run(r, &o, &d, &at), "bis_run"))
+        par_check(at == BIS_RUN_OK && r->diverged && r->step == 2 &&
+                      o.side[0].cfg.batch == 180 && o.side[1].cfg.batch == 180 && !o.ds &&
+                      !o.side[0].cfg.init_params && !o.side[1].cfg.init_params,
+                  "bis_run: batch full is the 180 training records, the ulp fault found at "
+                  "step 2, the data and weights released");
+    d.batch_full = 0;
+    o.side[0].cfg.batch = o.side[1].cfg.batch = 500;
+    char want[160];
+    snprintf(want, sizeof want, "--batch 500: expected at most 180, the training split of %s",
+             dir);
+    par_check(bis_run(r, &o, &d, &at) == PAR_ERR_CONFIG && at == BIS_RUN_BATCH &&
+                  strcmp(par_last_error(), want) == 0,
+              "bis_run: a batch beyond the split refused at the batch stage, named");
+    o.side[0].cfg.batch = o.side[1].cfg.batch = 64;
+    d.init_load = "/nonexistent/init.npz";
+    par_check(bis_run(r, &o, &d, &at) != PAR_OK && at == BIS_RUN_INIT,
+              "bis_run: missing initial weights fail at the init stage");
+    d.dataset = "/nonexistent/data";
+    par_check(bis_run(r, &o, &d, &at) != PAR_OK && at == BIS_RUN_DATA,
+              "bis_run: a missing dataset fails at the data stage");
+    free(r);
+    const char *files[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                           "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
+    for (int i = 0; i < 6; i++) {
+        char p[128];
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
 int main(void)
 {
     fixture_dataset(&DS, 8 * BATCH);
@@ -393,6 +447,7 @@ int main(void)
     test_half("reference", 3, 0);
     test_other_causes();
     test_logs();
+    test_run();
     // A CNN: the same faults in its conv layer are found there, with the
     // conv tensor, its element and MPFR's verdict.
     if (par_model_parse(&M, "cnn:1x28x28-c4k3p1-r-m2-c3k3-r-f-fc10", PAR_ACT_RELU) != PAR_OK)

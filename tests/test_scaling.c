@@ -1,15 +1,95 @@
 // The scaling model's formulas (verify/scaling/sm_model.c) against values worked out
 // by hand from the formulas written in sm_model.h, for a small case:
-// alpha = 1 us, beta = 1 ns/byte, N = 1000 f32 parameters (4000 bytes), C = 8.
+// alpha = 1 us, beta = 1 ns/byte, N = 1000 f32 parameters (4000 bytes), C = 8;
+// and the pure parts of its measurements (sm_measure.h): the commands its
+// children run and the rows of its predictions.
 #include <math.h>
+#include <string.h>
 
 #include "par_test.h"
+#include "sm_measure.h"
 #include "sm_model.h"
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b) + 1e-18; }
 
+// a's words joined by '|'.
+static const char *joined(const par_argv *a)
+{
+    static char buf[1024];
+    buf[0] = '\0';
+    for (int i = 0; i < a->n; i++)
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? "|" : "", a->v[i]);
+    return buf;
+}
+
+static void test_commands(void)
+{
+    par_argv a = {0};
+    sm_launch_argv(&a, "  ssh host{R}  mpirun -n {R}\t-x A={R}{R} ", "/bin/parity", 3);
+    par_argv_add(&a, "model");
+    sm_launch_end(&a, "x", 3);
+    par_check(strcmp(joined(&a), "ssh|host3|mpirun|-n|3|-x|A=33|/bin/parity|model") == 0,
+              "launcher: its words, every {R} replaced, then the binary; no --ranks");
+    par_argv_free(&a);
+    sm_launch_argv(&a, NULL, "/bin/parity", 2);
+    par_argv_add(&a, "model");
+    sm_launch_end(&a, NULL, 2);
+    par_check(strcmp(joined(&a), "/bin/parity|model|--ranks|2") == 0,
+              "no launcher: the binary's own --ranks last");
+    par_argv_free(&a);
+    const par_optim adam = {.kind = PAR_OPTIM_ADAM, .beta1 = 0.5, .beta2 = 0.25, .eps = 1e-8};
+    const sm_setup s = {.dataset = "mnist", .model = "mlp:196-8-10", .act = "tanh",
+                        .dtype = "f64", .optim = &adam, .upscale = 14, .batch = 32, .chunk = 4,
+                        .steps = 5};
+    sm_train_argv(&a, &s, "mpi", "fast");
+    par_check(strcmp(joined(&a), "train|--trainer|mpi|--mode|fast|--dataset|mnist|--model|"
+                                 "mlp:196-8-10|--act|tanh|--dtype|f64|--batch|32|--chunk|4|"
+                                 "--steps|5|--json|--quiet|--no-digest|--optim|adam|--beta1|0.5|"
+                                 "--beta2|0.25|--eps|1e-08|--upscale|14") == 0,
+              "a training run's flags: the setting, adam's hyperparameters, --upscale");
+    par_argv_free(&a);
+}
+
+// The predicted rows of a 2-layer MLP on 1000 samples, batch 16 per rank.
+static void test_predictions(const sm_costs *c)
+{
+    par_model m;
+    PAR_REQUIRE(par_model_parse(&m, "mlp:20-8-4", PAR_ACT_RELU));
+    enum { MAX_R = 4 };
+    const int n = sm_n_predictions(MAX_R);   // 2 designs x 8 batches x R = 1, 2, 4 x 2
+    sm_prediction rows[96 + 1];
+    par_check(n == 96 && sm_predictions(rows, 97, c, &m, 1000, 16, MAX_R) == 96,
+              "predictions: 96 rows for R up to 4");
+    par_check(sm_predictions(rows, 10, c, &m, 1000, 16, MAX_R) == 10, "predictions: cap kept");
+    sm_predictions(rows, 96, c, &m, 1000, 16, MAX_R);
+    // Row order: exact then fast; batch 64 .. 8192; R 1, 2, 4; strong then weak.
+    int order = 1;
+    for (int i = 0; i < 96; i++) {
+        const int d = i / 48, b = i / 6 % 8, r = i / 2 % 3, weak = i % 2;
+        const size_t Bg = (size_t)64 << b;
+        order &= rows[i].design == (d ? SM_MPI_FAST : SM_MPI_EXACT) &&
+                 rows[i].ranks == 1 << r && rows[i].weak == weak &&
+                 rows[i].batch == (weak ? (size_t)16 << r : Bg);
+    }
+    par_check(order, "predictions: exact then fast, batch 64 .. 8192, R 1 2 4, strong then weak");
+    // R = 1: speedup and efficiency 1 by definition, strong and weak.
+    par_check(rows[0].speedup == 1 && rows[0].efficiency == 1 && rows[1].speedup == 1,
+              "predictions at R = 1: speedup 1");
+    // strong, fast, batch 128, R = 4 (row 48 + 6 + 4): ceil(1000 / 128) = 8 steps.
+    sm_costs cg = *c;
+    par_ring_split(&m, 128, &cg.chain_params, &cg.gather_values);
+    const double t4 = sm_step_seconds(&cg, SM_MPI_FAST, 4, 128);
+    const double t1 = sm_step_seconds(&cg, SM_MPI_FAST, 1, 128);
+    const sm_prediction *p = &rows[58];
+    par_check(p->design == SM_MPI_FAST && p->ranks == 4 && p->batch == 128 && !p->weak &&
+                  near(p->epoch_s, 8 * t4) && near(p->speedup, t1 / t4) &&
+                  near(p->efficiency, t1 / t4 / 4),
+              "a strong row: 8 steps of the step time, speedup t1 / t4");
+}
+
 int main(void)
 {
+    test_commands();
     sm_costs c = {.t0 = 1e-4, .t_sample = 1e-5, .alpha = 1e-6, .beta = 1e-9, .n_params = 1000,
                   .elem_bytes = 4, .chunk = 8, .seg_params = 250, .chain_params = 1000};
     // mpi fast, P = 2: 2 (1) 1us + 2 (1/2) 4000 B 1ns = 2us + 4us
@@ -168,5 +248,6 @@ int main(void)
     // the compute scale moves the points too: x 2 at 12 samples is 250us
     sm_scale_compute(&pt, 2);
     par_check(near(sm_compute_seconds(&pt, 12), 250e-6), "scaled points");
+    test_predictions(&c);
     return par_test_exit();
 }

@@ -3,8 +3,10 @@
 // MLPerf's dropping of the fastest and slowest run, the coefficient of
 // variation, the paired bootstrap interval of a speedup, the near rounds of
 // a two-core row, the NOISY rule (half-width above 10%), the pairing of
-// rounds, /proc/stat's steal, /proc/loadavg and the core-to-core round
-// trip. Every expected value is worked out by hand in the comment beside it.
+// rounds, /proc/stat's steal, /proc/loadavg, the core-to-core round trip
+// (verify/scaling/sm_measure.h), and the one comparator and median of
+// doubles (src/core/par_sort.h) they use. Every expected value is worked
+// out by hand in the comment beside it.
 // Run: cmake --build build --target test_timing && build/tests/test_timing
 #define _GNU_SOURCE   // sched_getaffinity, sched_setaffinity
 
@@ -15,11 +17,31 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "par_sort.h"
 #include "par_test.h"
+#include "sm_measure.h"
 #include "vf_harness.h"
 #include "vf_stats.h"
 
 static int near(double a, double b, double tol) { return fabs(a - b) <= tol; }
+
+// Ascending order and the median: odd n the middle value, even n the mean
+// of the two middle ones; -0.0 and 0.0 compare equal.
+static void test_sort(void)
+{
+    double x[] = {3.5, -1.0, 2.0, 10.0, 0.0};
+    par_check(par_median_sort(x, 5) == 2.0 && x[0] == -1.0 && x[1] == 0.0 && x[2] == 2.0 &&
+                  x[3] == 3.5 && x[4] == 10.0,
+              "par_median_sort: 5 values sorted ascending, median the middle one, 2.0");
+    double y[] = {4.0, 1.0, 3.0, 2.0};
+    par_check(par_median_sort(y, 4) == 2.5, "par_median_sort: 4 values, (2 + 3) / 2 = 2.5");
+    double one[] = {7.25};
+    par_check(par_median_sort(one, 1) == 7.25, "par_median_sort: 1 value, itself");
+    const double a = 1.0, b = 2.0, z = 0.0, mz = -0.0;
+    par_check(par_cmp_double(&a, &b) == -1 && par_cmp_double(&b, &a) == 1 &&
+                  par_cmp_double(&a, &a) == 0 && par_cmp_double(&z, &mz) == 0,
+              "par_cmp_double: -1, 1, 0; -0.0 equals 0.0");
+}
 
 static void test_stats(void)
 {
@@ -293,14 +315,14 @@ static void test_round_trip(void)
     // 2 x 80 = 160, the rest at most 150.
     const double rt[5][2] = {{80, 95}, {90, 170}, {85, 88}, {90, 400}, {NAN, 150}};
     int near[5];
-    par_check(vf_near_probes(rt, 5, near) == 3 && near[0] && !near[1] && near[2] && !near[3] &&
+    par_check(sm_near_probes(rt, 5, near) == 3 && near[0] && !near[1] && near[2] && !near[3] &&
                   near[4],
               "near probes: 80-95, 85-88 and -/150 near (<= 2 x 80), 90-170 and 90-400 far");
     // All far together: the fastest is far too, so all are alike.
     const double far[2][2] = {{330, 350}, {340, 380}};
-    par_check(vf_near_probes(far, 2, near) == 2, "steadily far probes count as alike");
+    par_check(sm_near_probes(far, 2, near) == 2, "steadily far probes count as alike");
     const double unmeasured[2][2] = {{NAN, NAN}, {NAN, NAN}};
-    par_check(vf_near_probes(unmeasured, 2, near) == 2, "unmeasured probes count as near");
+    par_check(sm_near_probes(unmeasured, 2, near) == 2, "unmeasured probes count as near");
 
     // This machine: with two CPUs or more in the mask, a finite time (a cache
     // line crosses in well under 100 us); restricted to one CPU (as `taskset -c 0`
@@ -310,7 +332,7 @@ static void test_round_trip(void)
         par_check(0, "sched_getaffinity");
         return;
     }
-    const double t = vf_core_round_trip_ns();
+    const double t = sm_core_round_trip_ns();
     if (CPU_COUNT(&mask) >= 2)
         par_check(isfinite(t) && t > 0 && t < 100000,
                   "core-to-core round trip of this machine in (0, 100000) ns");
@@ -325,7 +347,7 @@ static void test_round_trip(void)
         par_check(0, "sched_setaffinity to one CPU");
         return;
     }
-    par_check(isnan(vf_core_round_trip_ns()), "affinity restricted to one CPU: round trip NAN");
+    par_check(isnan(sm_core_round_trip_ns()), "affinity restricted to one CPU: round trip NAN");
     par_check(sched_setaffinity(0, sizeof mask, &mask) == 0, "affinity mask restored");
 }
 
@@ -333,6 +355,7 @@ int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/par_timing_XXXXXX");
     if (!mkdtemp(dir)) return 1;
+    test_sort();
     test_stats();
     test_bootstrap();
     test_speedup_rows();

@@ -1,40 +1,15 @@
-// MPI start-up for the CLI: joining a job launched by mpirun, or launching
-// one for `--ranks R`. MPI_Init and MPI_Finalize live here, on the main()
-// side, never in library code (docs/CONTRIBUTING.md, "Errors and exit codes").
+// The launcher's names before they took the CLI's prefix, for the two files
+// that still use them (cmd_train.c, train_args.c, which another change is
+// reworking); remove this header once they include cli_mpi_launch.h.
 #ifndef PAR_MPI_LAUNCH_H
 #define PAR_MPI_LAUNCH_H
 
-#include "par_status.h"
+#include "cli_mpi_launch.h"
 
-// True when this process was started by mpirun/mpiexec.
-int par_mpi_under_launcher(void);
-
-// The world size mpirun announces in the environment (OMPI_COMM_WORLD_SIZE or
-// PMI_SIZE; 1 when not under a launcher) and this process's rank there, for
-// commands that do not join the job.
-int par_mpi_env_size(int *rank);
-
-// Replaces this process with `mpirun -n ranks <flags> <this binary> argv...`,
-// adding the flags one machine needs (docs/DESIGN.md, section 7): --oversubscribe,
-// --bind-to none, yield when idle, and --allow-run-as-root for root.
-// Returns an exit code only if mpirun could not be started.
-int par_mpi_relaunch(int argc, char **argv, int ranks);
-
-// Runs `mpirun -n ranks` for this command line (par_mpi_relaunch) as a child
-// whose stderr passes through a watcher: SIGINT/SIGTERM are passed on as
-// SIGUSR1/SIGUSR2 (mpirun forwards those to every rank, which stop cleanly
-// at the same step; another signal 2 s later is passed on as SIGTERM: mpirun
-// kills the job), mpirun's own message boxes about exit codes are dropped,
-// and a rank that died is named in one line ("parity CMD: ..."), with a hint
-// to resume from ckpt_dir when it is not NULL. Returns the exit code.
-int par_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
-                           const char *ckpt_dir);
-
-// MPI_Init_thread(FUNNELED) if not yet initialised; rank and size of WORLD.
-par_status par_mpi_start(int *rank, int *size);
-
-// Combines every rank's exit code (the largest wins), finalises MPI if it
-// was started, and returns the combined code. Without MPI returns rc.
-int par_mpi_finish(int rc);
+#define par_mpi_under_launcher cli_mpi_under_launcher
+#define par_mpi_env_size cli_mpi_env_size
+#define par_mpi_launch_watched cli_mpi_launch_watched
+#define par_mpi_start cli_mpi_start
+#define par_mpi_finish cli_mpi_finish
 
 #endif

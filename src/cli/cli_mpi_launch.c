@@ -1,34 +1,28 @@
-// MPI start-up and the `--ranks` launcher with its output watcher; see par_mpi_launch.h.
+// MPI start-up and the `--ranks` launcher with its output watcher; see cli_mpi_launch.h.
 #define _POSIX_C_SOURCE 200809L
-#include "par_mpi_launch.h"
+#include "cli_mpi_launch.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include "cli.h"
+#include "par_proc.h"
 #include "par_time.h"
 
 #ifdef PARITY_HAVE_MPI
 #include <mpi.h>
 #endif
 
-int par_mpi_under_launcher(void)
+int cli_mpi_under_launcher(void)
 {
     return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
            getenv("PMIX_RANK") != NULL;
 }
 
-int par_mpi_env_size(int *rank)
+int cli_mpi_env_size(int *rank)
 {
     const char *n = getenv("OMPI_COMM_WORLD_SIZE"), *r = getenv("OMPI_COMM_WORLD_RANK");
     if (!n) n = getenv("PMI_SIZE");
@@ -39,7 +33,9 @@ int par_mpi_env_size(int *rank)
     return size > 0 ? size : 1;
 }
 
-int par_mpi_relaunch(int argc, char **argv, int ranks)
+// argv of `mpirun -n ranks <flags> <this binary> argv[1..]` (cli_mpi_relaunch);
+// 0, or EXIT_RUNTIME after saying why.
+static int mpirun_argv(par_argv *a, int argc, char **argv, int ranks)
 {
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -48,25 +44,35 @@ int par_mpi_relaunch(int argc, char **argv, int ranks)
         return EXIT_RUNTIME;
     }
     exe[n] = '\0';
-    char nbuf[16];
-    snprintf(nbuf, sizeof nbuf, "%d", ranks);
-    const char *pre[] = {PARITY_MPIEXEC, "-n", nbuf, "--oversubscribe", "--bind-to", "none",
-                         "--mca", "mpi_yield_when_idle", "1"};
-    const int n_pre = (int)(sizeof pre / sizeof pre[0]);
-    char **args = calloc((size_t)(n_pre + argc + 2), sizeof *args);
-    if (!args) return EXIT_RUNTIME;
-    int k = 0;
-    for (int i = 0; i < n_pre; i++) args[k++] = (char *)pre[i];
-    if (geteuid() == 0) args[k++] = "--allow-run-as-root";
-    args[k++] = exe;
-    for (int i = 1; i < argc; i++) args[k++] = argv[i];
-    args[k] = NULL;
-    fflush(NULL);
-    execvp(args[0], args);
-    fprintf(stderr, "parity: cannot run '%s' for --ranks %d\n", args[0], ranks);
+    par_argv_add(a, "%s", PARITY_MPIEXEC);
+    par_argv_add(a, "-n");
+    par_argv_add(a, "%d", ranks);
+    par_argv_words(a, "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1");
+    if (geteuid() == 0) par_argv_add(a, "--allow-run-as-root");
+    par_argv_add(a, "%s", exe);
+    for (int i = 1; i < argc; i++) par_argv_add(a, "%s", argv[i]);
+    return a->oom ? EXIT_RUNTIME : 0;
+}
+
+// mpirun could not be started.
+static int cannot_run(const char *mpirun, int ranks)
+{
+    fprintf(stderr, "parity: cannot run '%s' for --ranks %d\n", mpirun, ranks);
     fprintf(stderr, "hint: install openmpi-bin (ci/setup.sh does) or run mpirun yourself\n");
-    free(args);
     return EXIT_RUNTIME;
+}
+
+int cli_mpi_relaunch(int argc, char **argv, int ranks)
+{
+    par_argv a = {0};
+    int rc = mpirun_argv(&a, argc, argv, ranks);
+    if (rc == 0) {
+        fflush(NULL);
+        execvp(a.v[0], a.v);
+        rc = cannot_run(a.v[0], ranks);
+    }
+    par_argv_free(&a);
+    return rc;
 }
 
 // ---- --ranks: mpirun as a child, watched ----
@@ -148,9 +154,11 @@ static void watch_bytes(mpirun_watch *w, const char *s, size_t n)
     }
 }
 
-// The exit code of a watched job, and what it says: the rank that died, or
-// why mpirun failed; mpirun's unrecognised message boxes (w may be NULL).
-static int launch_verdict(const mpirun_watch *w, int status, const char *cmd, const char *ck)
+// The exit code of a watched job (r: how mpirun ended), and what it says:
+// the rank that died, or why mpirun failed; mpirun's unrecognised message
+// boxes (w may be NULL).
+static int launch_verdict(const mpirun_watch *w, const par_proc_result *r, const char *cmd,
+                          const char *ck)
 {
     int rc;
     if (w && w->dead_rank >= 0 && w->dead_sig > 0) {
@@ -159,19 +167,18 @@ static int launch_verdict(const mpirun_watch *w, int status, const char *cmd, co
         if (ck) fprintf(stderr, "hint: continue from the last checkpoint: parity %s --resume "
                                 "%s\n", cmd, ck);
         rc = EXIT_RUNTIME;
-    } else if (WIFEXITED(status) &&
-               (WEXITSTATUS(status) <= EXIT_RUNTIME || WEXITSTATUS(status) == 128 + SIGINT ||
-                WEXITSTATUS(status) == 128 + SIGTERM)) {
-        rc = WEXITSTATUS(status);   // the ranks' agreed exit code; they said why
+    } else if (!r->signal && (r->code <= EXIT_RUNTIME || r->code == 128 + SIGINT ||
+                              r->code == 128 + SIGTERM)) {
+        rc = r->code;   // the ranks' agreed exit code; they said why
         if (w && w->other_len) fputs(w->other, stderr);
     } else {
         if (w && w->other_len) fputs(w->other, stderr);
-        if (WIFSIGNALED(status))
-            fprintf(stderr, "parity %s: mpirun was killed by signal %d (%s)\n", cmd,
-                    WTERMSIG(status), strsignal(WTERMSIG(status)));
+        if (r->signal)
+            fprintf(stderr, "parity %s: mpirun was killed by signal %d (%s)\n", cmd, r->signal,
+                    strsignal(r->signal));
         else
             fprintf(stderr, "parity %s: the MPI job failed (mpirun exit status %d)\n", cmd,
-                    WEXITSTATUS(status));
+                    r->code);
         if (ck) fprintf(stderr, "hint: continue from the last checkpoint: parity %s --resume "
                                 "%s\n", cmd, ck);
         rc = EXIT_RUNTIME;
@@ -179,38 +186,64 @@ static int launch_verdict(const mpirun_watch *w, int status, const char *cmd, co
     return rc;
 }
 
-int par_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
+// What the launcher passes on while mpirun runs.
+typedef struct forwarder {
+    mpirun_watch *w;   // NULL: mpirun's stderr goes through as it is
+    int seen, forwarded;
+    double t_first;
+} forwarder;
+
+// The first signal asks for a clean stop (SIGINT as SIGUSR1, SIGTERM as
+// SIGUSR2: mpirun forwards those to every rank); one that comes 2 s later
+// or more (not a duplicate, e.g. from `timeout` to its group) ends the job
+// at once (SIGTERM to mpirun).
+static void forward_signals(void *ctx, const par_proc *p, double waited_s)
+{
+    (void)waited_s;
+    forwarder *f = ctx;
+    if (parent_sig_count <= f->seen) return;
+    f->seen = parent_sig_count;
+    if (f->forwarded == 0) {
+        par_proc_signal(p, parent_sig == SIGINT ? SIGUSR1 : SIGUSR2, 0);
+        f->forwarded = 1;
+        f->t_first = par_now();
+    } else if (f->forwarded == 1 && par_now() - f->t_first >= 2.0) {
+        par_proc_signal(p, SIGTERM, 0);
+        f->forwarded = 2;
+    }
+}
+
+static void watch_stderr(void *ctx, int stream, const char *buf, size_t n)
+{
+    (void)stream;
+    forwarder *f = ctx;
+    if (f->w)
+        watch_bytes(f->w, buf, n);
+    else
+        fwrite(buf, 1, n, stderr);
+}
+
+int cli_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
                            const char *ckpt_dir)
 {
-    int pfd[2];
-    if (pipe(pfd) != 0) {
-        fprintf(stderr, "parity %s: cannot create a pipe for mpirun: %s\n", cmd,
-                strerror(errno));
-        return EXIT_RUNTIME;
+    par_argv a = {0};
+    int rc = mpirun_argv(&a, argc, argv, ranks);
+    if (rc) {
+        par_argv_free(&a);
+        return rc;
     }
-    const pid_t parent = getpid();
-    fflush(NULL);
-    const pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "parity %s: cannot fork mpirun: %s\n", cmd, strerror(errno));
-        return EXIT_RUNTIME;
+    // mpirun in its own group: a terminal's Ctrl-C reaches us, and we pass
+    // it on; if we die (kill -9), mpirun gets SIGTERM and ends the job.
+    const par_proc_spec s = {.argv = (const char *const *)a.v, .out = PAR_PROC_INHERIT,
+                             .err = PAR_PROC_PIPE, .group = PAR_PROC_OWN_GROUP,
+                             .die_with_parent = 1};
+    par_proc p;
+    if (par_proc_start(&p, &s) != PAR_OK) {
+        rc = cannot_run(a.v[0], ranks);
+        par_argv_free(&a);
+        return rc;
     }
-    if (pid == 0) {
-        close(pfd[0]);
-        dup2(pfd[1], STDERR_FILENO);
-        close(pfd[1]);
-        int dn = open("/dev/null", O_RDONLY);   // mpirun must not read the terminal
-        if (dn >= 0) dup2(dn, STDIN_FILENO);
-        setpgid(0, 0);   // a terminal's Ctrl-C reaches us, and we pass it on
-#ifdef __linux__
-        prctl(PR_SET_PDEATHSIG, SIGTERM);   // we die (kill -9): mpirun ends the job
-        if (getppid() != parent) _exit(EXIT_RUNTIME);
-#else
-        (void)parent;
-#endif
-        _exit(par_mpi_relaunch(argc, argv, ranks));
-    }
-    close(pfd[1]);
+    par_argv_free(&a);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_parent_signal;
@@ -218,48 +251,31 @@ int par_mpi_launch_watched(int argc, char **argv, int ranks, const char *cmd,
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    mpirun_watch *w = calloc(1, sizeof *w);
-    int seen = 0, forwarded = 0, status = 0;
-    double t_first = 0;
-    char buf[4096];
-    for (;;) {
-        // The first signal asks for a clean stop; one that comes 2 s later
-        // or more (not a duplicate, e.g. from `timeout` to its group) ends
-        // the job at once.
-        if (parent_sig_count > seen) {
-            seen = parent_sig_count;
-            if (forwarded == 0) {
-                kill(pid, parent_sig == SIGINT ? SIGUSR1 : SIGUSR2);
-                forwarded = 1;
-                t_first = par_now();
-            } else if (forwarded == 1 && par_now() - t_first >= 2.0) {
-                kill(pid, SIGTERM);
-                forwarded = 2;
-            }
-        }
-        struct pollfd pf = {pfd[0], POLLIN, 0};
-        int r = poll(&pf, 1, 200);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) continue;
-        ssize_t n = read(pfd[0], buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        if (w) watch_bytes(w, buf, (size_t)n);
-        else fwrite(buf, 1, (size_t)n, stderr);
+    forwarder f = {calloc(1, sizeof(mpirun_watch)), 0, 0, 0};
+    const par_proc_wait_opts wo = {.on_tick = forward_signals, .on_output = watch_stderr,
+                                   .ctx = &f};
+    par_proc_result r;
+    if (par_proc_wait(&p, &wo, &r) != PAR_OK) {
+        fprintf(stderr, "parity %s: %s\n", cmd, cli_error_text());
+        free(f.w);
+        return EXIT_RUNTIME;
     }
-    close(pfd[0]);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        if (parent_sig_count > seen && par_now() - t_first >= 2.0) kill(pid, SIGTERM);
-        seen = parent_sig_count;
-    }
-    if (w && w->len) watch_line(w, w->line, w->len);
-    const int rc = launch_verdict(w, status, cmd, ckpt_dir);
-    free(w);
+    if (f.w && f.w->len) watch_line(f.w, f.w->line, f.w->len);
+    rc = launch_verdict(f.w, &r, cmd, ckpt_dir);
+    free(f.w);
     return rc;
+}
+int cli_mpi_launch_or_join(int argc, char **argv, int ranks, const char *cmd, int *rank,
+                           int *size)
+{
+    if (ranks > 0 && !cli_mpi_under_launcher())
+        return cli_mpi_launch_watched(argc, argv, ranks, cmd, NULL);
+    if (cli_mpi_start(rank, size) != PAR_OK) return cli_fail(cmd, PAR_ERR_MPI, NULL);
+    return -1;
 }
 
 #ifdef PARITY_HAVE_MPI
-par_status par_mpi_start(int *rank, int *size)
+par_status cli_mpi_start(int *rank, int *size)
 {
     int init = 0, provided = 0;
     MPI_Initialized(&init);
@@ -273,7 +289,7 @@ par_status par_mpi_start(int *rank, int *size)
     return PAR_OK;
 }
 
-int par_mpi_finish(int rc)
+int cli_mpi_finish(int rc)
 {
     int init = 0, fin = 0;
     MPI_Initialized(&init);
@@ -285,12 +301,12 @@ int par_mpi_finish(int rc)
     return all;
 }
 #else
-par_status par_mpi_start(int *rank, int *size)
+par_status cli_mpi_start(int *rank, int *size)
 {
     *rank = 0;
     *size = 1;
     return par_set_error(PAR_ERR_MPI, __FILE__, __LINE__, "parity was built without MPI");
 }
 
-int par_mpi_finish(int rc) { return rc; }
+int cli_mpi_finish(int rc) { return rc; }
 #endif
