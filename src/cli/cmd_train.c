@@ -18,7 +18,7 @@
 #include "cli.h"
 #include "par_hash.h"
 #include "par_kernels.h"
-#include "par_mpi_launch.h"
+#include "cli_mpi_launch.h"
 #include "par_session.h"
 #include "train_args.h"
 
@@ -190,7 +190,7 @@ static int join_ranks(train_run *t, int argc, char **argv)
     // that many independent copies: refused, said once (by rank 0).
     if (!(tr->caps & PAR_CAP_RANKS)) {
         int env_rank;
-        const int world = par_mpi_env_size(&env_rank);
+        const int world = cli_mpi_env_size(&env_rank);
         if (world > 1) {
             if (env_rank == 0) {
                 fprintf(stderr, "parity train: --trainer %s runs in one process, but it was "
@@ -201,7 +201,7 @@ static int join_ranks(train_run *t, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    const int launch = (tr->caps & PAR_CAP_RANKS) && o->ranks > 0 && !par_mpi_under_launcher();
+    const int launch = (tr->caps & PAR_CAP_RANKS) && o->ranks > 0 && !cli_mpi_under_launcher();
     if ((!(tr->caps & PAR_CAP_RANKS) || launch) && (rc = cli_train_check_outputs(o))) return rc;
     if (!(tr->caps & PAR_CAP_RANKS)) {
         if (o->ranks <= 1) return -1;
@@ -211,9 +211,9 @@ static int join_ranks(train_run *t, int argc, char **argv)
         return EXIT_USAGE;
     }
     if (launch)
-        return par_mpi_launch_watched(argc, argv, o->ranks, "train",
+        return cli_mpi_launch_watched(argc, argv, o->ranks, "train",
                                       o->cfg.ckpt_dir ? o->cfg.ckpt_dir : o->cfg.resume);
-    if (par_mpi_start(&t->rank, &t->size) != PAR_OK) return cli_fail("train", PAR_ERR_MPI, NULL);
+    if (cli_mpi_start(&t->rank, &t->size) != PAR_OK) return cli_fail("train", PAR_ERR_MPI, NULL);
     if (o->ranks > 0 && o->ranks != t->size) {   // under someone's mpirun -n N
         if (t->rank == 0) {
             fprintf(stderr, "parity train: --ranks %d: this MPI job has %d ranks\n", o->ranks,
@@ -221,11 +221,11 @@ static int join_ranks(train_run *t, int argc, char **argv)
             fprintf(stderr, "hint: under your own mpirun leave out --ranks (mpirun -n sets "
                             "the ranks)\n");
         }
-        return par_mpi_finish(EXIT_USAGE);
+        return cli_mpi_finish(EXIT_USAGE);
     }
     rc = t->rank == 0 ? cli_train_check_outputs(o) : 0;   // rank 0 writes them
     par_session_share(t->size, &rc);
-    return rc ? par_mpi_finish(rc) : -1;
+    return rc ? cli_mpi_finish(rc) : -1;
 }
 
 // The dataset (every rank reads it), --upscale, the model's inputs, --batch
@@ -394,5 +394,5 @@ int cmd_train(int argc, char **argv)
     par_session_close(s);
     par_dataset_free(&t->ds);
     free(t);
-    return par_mpi_finish(rc);
+    return cli_mpi_finish(rc);
 }

@@ -14,7 +14,7 @@
 
 #include "cli.h"
 #include "par_ckpt.h"
-#include "par_mpi_launch.h"
+#include "cli_mpi_launch.h"
 
 int cli_train_parse(train_opts *o, int argc, char **argv)
 {
@@ -275,7 +275,7 @@ void cli_train_resume_defaults(train_opts *o, int argc, char **argv)
     if (!GIVEN("--trainer") && f.trainer[0]) {   // another trainer: its own threads and ranks
         o->trainer = f.trainer;
         if (!GIVEN("--threads") && f.threads > 0) c->run.cfg.threads = f.threads;
-        if (!GIVEN("--ranks") && f.ranks > 1 && !par_mpi_under_launcher()) o->ranks = f.ranks;
+        if (!GIVEN("--ranks") && f.ranks > 1 && !cli_mpi_under_launcher()) o->ranks = f.ranks;
     }
     if (!GIVEN("--log") && f.has_log) c->log = f.log.path;
     if (f.has_run) {
