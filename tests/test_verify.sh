@@ -471,8 +471,11 @@ for k in ('git_commit', 'git_dirty', 'compiler', 'c_flags', 'cpu', 'cores', 'os'
           'mpirun_version', 'mpfr_version', 'command_line'):
     assert k in p, k
 assert len(d['suite']['sha256']) == 64
-ds = d['cases'][0]['dataset']['sha256']
-assert len(ds) == 4 and all(len(v) == 64 for v in ds.values()), ds
+ds = d['cases'][0]['dataset']['sha256']   # each IDX file, raw or .gz (data/fetch.sh keeps both)
+bases = {'train-images-idx3-ubyte', 'train-labels-idx1-ubyte', 't10k-images-idx3-ubyte',
+         't10k-labels-idx1-ubyte'}
+assert {k[:-3] if k.endswith('.gz') else k for k in ds} == bases, ds
+assert all(len(v) == 64 for v in ds.values()), ds
 cf = d['cases'][0]['configs']
 assert all(c['verdict'] == 'pass' for c in cf)
 timed = [c for c in cf if c['timing']['timed']]
