@@ -109,8 +109,8 @@ int cmd_lockstep_external(const lockstep_ext_flags *f)
     if (st != PAR_OK)
         return cli_fail("lockstep", st,
                         opening ? "run data/fetch.sh (or ci/setup.sh) to install the datasets"
-                        : st == PAR_ERR_EXTERNAL ? "the trainer's output is kept in no file: "
-                                                   "rerun it by hand, or see docs/external.md"
+                        : st == PAR_ERR_EXTERNAL ? "docs/external.md says what a trainer must "
+                                                   "answer, and in which files"
                                                  : NULL);
     const int pass = r.violations == 0 && r.local_violations == 0 && !r.signature_flagged;
     if (f->json) {

@@ -113,7 +113,7 @@ static par_status get_array(const par_array **out, const par_npz *z, const char 
 static void index_of(char *buf, size_t n, const par_view *v, size_t i)
 {
     if (v->ndim == 0 || v->count == 1) {
-        snprintf(buf, n, "-");
+        buf[0] = '\0';
         return;
     }
     size_t idx[4], rest = i;
@@ -138,7 +138,6 @@ static void note(ext_worst *worst, ext_worst *first, size_t *count, long step, c
     ext_worst w = {step, "", "", got, centre, bound, over && !(q == q) ? INFINITY : q};
     snprintf(w.tensor, sizeof w.tensor, "%s", tensor);
     if (v) index_of(w.index, sizeof w.index, v, i);
-    else snprintf(w.index, sizeof w.index, "-");
     if (over && ++*count == 1) *first = w;
     if (!(w.ratio <= worst->ratio)) *worst = w;
 }

@@ -38,7 +38,7 @@ typedef struct ext_lockstep_cfg {
 typedef struct ext_worst {
     long step;                    // 0: none
     char tensor[64];              // "layer0.weight", "opt.m.layer1.bias", "loss", ...
-    char index[48];               // "[3,17]", "-" for a scalar
+    char index[48];               // "[3,17]"; "" for a scalar
     double got, centre, bound, ratio;
 } ext_worst;
 

@@ -286,7 +286,7 @@ void ext_stop(ext_trainer *t)
         json_t *q = json_pack("{s:s}", "op", "quit");
         if (q && send_line(t, q) == PAR_OK) {
             const double t0 = par_now();
-            while (!child_ended(t) && par_now() - t0 < 10)
+            while (!child_ended(t) && par_now() - t0 < 3)
                 nanosleep(&(struct timespec){0, 20000000}, NULL);
         }
         json_decref(q);

@@ -45,7 +45,7 @@ void ext_path(const ext_trainer *t, char *buf, size_t n, const char *name);
 // hints: up to `lines` lines into buf.
 void ext_log_tail(const ext_trainer *t, char *buf, size_t n, int lines);
 
-// Sends `quit`, waits up to 10 s for the trainer to exit, then ends its
+// Sends `quit`, waits up to 3 s for the trainer to exit, then ends its
 // process group, and removes the folder. Safe on NULL and after a failure.
 void ext_stop(ext_trainer *t);
 
