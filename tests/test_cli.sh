@@ -283,6 +283,19 @@ expect 2 "^parity train: --batch 100000: expected at most 54000, the training sp
 expect 0 "" train --batch full --steps 1 --quiet
 expect 2 "^parity check: --step 0: expected an integer >= 1 \(steps count from 1\)$" check --step 0
 
+# --no-eval: the same training, no evaluation (accuracies null, "not evaluated").
+"$P" train --steps 3 --json --no-eval >"$T/ne.json" 2>"$T/ne.err" </dev/null
+"$P" train --steps 3 --json >"$T/ev.json" 2>/dev/null </dev/null
+/usr/bin/python3 - "$T/ne.json" "$T/ev.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert [a[k] for k in ('val_loss', 'val_accuracy', 'test_loss', 'test_accuracy')] == [None] * 4, a
+assert b['test_accuracy'] is not None and a['weights_sha256'] == b['weights_sha256'], (a, b)
+PY
+check "--no-eval: accuracies null, the same weights" test $? = 0
+check "--no-eval: the done line says 'not evaluated'" grep -q '^parity train: done: 3 steps, loss [0-9.]*, not evaluated, ' "$T/ne.err"
+expect 2 "^parity train: --select best-val: not with --no-eval" train --no-eval --select best-val
+
 # data order: a permutation of the 54000 training records, reproducible.
 "$P" data order --seed 5 --epoch 2 >"$T/o1" </dev/null
 "$P" data order --seed 5 --epoch 2 >"$T/o2" </dev/null

@@ -7,6 +7,7 @@
 // run one process per rank; only rank 0 prints and writes. Tests:
 // tests/test_cli.sh, tests/test_resume.sh, tests/test_faults.sh.
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,10 +108,13 @@ static void print_json(const train_run *t, const par_session_result *r)
         par_dtype_name(t->nu.dt), "batch", (json_int_t)rc->batch, "chunk", (json_int_t)rc->chunk,
         "epochs", c->run.epochs, "lr", rc->lr, "seed", (json_int_t)c->run.seed, "steps",
         (json_int_t)r->steps, "n_params", (int)m->n_params, "kernels", par_kernels_variant(),
-        "final_loss", r->last_loss, "val_loss", r->val_loss, "val_accuracy", r->val_acc,
-        "test_loss", r->test_loss, "test_accuracy", r->test_acc, "weights_sha256", sha,
-        "seconds", seconds,
+        "final_loss", r->last_loss, "val_loss", 0.0, "val_accuracy", 0.0, "test_loss", 0.0,
+        "test_accuracy", 0.0, "weights_sha256", sha, "seconds", seconds,
         "samples_per_second", seconds > 0 ? (double)r->timed_samples / seconds : 0.0);
+    const char *ev[4] = {"val_loss", "val_accuracy", "test_loss", "test_accuracy"};
+    const double evv[4] = {r->val_loss, r->val_acc, r->test_loss, r->test_acc};
+    for (int k = 0; k < 4; k++)   // --no-eval: null
+        json_object_set_new(j, ev[k], isnan(evv[k]) ? json_null() : json_real(evv[k]));
     if (c->warmup_steps > 0) {   // "seconds" is the window after them
         json_object_set_new(j, "warmup_steps", json_integer(c->warmup_steps));
         json_object_set_new(j, "timed_steps", json_integer(r->timed_steps));
@@ -305,7 +309,10 @@ static int finish(const train_run *t, par_status st, const par_session_result *r
 {
     const int rank = t->rank;
     if (st == PAR_OK && t->o.json && rank == 0) print_json(t, r);
-    if (st == PAR_OK && t->view.plain)
+    if (st == PAR_OK && t->view.plain && isnan(r->val_acc))
+        fprintf(stderr, "parity train: done: %ld steps, loss %.4f, not evaluated, %.1f s\n",
+                r->steps, r->last_loss, r->seconds);
+    else if (st == PAR_OK && t->view.plain)
         fprintf(stderr, "parity train: done: %ld steps, loss %.4f, val acc %.4f, test acc %.4f, "
                         "%.1f s\n", r->steps, r->last_loss, r->val_acc, r->test_acc, r->seconds);
     if (st == PAR_OK) return EXIT_OK;

@@ -63,6 +63,7 @@ int cli_train_parse(train_opts *o, int argc, char **argv)
         {"--resume", CLI_STR, &c->resume, "DIR       continue the run of DIR's newest valid checkpoint; flags not given come from it (--steps, --epochs, --trainer, --threads, --ranks, --mode, --log may differ; the others must agree)"},
         {"--check-every", CLI_INT, &r->check_every, "N         NaN/Inf check of all weights every N steps and at the end (100; 0: loss only)"},
         {"--no-digest", CLI_FLAG, &c->no_digest, "          no per-step XXH3-128 digests of weights and loss in --log"},
+        {"--no-eval", CLI_FLAG, &c->no_eval, "          no validation or test evaluation after each epoch (timing runs; accuracies null)"},
         {"--json", CLI_FLAG, &o->json, "          print a JSON summary on stdout"},
         {"--quiet", CLI_FLAG, &o->quiet, "          no progress: none on a terminal, and off one no lines every 5 s nor the final summary"},
         {"--help", CLI_FLAG, &o->help, "          this text"},
@@ -94,6 +95,11 @@ int cli_train_extras(train_opts *o)
     if (rc) return rc;
     if (strcmp(o->select, "best-val") == 0) {
         o->cfg.best_val = 1;
+        if (o->cfg.no_eval) {
+            fprintf(stderr, "parity train: --select best-val: not with --no-eval (it picks the "
+                            "epoch by its validation accuracy)\n");
+            return EXIT_USAGE;
+        }
     } else if (strcmp(o->select, "last") != 0) {
         fprintf(stderr, "parity train: --select '%s': expected last or best-val\n", o->select);
         return EXIT_USAGE;

@@ -56,6 +56,8 @@ typedef struct par_session_cfg {
     long ckpt_every;               // 0: the resumed run's, else once per epoch
     int keep;                      // newest checkpoints kept; 0: the resumed run's, else 3
     int best_val;                  // --select best-val (needs validation records)
+    int no_eval;                   // no validation or test evaluation after an epoch (their
+                                   //   figures are NaN); not with best_val
     int upscale;                   // recorded in checkpoints (the caller resampled run.ds)
     int rank, ranks;               // this process and the world size (1: no MPI)
     void *ctx;                     // for progress
