@@ -50,7 +50,7 @@ static par_status time_run(vf_runner *r, vf_case_run *cr, const vf_config *cf, t
     if (p.K > 0) {
         par_argv_opt(&b, "--warmup-steps", "%ld", p.K);
     }
-    par_argv_words(&b, "--json --quiet");
+    par_argv_words(&b, "--no-eval --json --quiet");   // the window is timed: no accuracies after
     int code;
     json_t *tj = NULL;
     par_status st = vf_run_parity(r, &b, out, err, 0, &code, wall, &tj);
