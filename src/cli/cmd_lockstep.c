@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "cmd_lockstep_ext.h"
 #include "par_engine.h"
 #include "cli_mpi_launch.h"
 #include "par_run.h"
@@ -24,6 +25,9 @@
 typedef struct lockstep_opts {
     const char *dataset, *model, *act, *trainer, *mode, *dtype, *init_load, *fault;
     const char *batch_s, *optim;                // --batch B|full, --optim
+    const char *external, *ulps;                // --external CMD, --ulps FUNC=U,...
+    double timeout;
+    int intermediates;
     int epochs, steps, batch, batch_full, chunk, threads, ranks, upscale, json, help;
     double lr, momentum, beta1, beta2, eps;     // NAN: not given (the defaults apply)
     uint64_t seed;
@@ -69,7 +73,7 @@ static void param_name(char *buf, size_t n, const par_model *m, size_t i)
     else snprintf(buf, n, "%s[%zu]", pv->name, k);
 }
 
-enum { N_LOCKSTEP_FLAGS = 25 };
+enum { N_LOCKSTEP_FLAGS = 29 };
 
 static void flag_table(cli_opt *t, lockstep_opts *o)
 {
@@ -78,6 +82,10 @@ static void flag_table(cli_opt *t, lockstep_opts *o)
         {"--model", CLI_STR, &o->model, "SPEC      mlp:N0-N1-...-Nk (mlp:784-256-128-10)"},
         {"--act", CLI_STR, &o->act, "relu|sigmoid|tanh  hidden activation (relu)"},
         {"--trainer", CLI_STR, &o->trainer, "NAME      serial, omp, mpi, hybrid, root (serial)"},
+        {"--external", CLI_STR, &o->external, "CMD       a trainer parity did not build, speaking the step protocol (docs/external.md): checked under the any-order bound"},
+        {"--intermediates", CLI_FLAG, &o->intermediates, "          --external: ask it for its gradients too (its update is then checked op by op)"},
+        {"--ulps", CLI_STR, &o->ulps, "FUNC=U,.. --external: ulps its exp, log, tanh, sigmoid may be off (1 each)"},
+        {"--timeout", CLI_DOUBLE, &o->timeout, "S         --external: the longest wait for one answer (120)"},
         {"--mode", CLI_STR, &o->mode, "exact|fast  (fast)"},
         {"--dtype", CLI_STR, &o->dtype, "f32|f64   floating-point type (f32)"},
         {"--epochs", CLI_INT, &o->epochs, "N         epochs (1)"},
@@ -193,11 +201,51 @@ static int run_check(const lockstep_opts *o, const cli_numerics *nu, const par_o
     return r.violations ? EXIT_VERIFY : EXIT_OK;
 }
 
+// --external: the command is the trainer; flags of parity's own trainers are refused.
+static int run_external(lockstep_opts *o)
+{
+    const struct { const char *flag; int given; } own[] = {
+        {"--trainer", o->trainer != NULL}, {"--ranks", o->ranks > 0}, {"--threads", o->threads != 1},
+        {"--fault", o->fault != NULL}, {"--upscale", o->upscale != 0}};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (own[i].given) {
+            fprintf(stderr, "parity lockstep: %s: not with --external (the command is the "
+                            "trainer)\n", own[i].flag);
+            return EXIT_USAGE;
+        }
+    if (o->steps < 1) {
+        fprintf(stderr, "parity lockstep: --external needs --steps K >= 1 (each step is a round "
+                        "trip to the trainer)\n");
+        return EXIT_USAGE;
+    }
+    if (!(o->timeout > 0)) {
+        fprintf(stderr, "parity lockstep: --timeout %g: expected seconds > 0\n", o->timeout);
+        return EXIT_USAGE;
+    }
+    o->trainer = "serial";
+    o->mode = "exact";
+    cli_numerics nu;
+    par_optim optim;
+    int rc = resolve(o, &nu, &optim);
+    if (rc) return rc;
+    if (o->batch_full) {
+        fprintf(stderr, "parity lockstep: --batch full: not with --external (give a number)\n");
+        return EXIT_USAGE;
+    }
+    const lockstep_ext_flags f = {
+        .command = o->external, .ulps = o->ulps, .timeout_s = o->timeout,
+        .intermediates = o->intermediates, .m = &nu.m, .act = nu.act, .dt = nu.dt,
+        .dataset = o->dataset, .init_load = o->init_load, .batch = (size_t)o->batch,
+        .chunk = (size_t)o->chunk, .lr = o->lr, .optim = &optim, .seed = o->seed,
+        .steps = o->steps, .json = o->json};
+    return cmd_lockstep_external(&f);
+}
+
 int cmd_lockstep(int argc, char **argv)
 {
     lockstep_opts o = {
         .dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
-        .trainer = "serial", .mode = "fast", .dtype = "f32", .epochs = 1, .batch_s = "64",
+        .mode = "fast", .dtype = "f32", .epochs = 1, .batch_s = "64", .timeout = 120,
         .chunk = 8, .threads = 1, .lr = 0.01, .seed = 42, .optim = "sgd", .momentum = NAN,
         .beta1 = NAN, .beta2 = NAN, .eps = NAN,
     };
@@ -205,10 +253,13 @@ int cmd_lockstep(int argc, char **argv)
     flag_table(opts, &o);
     int rc = cli_flags("lockstep", argc, argv, opts, &o.help,
                        "parity lockstep --trainer T [--mode fast] [train flags] [--steps K] "
-                       "[--json]");
+                       "[--json]\n       parity lockstep --external CMD --steps K [train flags] "
+                       "[--intermediates] [--ulps FUNC=U,...] [--timeout S] [--json]");
     if (rc >= 0) return rc;
     cli_numerics nu;
     par_optim optim;
+    if (o.external) return run_external(&o);
+    if (!o.trainer) o.trainer = "serial";
     if ((rc = resolve(&o, &nu, &optim))) return rc;
     int rank = 0, size = 1;
     if (nu.tr->caps & PAR_CAP_RANKS) {

@@ -226,7 +226,11 @@ par_status par_proc_start(par_proc *p, const par_proc_spec *s)
     char **envp = merged_env(s->env, &oom);
     int fd[3] = {cloexec(open("/dev/null", O_RDONLY)), -1, -1}, ep[2] = {-1, -1};
     fd[1] = open_stream(s->out, s->out_path, STDOUT_FILENO, &p->fd[0]);
-    fd[2] = open_stream(s->err, s->err_path, STDERR_FILENO, &p->fd[1]);
+    // One file for both streams: opened once, so that they share one offset.
+    const int same = s->out == PAR_PROC_FILE && s->err == PAR_PROC_FILE && s->out_path &&
+                     s->err_path && strcmp(s->out_path, s->err_path) == 0;
+    fd[2] = same ? (fd[1] < 0 ? -1 : cloexec(dup(fd[1])))
+                 : open_stream(s->err, s->err_path, STDERR_FILENO, &p->fd[1]);
     const int e_open = errno;
     const int piped = pipe(ep) == 0 && cloexec(ep[0]) >= 0 && cloexec(ep[1]) >= 0;
     par_status st = PAR_OK;
@@ -409,6 +413,22 @@ par_status par_proc_wait(par_proc *p, const par_proc_wait_opts *w, par_proc_resu
     r->err = k[1].buf, r->err_len = k[1].len;
     p->pid = 0;
     return st;
+}
+
+int par_proc_poll(par_proc *p, par_proc_result *r)
+{
+    if (p->pid <= 0) return -1;
+    int status = 0;
+    const pid_t got = waitpid(p->pid, &status, WNOHANG);
+    if (got == 0 || (got < 0 && errno == EINTR)) return 0;
+    if (got < 0) return -1;
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < 2; i++) close_fd(&p->fd[i]);
+    r->wall_s = par_now() - p->t_start;
+    r->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    r->code = r->signal ? 128 + r->signal : WEXITSTATUS(status);
+    p->pid = 0;
+    return 1;
 }
 
 par_status par_proc_run(const par_proc_spec *s, const par_proc_wait_opts *w, par_proc_result *r)

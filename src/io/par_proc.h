@@ -60,7 +60,8 @@ typedef struct par_proc_spec {
     const char *const *env;    // "NAME=value" entries set over this process's environment
                                // (NULL-terminated; NULL: none)
     par_proc_io out, err;      // stdin is always /dev/null
-    const char *out_path, *err_path;   // the files of PAR_PROC_FILE
+    const char *out_path, *err_path;   // the files of PAR_PROC_FILE (one path for both:
+                                       //   one file, the two streams interleaved)
     par_proc_group group;
     int die_with_parent;       // Linux: the child gets SIGTERM when this process dies
 } par_proc_spec;
@@ -109,6 +110,12 @@ typedef struct par_proc_result {
 // reading its pipes meanwhile; what a pipe holds when the child ends is read
 // too. Closes the pipes; p->pid is 0 after. PAR_ERR_IO when waitpid fails.
 par_status par_proc_wait(par_proc *p, const par_proc_wait_opts *w, par_proc_result *r);
+
+// Whether the child has ended, without waiting: 1 (and *r filled as
+// par_proc_wait fills it, no output; p->pid is 0 after) when it has, 0
+// while it runs, -1 when there is no child or waitpid fails. For a child
+// whose output goes to files or /dev/null (pipes want par_proc_wait).
+int par_proc_poll(par_proc *p, par_proc_result *r);
 
 // par_proc_start, then par_proc_wait.
 par_status par_proc_run(const par_proc_spec *s, const par_proc_wait_opts *w,

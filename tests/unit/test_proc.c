@@ -132,6 +132,34 @@ static void test_files_env(void)
     unlink(err);
 }
 
+// One path for stdout and stderr: one file, both streams in it, in order;
+// par_proc_poll says 0 while the child runs, then 1 with its status.
+static void test_one_file_poll(void)
+{
+    char log[] = "/tmp/par_proc_logXXXXXX";
+    const int fd = mkstemp(log);
+    if (fd >= 0) close(fd);
+    const char *argv[] = {"/bin/sh", "-c", "echo a; echo b >&2; echo c; sleep 0.3; exit 3", NULL};
+    const par_proc_spec s = {.argv = argv, .out = PAR_PROC_FILE, .out_path = log,
+                             .err = PAR_PROC_FILE, .err_path = log};
+    par_proc p;
+    par_proc_result r = {0};
+    if (!par_ran(par_proc_start(&p, &s), "one file for both streams")) return;
+    const int first = par_proc_poll(&p, &r);
+    int ended = 0, polls = 0;
+    while (!ended && polls++ < 500) {
+        ended = par_proc_poll(&p, &r) == 1;
+        if (!ended) nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    char *o = slurp(log);
+    par_check(first == 0 && ended && r.code == 3 && r.signal == 0 && p.pid == 0,
+              "par_proc_poll: 0 while it runs, then 1 with its exit status 3; pid cleared");
+    par_check(o && strcmp(o, "a\nb\nc\n") == 0, "one path for stdout and stderr: a, b, c in order");
+    par_check(par_proc_poll(&p, &r) == -1, "par_proc_poll after it ended: -1");
+    free(o);
+    unlink(log);
+}
+
 typedef struct seen {
     size_t bytes[3];
     int ticks;
@@ -204,6 +232,7 @@ int main(void)
     test_status();
     test_timeout();
     test_files_env();
+    test_one_file_poll();
     test_pipes();
     test_signal();
     return par_test_exit();
