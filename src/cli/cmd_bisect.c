@@ -5,8 +5,8 @@
 // b.npz]` compares two saved step logs, and the weights each run saved after
 // the first differing step array by array (runs of two builds or machines,
 // which cannot be replayed in one process). Exit 0 no divergence, 1
-// divergence, 2 usage, 3 runtime error. Tests: tests/test_bisect.c,
-// tests/test_bisect.sh.
+// divergence, 2 usage, 3 runtime error. Tests: tests/verify/test_bisect.c,
+// tests/cli/test_bisect.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>

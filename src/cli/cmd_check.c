@@ -1,7 +1,7 @@
 // `parity check`: one training step of any single-process trainer recomputed
 // in MPFR (verify/check/chk_check.h) and compared tensor by tensor, as a table or
 // JSON; `parity check --math` measures the own exp/log/tanh/sigmoid. Exit 0
-// all pass, 1 a check failed, 2 usage, 3 runtime. Tests: tests/test_check.c.
+// all pass, 1 a check failed, 2 usage, 3 runtime. Tests: tests/verify/test_check.c.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 // reference from the reference's weights, each step checked under the
 // derived bound (verify/harness/vf_lockstep.h). MPI trainers: --ranks R relaunches
 // under mpirun; every rank checks, rank 0 reports. Exit 0 within the bound,
-// 1 a violation, 2 usage, 3 runtime. Tests: tests/test_verify.sh.
+// 1 a violation, 2 usage, 3 runtime. Tests: tests/verify/test_verify.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 // step by step under the any-order bound (verify/external/ext_lockstep.h):
 // flags to a job, one call, one line (or JSON) of the result. Exit 0 within
 // every bound, 1 a violation or a narrower arithmetic's signature, 2 usage,
-// 3 the trainer failed or broke the protocol. Tests: tests/test_external.sh.
+// 3 the trainer failed or broke the protocol. Tests: tests/external/test_external.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <signal.h>

@@ -5,7 +5,7 @@
 // validation and the predictions for R = 1 .. 1024 ranks and batches 64 ..
 // 8192 (strong and weak scaling, exact and fast), marked PREDICTED, as text
 // or JSON. `parity model --probe-comm` (under mpirun) prints the network's
-// figures for the probe. Tests: tests/test_check_cli.sh, tests/test_scaling.c.
+// figures for the probe. Tests: tests/cli/test_check_cli.sh, tests/verify/test_scaling.c.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>

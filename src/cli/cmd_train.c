@@ -5,7 +5,7 @@
 // and a NaN/Inf check every step. The CLI parses, prints and chooses exit
 // codes; the run itself is a session (src/train/par_session.h). MPI trainers
 // run one process per rank; only rank 0 prints and writes. Tests:
-// tests/test_cli.sh, tests/test_resume.sh, tests/test_faults.sh.
+// tests/cli/test_cli.sh, tests/cli/test_resume.sh, tests/cli/test_faults.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <signal.h>

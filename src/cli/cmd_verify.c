@@ -3,7 +3,7 @@
 // reference, MPFR checks, timings of what passed, table.md, table.csv,
 // results.json, plots, and a signature when every verdict passed. Exit 0
 // passed and signed, 1 a verdict failed (not signed), 2 usage or suite
-// error, 3 runtime error. Tests: tests/test_verify.sh.
+// error, 3 runtime error. Tests: tests/verify/test_verify.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>

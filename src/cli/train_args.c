@@ -1,6 +1,6 @@
 // `parity train`'s flags (train_args.h): the flag table, --batch, --optim,
 // --select, the output paths, OMP_NUM_THREADS, and the settings --resume DIR
-// takes from its checkpoint. Tests: tests/test_cli.sh, tests/test_resume.sh.
+// takes from its checkpoint. Tests: tests/cli/test_cli.sh, tests/cli/test_resume.sh.
 #define _POSIX_C_SOURCE 200809L
 #include "train_args.h"
 

@@ -1,7 +1,7 @@
 // Ordering doubles: the one ascending comparator for qsort, and the median
 // of an array. For timings and statistics (the scaling model's probes, the
 // harness's medians), not for anything exact mode computes.
-// Tests: tests/test_timing.c.
+// Tests: tests/verify/test_timing.c.
 #ifndef PAR_SORT_H
 #define PAR_SORT_H
 

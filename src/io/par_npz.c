@@ -3,7 +3,7 @@
 // read, as numpy.savez and numpy.savez_compressed write them. Not a general
 // .npy reader: '<f4'/'<f8' (and, for par_npz_read_ints, '<i4'/'<i8'), rank
 // 0..4, C order.
-// Tested by tests/test_io.c (cross-checked with numpy.load when it is there).
+// Tested by tests/unit/test_io.c (cross-checked with numpy.load when it is there).
 #define _POSIX_C_SOURCE 200809L
 
 #include "par_npz.h"

@@ -1,7 +1,7 @@
 // Weights as NumPy .npz (par_npz.c): one array per view of the parameter
 // buffer, loadable with numpy.load; written to "<path>.tmp.<pid>" and
 // renamed into place, so a failure never leaves a half-written file under
-// the final name. Tests: tests/test_io.c.
+// the final name. Tests: tests/unit/test_io.c.
 #ifndef PAR_NPZ_H
 #define PAR_NPZ_H
 

@@ -4,7 +4,7 @@
 // process's own; optionally in a process group or session of its own, so a
 // timeout or a signal reaches everything it started; waited for with a
 // timeout, its exit status read as a shell reads it. Not a job controller:
-// one caller waits for one child at a time. Tests: tests/test_proc.c.
+// one caller waits for one child at a time. Tests: tests/unit/test_proc.c.
 #ifndef PAR_PROC_H
 #define PAR_PROC_H
 

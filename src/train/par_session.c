@@ -1,8 +1,8 @@
 // A training session (par_session.h): the training loop with initial
 // weights, log, checkpoints, resume, --select best-val and the agreement of
 // MPI ranks. Every rank passes every collective whatever fails, so that no
-// rank waits for another. Never prints. Tests: tests/test_session.c, and
-// tests/test_resume.sh, tests/test_faults.sh through `parity train`.
+// rank waits for another. Never prints. Tests: tests/unit/test_session.c, and
+// tests/cli/test_resume.sh, tests/cli/test_faults.sh through `parity train`.
 #define _POSIX_C_SOURCE 200809L
 #include "par_session.h"
 

@@ -4,8 +4,8 @@
 // resume from a folder's newest valid checkpoint (bit for bit), --select
 // best-val, agreement of MPI ranks on stops and failures, the final weights.
 // The CLI parses flags, prints and chooses exit codes; the session executes
-// and never prints (progress goes to a callback). Tests: tests/test_session.c
-// and, through the CLI, tests/test_resume.sh and tests/test_faults.sh.
+// and never prints (progress goes to a callback). Tests: tests/unit/test_session.c
+// and, through the CLI, tests/cli/test_resume.sh and tests/cli/test_faults.sh.
 #ifndef PAR_SESSION_H
 #define PAR_SESSION_H
 

@@ -2,8 +2,8 @@
 // batches, same initial weights, compared after every step), a replay of the
 // first differing step with per-tensor comparison and MPFR's verdict on the
 // first differing element; and the first differing step of two JSONL step
-// logs. No printing (src/cli/cmd_bisect.c prints). Tests: tests/test_bisect.c,
-// tests/test_bisect.sh.
+// logs. No printing (src/cli/cmd_bisect.c prints). Tests: tests/verify/test_bisect.c,
+// tests/cli/test_bisect.sh.
 #ifndef BIS_BISECT_H
 #define BIS_BISECT_H
 

@@ -2,7 +2,7 @@
 // loss, backward, gradient, the SGD, momentum, nesterov or adam update) in MPFR and compares a run with it,
 // tensor by tensor, against a priori error bounds; also measures the project's
 // own exp/log/tanh/sigmoid. Library code: returns par_status, never prints
-// (`parity check`, src/cli/cmd_check.c, prints). Tests: tests/test_check*.c.
+// (`parity check`, src/cli/cmd_check.c, prints). Tests: tests/verify/test_check*.c.
 #ifndef CHK_CHECK_H
 #define CHK_CHECK_H
 

@@ -3,7 +3,7 @@
 // captured, checked in MPFR (LOCAL, END-TO-END) and, for an exact-mode
 // trainer other than the reference, against the reference bitwise
 // (CONTRACT). Library code: never prints; src/cli/cmd_check.c parses the
-// flags and prints the report. Tests: tests/test_check.c, tests/test_check_cli.sh.
+// flags and prints the report. Tests: tests/verify/test_check.c, tests/cli/test_check_cli.sh.
 #ifndef CHK_RUN_H
 #define CHK_RUN_H
 

@@ -7,7 +7,7 @@
 // intermediates, parity checks its update op by op from its own gradient
 // (tight: a few roundings) and compares the size of its gradient's rounding
 // with parity's own (a signature of arithmetic narrower than the dtype:
-// TF32, bf16). No printing. Tests: tests/test_external.sh.
+// TF32, bf16). No printing. Tests: tests/external/test_external.sh.
 #ifndef EXT_LOCKSTEP_H
 #define EXT_LOCKSTEP_H
 

@@ -1,7 +1,7 @@
 // Fast mode against the reference, one step at a time from the same weights
 // (lockstep with re-sync), under the derived per-element bound. Used by
-// `parity lockstep`, the harness (`parity verify`) and tests/test_trainers.c,
-// tests/test_mpi.c. No printing; MPI trainers run it on every rank.
+// `parity lockstep`, the harness (`parity verify`) and tests/unit/test_trainers.c,
+// tests/mpi/test_mpi.c. No printing; MPI trainers run it on every rank.
 #ifndef VF_LOCKSTEP_H
 #define VF_LOCKSTEP_H
 

@@ -1,6 +1,6 @@
 // `parity lockstep` as one call (vf_lockstep.h): the data and the initial
 // weights a lockstep check starts from, and the flags checked against them.
-// Tests: tests/test_verify.sh (lockstep), tests/test_check_cli.sh.
+// Tests: tests/verify/test_verify.sh (lockstep), tests/cli/test_check_cli.sh.
 #include "vf_lockstep.h"
 
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 // from /proc/stat and the summary of the cores' distance (the round trips of
 // sm_measure.h), recorded in results.json's provenance and each case's
 // timing. Kept apart from vf_prov.c so that its tests need no MPFR.
-// Tests: tests/test_timing.c.
+// Tests: tests/verify/test_timing.c.
 #include "vf_harness.h"
 
 #include <math.h>

@@ -1,7 +1,7 @@
 // The reference and the configs of a case (vf_run.h): each a `parity train`
 // run with a JSONL log and .npz weights; exact mode compared bit for bit
 // (losses, per-step weight digests, final weights), fast mode by `parity
-// lockstep` under the derived bound. Tests: tests/test_verify.sh.
+// lockstep` under the derived bound. Tests: tests/verify/test_verify.sh.
 #define _POSIX_C_SOURCE 200809L
 #include "vf_run.h"
 

@@ -7,7 +7,7 @@
 // the NOISY rule (an interval too wide to quote) and the stopping rule of
 // adaptive rounds. Pure functions of the runs, with a fixed seed: a table
 // can be recomputed from the raw seconds in results.json.
-// Tests: tests/test_timing.c.
+// Tests: tests/verify/test_timing.c.
 #ifndef VF_STATS_H
 #define VF_STATS_H
 

@@ -1,7 +1,7 @@
 // Suite file parser: `[case NAME]` sections, `key = value` lines, `#`
 // comments, comma-separated lists. Every mistake is reported as
 // "SUITE:LINE: key 'x': what was expected". Format: verify/suites/README.md.
-// Tests: tests/test_verify.sh (suite errors).
+// Tests: tests/verify/test_verify.sh (suite errors).
 #define _POSIX_C_SOURCE 200809L
 #include "vf_suite.h"
 

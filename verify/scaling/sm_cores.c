@@ -1,7 +1,7 @@
 // The cores' distance (sm_measure.h): the round trip of a cache line between
 // the first two CPUs this process may run on, and which measurements met the
 // nearest placement of the cores. The scaling model's probes and the
-// harness's timings read it. Tests: tests/test_timing.c.
+// harness's timings read it. Tests: tests/verify/test_timing.c.
 #define _GNU_SOURCE   // sched_getaffinity, pthread_attr_setaffinity_np
 #include "sm_measure.h"
 

@@ -5,7 +5,7 @@
 // (par_proc.h; sm_runs.c), the cores' distance (sm_cores.c), and the rows
 // that put it together (sm_measure.c). Never prints; the CLI
 // (src/cli/cmd_model.c) parses the flags and prints the figures.
-// Tests: tests/test_scaling.c, tests/test_timing.c, tests/test_check_cli.sh.
+// Tests: tests/verify/test_scaling.c, tests/verify/test_timing.c, tests/cli/test_check_cli.sh.
 #ifndef SM_MEASURE_H
 #define SM_MEASURE_H
 

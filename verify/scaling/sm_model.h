@@ -1,7 +1,7 @@
 // The scaling model of `parity model`: time per step of data-parallel
 // training on P ranks from measured costs, for exact and fast reductions and
 // for the mpi and root designs. Written down in docs/scaling.md.
-// Pure functions; the measurements are sm_measure.h's. Tests: tests/test_scaling.c.
+// Pure functions; the measurements are sm_measure.h's. Tests: tests/verify/test_scaling.c.
 #ifndef SM_MODEL_H
 #define SM_MODEL_H
 
