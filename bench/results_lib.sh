@@ -25,6 +25,11 @@ bench_begin() {   # bench_begin NAME TITLE ARGS...: ARGS are the script's own
     BENCH_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
     BENCH_T0=$(date +%s)
     BENCH_LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+    # The commit as the run starts (a commit made meanwhile is not what ran);
+    # results files rewritten by other runs are not a change to the code.
+    BENCH_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+    BENCH_DIRTY=$(git status --porcelain --untracked-files=no -- . ':(exclude)bench/results' \
+                  2>/dev/null)
     T=$(mktemp -d)
     trap bench_exit EXIT
     trap 'exit 130' INT TERM
@@ -34,12 +39,10 @@ version_field() { sed -n "s/^$1: *//p" <<<"$2"; }   # version_field NAME "$(pari
 
 # The provenance table: when, what code, what machine, how busy it was.
 bench_provenance() {
-    local commit dirty cpu v
-    commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-    # Rewritten results files are not a change to the code that measured them.
-    dirty=$(git status --porcelain --untracked-files=no -- . ':(exclude)bench/results' 2>/dev/null)
+    local built cpu v
     cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
     v=$(./build/parity --version 2>/dev/null || true)
+    built=$(sed -n '1s/^parity //p' <<<"$v")
     echo "# $BENCH_TITLE"
     echo
     echo "Written by \`bench/$(basename "$0")\`; \`bench/run-all.sh\` rewrites every results file."
@@ -48,7 +51,9 @@ bench_provenance() {
     echo "|---|---|"
     echo "| date (UTC) | $BENCH_DATE, $(($(date +%s) - BENCH_T0)) s |"
     echo "| command | \`$BENCH_CMD\` |"
-    echo "| commit | $commit$([ -n "$dirty" ] && echo " (dirty: uncommitted changes)") |"
+    echo "| commit | $BENCH_COMMIT$([ -z "$BENCH_DIRTY" ] || echo " (dirty: uncommitted changes)")$(
+        [ -z "$built" ] || [ "${built#"$BENCH_COMMIT"}" != "$built" ] ||
+        echo "; build/parity built from ${built:0:12}") |"
     echo "| CPU | ${cpu:-unknown}, $(nproc) CPUs online$(
         grep -q '^flags.* hypervisor' /proc/cpuinfo && echo ", a virtual machine") |"
     echo "| compiler | $(version_field compiler "$v"), $(version_field 'build type' "$v"); kernels $(version_field kernels "$v") |"
