@@ -25,11 +25,11 @@ bench_begin() {   # bench_begin NAME TITLE ARGS...: ARGS are the script's own
     BENCH_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
     BENCH_T0=$(date +%s)
     BENCH_LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-    # The commit as the run starts (a commit made meanwhile is not what ran);
-    # results files rewritten by other runs are not a change to the code.
+    # The commit as the run starts (a commit made meanwhile is not what ran),
+    # and whether tracked files other than Markdown (docs, results files)
+    # differ from it: those cannot change what is measured.
     BENCH_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-    BENCH_DIRTY=$(git status --porcelain --untracked-files=no -- . ':(exclude)bench/results' \
-                  2>/dev/null)
+    BENCH_DIRTY=$(git status --porcelain --untracked-files=no -- . ':(exclude)*.md' 2>/dev/null)
     T=$(mktemp -d)
     trap bench_exit EXIT
     trap 'exit 130' INT TERM
@@ -51,7 +51,7 @@ bench_provenance() {
     echo "|---|---|"
     echo "| date (UTC) | $BENCH_DATE, $(($(date +%s) - BENCH_T0)) s |"
     echo "| command | \`$BENCH_CMD\` |"
-    echo "| commit | $BENCH_COMMIT$([ -z "$BENCH_DIRTY" ] || echo " (dirty: uncommitted changes)")$(
+    echo "| commit | $BENCH_COMMIT$([ -z "$BENCH_DIRTY" ] || echo " (dirty: uncommitted changes to code)")$(
         [ -z "$built" ] || [ "${built#"$BENCH_COMMIT"}" != "$built" ] ||
         echo "; build/parity built from ${built:0:12}") |"
     echo "| CPU | ${cpu:-unknown}, $(nproc) CPUs online$(
