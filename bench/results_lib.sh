@@ -39,10 +39,9 @@ version_field() { sed -n "s/^$1: *//p" <<<"$2"; }   # version_field NAME "$(pari
 
 # The provenance table: when, what code, what machine, how busy it was.
 bench_provenance() {
-    local built cpu v
+    local cpu v
     cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
     v=$(./build/parity --version 2>/dev/null || true)
-    built=$(sed -n '1s/^parity //p' <<<"$v")
     echo "# $BENCH_TITLE"
     echo
     echo "Written by \`bench/$(basename "$0")\`; \`bench/run-all.sh\` rewrites every results file."
@@ -51,9 +50,7 @@ bench_provenance() {
     echo "|---|---|"
     echo "| date (UTC) | $BENCH_DATE, $(($(date +%s) - BENCH_T0)) s |"
     echo "| command | \`$BENCH_CMD\` |"
-    echo "| commit | $BENCH_COMMIT$([ -z "$BENCH_DIRTY" ] || echo " (dirty: uncommitted changes to code)")$(
-        [ -z "$built" ] || [ "${built#"$BENCH_COMMIT"}" != "$built" ] ||
-        echo "; build/parity built from ${built:0:12}") |"
+    echo "| commit | $BENCH_COMMIT$([ -z "$BENCH_DIRTY" ] || echo " (dirty: uncommitted changes to code)") |"
     echo "| CPU | ${cpu:-unknown}, $(nproc) CPUs online$(
         grep -q '^flags.* hypervisor' /proc/cpuinfo && echo ", a virtual machine") |"
     echo "| compiler | $(version_field compiler "$v"), $(version_field 'build type' "$v"); kernels $(version_field kernels "$v") |"
