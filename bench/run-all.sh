@@ -29,9 +29,6 @@ while [ $# -gt 0 ]; do
 done
 case $ROUNDS in '' | [1-9] | [1-9][0-9]) ;; *) echo "--rounds: expected 1-99" >&2; exit 2 ;; esac
 
-cmake -S . -B build >/dev/null
-cmake --build build -j"$(nproc)" --target parity bench_peak bench_cores >/dev/null
-
 # name: the script's arguments at the default size, and at --smoke.
 declare -A ARGS SMALL
 ARGS[trainers]="${ROUNDS:-3} 1"              SMALL[trainers]="1 1"
@@ -46,11 +43,16 @@ ARGS[studies]="studies"                       SMALL[studies]="studies-quick"
 NAMES=(trainers kernels log contention vs_pytorch bn_ring model model_hosts)
 [ "$STUDIES" = 0 ] || NAMES+=(studies)
 [ -z "$ONLY" ] || IFS=, read -r -a NAMES <<<"$ONLY"
+for name in "${NAMES[@]}"; do
+    [ -n "${ARGS[$name]+x}" ] || { echo "bench/run-all.sh: no bench named $name" >&2; exit 2; }
+done
+
+cmake -S . -B build >/dev/null
+cmake --build build -j"$(nproc)" --target parity bench_peak bench_cores >/dev/null
 
 failed=()
 start=$(date +%s)
 for name in "${NAMES[@]}"; do
-    [ -n "${ARGS[$name]+x}" ] || { echo "bench/run-all.sh: no bench named $name" >&2; exit 2; }
     if [ "$name" = model_hosts ] && { [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; }; then
         echo "== model_hosts: skipped (needs root and ip); bench/results/model_hosts.md left as it is"
         continue
