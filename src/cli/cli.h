@@ -12,12 +12,15 @@
 
 enum { EXIT_OK = 0, EXIT_VERIFY = 1, EXIT_USAGE = 2, EXIT_RUNTIME = 3 };
 
-typedef enum cli_kind { CLI_STR, CLI_INT, CLI_U64, CLI_DOUBLE, CLI_FLAG } cli_kind;
+typedef enum cli_kind {
+    CLI_STR, CLI_INT, CLI_U64, CLI_DOUBLE, CLI_FLAG, CLI_LONG, CLI_SIZE
+} cli_kind;
 
 typedef struct cli_opt {
     const char *name;      // "--batch"
     cli_kind kind;
-    void *dst;             // const char **, int *, uint64_t *, double *, int * (flag)
+    void *dst;             // const char **, int *, uint64_t *, double *, int * (flag), long *,
+                           // size_t * (LONG, SIZE: the integers of INT)
     const char *help;      // "N  samples per batch (64)"
 } cli_opt;
 
@@ -37,6 +40,12 @@ int cli_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *
 
 // Prints the flag table of opts to stdout.
 void cli_usage(const char *synopsis, const cli_opt *opts);
+
+// The flags of a command that takes no positional argument: cli_parse from
+// argv[2], then, when *help was set, cli_usage(synopsis). -1 to go on, else
+// the exit code (EXIT_OK after the help, EXIT_USAGE after a bad flag).
+int cli_flags(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
+              const char *synopsis);
 
 // The last library error as a user reads it; with PARITY_DEBUG=1 in the
 // environment, prefixed by its origin ("par_data.c:571: ..."). Static buffer.

@@ -22,11 +22,15 @@ static int set_value(const char *cmd, const cli_opt *o, const char *val)
     case CLI_STR:
         *(const char **)o->dst = val;
         return 0;
-    case CLI_INT: {
+    case CLI_INT:
+    case CLI_LONG:
+    case CLI_SIZE: {
         long v = strtol(val, &end, 10);
         if (end == val || *end || errno || v < 0 || v > 1000000000L)
             return bad(cmd, o->name, val, "a non-negative integer");
-        *(int *)o->dst = (int)v;
+        if (o->kind == CLI_INT) *(int *)o->dst = (int)v;
+        else if (o->kind == CLI_LONG) *(long *)o->dst = v;
+        else *(size_t *)o->dst = (size_t)v;
         return 0;
     }
     case CLI_U64: {
@@ -99,6 +103,18 @@ int cli_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *
         if (rc) return rc;
     }
     return 0;
+}
+
+int cli_flags(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
+              const char *synopsis)
+{
+    const char *pos[1];
+    int n_pos;
+    const int rc = cli_parse(cmd, argc, argv, 2, opts, pos, 0, &n_pos);
+    if (rc) return rc;
+    if (!*help) return -1;
+    cli_usage(synopsis, opts);
+    return EXIT_OK;
 }
 
 void cli_usage(const char *synopsis, const cli_opt *opts)

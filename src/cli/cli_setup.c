@@ -36,7 +36,7 @@ int cli_numerics_resolve(const char *cmd, const cli_numerics_flags *f, cli_numer
         return EXIT_USAGE;
     }
     if (f->fault && strcmp(out->tr->name, "reference") == 0) {
-        // Faults live in the engine (par_engine.c); the reference never reads them.
+        // Faults live in the engine (engine_fault.c); the reference never reads them.
         fprintf(stderr, "parity %s: --fault '%s': trainer reference takes no faults (only serial, "
                 "omp, mpi, hybrid and root do)\n", cmd, f->fault);
         fprintf(stderr, "hint: drop --fault, or give --trainer serial\n");

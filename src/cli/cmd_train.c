@@ -5,8 +5,9 @@
 // and a NaN/Inf check every step. The CLI parses, prints and chooses exit
 // codes; the run itself is a session (src/train/par_session.h). MPI trainers
 // run one process per rank; only rank 0 prints and writes. Tests:
-// tests/test_cli.sh, tests/test_resume.sh, tests/test_faults.sh.
+// tests/cli/test_cli.sh, tests/cli/test_resume.sh, tests/cli/test_faults.sh.
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,15 +17,11 @@
 #include <jansson.h>
 
 #include "cli.h"
-#include "par_io.h"
+#include "par_hash.h"
 #include "par_kernels.h"
-#include "par_mpi_launch.h"
+#include "cli_mpi_launch.h"
 #include "par_session.h"
 #include "train_args.h"
-
-#ifdef PARITY_HAVE_MPI
-#include <mpi.h>
-#endif
 
 // Progress on rank 0's stderr: a line kept up to date on a terminal; off one
 // (and without --quiet) a plain line every progress_every seconds.
@@ -97,6 +94,8 @@ static void on_progress(void *ctx, const par_session_progress *p)
 static void print_json(const train_run *t, const par_session_result *r)
 {
     const train_opts *o = &t->o;
+    const par_session_cfg *c = &o->cfg;
+    const par_run_cfg *rc = &c->run.cfg;
     const par_model *m = &t->nu.m;
     char sha[65];
     par_sha256_hex(sha, r->weights, m->n_params * par_dtype_size(t->nu.dt));
@@ -105,16 +104,19 @@ static void print_json(const train_run *t, const par_session_result *r)
         "{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:I, s:I, s:i, s:f, s:I, s:I, s:i, s:s,"
         " s:f, s:f, s:f, s:f, s:f, s:s, s:f, s:f}",
         "trainer", o->trainer, "mode", o->mode, "dataset", t->ds.name, "model", m->spec,
-        "act", o->act, "threads", o->threads, "ranks", t->size, "dtype",
-        par_dtype_name(t->nu.dt), "batch", (json_int_t)o->batch, "chunk", (json_int_t)o->chunk,
-        "epochs", o->epochs, "lr", o->lr, "seed", (json_int_t)o->seed, "steps",
+        "act", o->act, "threads", rc->threads, "ranks", t->size, "dtype",
+        par_dtype_name(t->nu.dt), "batch", (json_int_t)rc->batch, "chunk", (json_int_t)rc->chunk,
+        "epochs", c->run.epochs, "lr", rc->lr, "seed", (json_int_t)c->run.seed, "steps",
         (json_int_t)r->steps, "n_params", (int)m->n_params, "kernels", par_kernels_variant(),
-        "final_loss", r->last_loss, "val_loss", r->val_loss, "val_accuracy", r->val_acc,
-        "test_loss", r->test_loss, "test_accuracy", r->test_acc, "weights_sha256", sha,
-        "seconds", seconds,
+        "final_loss", r->last_loss, "val_loss", 0.0, "val_accuracy", 0.0, "test_loss", 0.0,
+        "test_accuracy", 0.0, "weights_sha256", sha, "seconds", seconds,
         "samples_per_second", seconds > 0 ? (double)r->timed_samples / seconds : 0.0);
-    if (o->warmup_steps > 0) {   // "seconds" is the window after them
-        json_object_set_new(j, "warmup_steps", json_integer(o->warmup_steps));
+    const char *ev[4] = {"val_loss", "val_accuracy", "test_loss", "test_accuracy"};
+    const double evv[4] = {r->val_loss, r->val_acc, r->test_loss, r->test_acc};
+    for (int k = 0; k < 4; k++)   // --no-eval: null
+        json_object_set_new(j, ev[k], isnan(evv[k]) ? json_null() : json_real(evv[k]));
+    if (c->warmup_steps > 0) {   // "seconds" is the window after them
+        json_object_set_new(j, "warmup_steps", json_integer(c->warmup_steps));
         json_object_set_new(j, "timed_steps", json_integer(r->timed_steps));
     }
     if (r->resumed_from >= 0)
@@ -129,9 +131,9 @@ static void print_json(const train_run *t, const par_session_result *r)
         json_object_set_new(j, "eps", json_real(op->eps));
     }
     if (o->batch_full) json_object_set_new(j, "batch_full", json_true());
-    if (o->upscale > 0) json_object_set_new(j, "upscale", json_integer(o->upscale));
-    json_object_set_new(j, "select", json_string(o->best_val ? "best-val" : "last"));
-    if (o->best_val && r->best_epoch >= 0)   // 1-based, like "epochs"
+    if (c->upscale > 0) json_object_set_new(j, "upscale", json_integer(c->upscale));
+    json_object_set_new(j, "select", json_string(c->best_val ? "best-val" : "last"));
+    if (c->best_val && r->best_epoch >= 0)   // 1-based, like "epochs"
         json_object_set_new(j, "best_epoch", json_integer(r->best_epoch + 1));
     if (r->last_ckpt >= 0)
         json_object_set_new(j, "last_checkpoint_step", json_integer(r->last_ckpt));
@@ -170,12 +172,12 @@ static int resolve(train_run *t, int argc, char **argv)
 {
     train_opts *o = &t->o;
     const cli_numerics_flags nf = {o->act, o->model ? o->model : DEFAULT_MODEL, o->mode,
-                                   o->dtype, o->fault, o->trainer, o->threads};
+                                   o->dtype, o->fault, o->trainer, o->cfg.run.cfg.threads};
     int rc = cli_numerics_resolve("train", &nf, &t->nu);
     if (!rc) rc = cli_train_extras(o);
     if (rc) return rc;
     if ((t->nu.tr->caps & PAR_CAP_THREADS) && !cli_flag_given(argc, argv, "--threads") &&
-        !o->resume && (rc = cli_threads_from_env(&o->threads)))
+        !o->cfg.resume && (rc = cli_threads_from_env(&o->cfg.run.cfg.threads)))
         return rc;
     return cli_train_check_flags(o);
 }
@@ -192,7 +194,7 @@ static int join_ranks(train_run *t, int argc, char **argv)
     // that many independent copies: refused, said once (by rank 0).
     if (!(tr->caps & PAR_CAP_RANKS)) {
         int env_rank;
-        const int world = par_mpi_env_size(&env_rank);
+        const int world = cli_mpi_env_size(&env_rank);
         if (world > 1) {
             if (env_rank == 0) {
                 fprintf(stderr, "parity train: --trainer %s runs in one process, but it was "
@@ -203,7 +205,7 @@ static int join_ranks(train_run *t, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    const int launch = (tr->caps & PAR_CAP_RANKS) && o->ranks > 0 && !par_mpi_under_launcher();
+    const int launch = (tr->caps & PAR_CAP_RANKS) && o->ranks > 0 && !cli_mpi_under_launcher();
     if ((!(tr->caps & PAR_CAP_RANKS) || launch) && (rc = cli_train_check_outputs(o))) return rc;
     if (!(tr->caps & PAR_CAP_RANKS)) {
         if (o->ranks <= 1) return -1;
@@ -213,9 +215,9 @@ static int join_ranks(train_run *t, int argc, char **argv)
         return EXIT_USAGE;
     }
     if (launch)
-        return par_mpi_launch_watched(argc, argv, o->ranks, "train",
-                                      o->ckpt_dir ? o->ckpt_dir : o->resume);
-    if (par_mpi_start(&t->rank, &t->size) != PAR_OK) return cli_fail("train", PAR_ERR_MPI, NULL);
+        return cli_mpi_launch_watched(argc, argv, o->ranks, "train",
+                                      o->cfg.ckpt_dir ? o->cfg.ckpt_dir : o->cfg.resume);
+    if (cli_mpi_start(&t->rank, &t->size) != PAR_OK) return cli_fail("train", PAR_ERR_MPI, NULL);
     if (o->ranks > 0 && o->ranks != t->size) {   // under someone's mpirun -n N
         if (t->rank == 0) {
             fprintf(stderr, "parity train: --ranks %d: this MPI job has %d ranks\n", o->ranks,
@@ -223,13 +225,11 @@ static int join_ranks(train_run *t, int argc, char **argv)
             fprintf(stderr, "hint: under your own mpirun leave out --ranks (mpirun -n sets "
                             "the ranks)\n");
         }
-        return par_mpi_finish(EXIT_USAGE);
+        return cli_mpi_finish(EXIT_USAGE);
     }
     rc = t->rank == 0 ? cli_train_check_outputs(o) : 0;   // rank 0 writes them
-#ifdef PARITY_HAVE_MPI
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-#endif
-    return rc ? par_mpi_finish(rc) : -1;
+    par_session_share(t->size, &rc);
+    return rc ? cli_mpi_finish(rc) : -1;
 }
 
 // The dataset (every rank reads it), --upscale, the model's inputs, --batch
@@ -237,19 +237,20 @@ static int join_ranks(train_run *t, int argc, char **argv)
 static par_status open_data(train_run *t)
 {
     train_opts *o = &t->o;
+    par_session_cfg *c = &o->cfg;
     par_dataset *ds = &t->ds;
     par_model *m = &t->nu.m;
-    par_status st = par_dataset_open(ds, o->dataset, 10);
-    const int known = strcmp(o->dataset, "mnist") == 0 ||
-                      strcmp(o->dataset, "fashion-mnist") == 0 ||
-                      strcmp(o->dataset, "cifar10") == 0 || strchr(o->dataset, '/');
+    const char *name = c->dataset;
+    par_status st = par_dataset_open(ds, name, 10);
+    const int known = strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0 ||
+                      strcmp(name, "cifar10") == 0 || strchr(name, '/');
     if (st != PAR_OK) {
-        t->hint = !known ? HINT_NAME : strcmp(o->dataset, "cifar10") == 0 ? HINT_CIFAR : HINT_DATA;
+        t->hint = !known ? HINT_NAME : strcmp(name, "cifar10") == 0 ? HINT_CIFAR : HINT_DATA;
         return st;
     }
     // --upscale S: resampled once here (every rank alike). Without --model the
     // default MLP takes the dataset's features; a given --model must match them.
-    if (o->upscale > 0) PAR_TRY(par_dataset_upscale(ds, (size_t)o->upscale, t->nu.dt));
+    if (c->upscale > 0) PAR_TRY(par_dataset_upscale(ds, (size_t)c->upscale, t->nu.dt));
     if (!o->model && ds->train.n_features != m->n_inputs) {
         char spec[64];
         snprintf(spec, sizeof spec, "mlp:%zu-256-128-10", ds->train.n_features);
@@ -257,9 +258,9 @@ static par_status open_data(train_run *t)
     }
     if (o->model && ds->train.n_features != m->n_inputs) {
         char up[64] = "";
-        if (o->upscale > 0)
-            snprintf(up, sizeof up, " (--upscale %d: %d x %d x %zu)", o->upscale, o->upscale,
-                     o->upscale, ds->train.channels);
+        if (c->upscale > 0)
+            snprintf(up, sizeof up, " (--upscale %d: %d x %d x %zu)", c->upscale, c->upscale,
+                     c->upscale, ds->train.channels);
         t->hint = "leave out --model for the default MLP, or make its first number the input size";
         PAR_FAIL_IF(1, PAR_ERR_CONFIG, "--model %s takes %zu inputs but dataset %s has %zu "
                     "features per sample%s; expected an input size of %zu", m->spec, m->n_inputs,
@@ -268,34 +269,39 @@ static par_status open_data(train_run *t)
     if (o->batch_full) {   // one step per epoch: the whole training split
         PAR_FAIL_IF(ds->n_train > 1000000000, PAR_ERR_CONFIG, "--batch full: %zu training "
                     "records is more than one batch can hold", ds->n_train);
-        o->batch = (int)ds->n_train;
+        c->run.cfg.batch = ds->n_train;
     }
-    if (!o->batch_full && (size_t)o->batch > ds->n_train) {   // not one short step
+    if (!o->batch_full && c->run.cfg.batch > ds->n_train) {   // not one short step
         t->hint = "give a smaller --batch, or --batch full for the whole split in one step";
-        PAR_FAIL_IF(1, PAR_ERR_CONFIG, "--batch %d: expected at most %zu, the training split "
-                    "of %s", o->batch, ds->n_train, ds->name);
+        PAR_FAIL_IF(1, PAR_ERR_CONFIG, "--batch %zu: expected at most %zu, the training split "
+                    "of %s", c->run.cfg.batch, ds->n_train, ds->name);
     }
-    PAR_FAIL_IF(o->best_val && ds->n_val == 0, PAR_ERR_CONFIG,
+    PAR_FAIL_IF(c->best_val && ds->n_val == 0, PAR_ERR_CONFIG,
                 "--select best-val: dataset %s has no validation records", ds->name);
     return PAR_OK;
 }
 
+// The session's settings: the flags that land there directly (cli_train_parse),
+// completed by the ones resolved here (trainer, numerics, optimizer, fault,
+// --fixed-threads) and this process's place.
 static par_session_cfg session_cfg(train_run *t)
 {
     const train_opts *o = &t->o;
-    return (par_session_cfg){
-        .trainer = t->nu.tr, .model = &t->nu.m, .act = t->nu.act, .dtype = t->nu.dt,
-        .mode = t->nu.mode, .ds = &t->ds, .dataset = o->dataset, .batch = o->batch,
-        .chunk = o->chunk, .threads = o->threads, .lr = o->lr, .seed = o->seed,
-        .optim = o->optim, .fault = o->fault ? &t->nu.fault : NULL, .epochs = o->epochs,
-        .steps = o->steps, .warmup_steps = o->warmup_steps, .check_every = o->check_every,
-        .init_load = o->init_load, .init_save = o->init_save, .save = o->save, .log = o->log,
-        .no_digest = o->no_digest,
-        .fixed_threads = o->fixed_threads, .weights_by_messages = o->weights_by_messages,
-        .ckpt_dir = o->ckpt_dir, .resume = o->resume, .ckpt_every = o->ckpt_every,
-        .keep = o->keep, .best_val = o->best_val, .upscale = o->upscale, .rank = t->rank,
-        .ranks = t->size, .ctx = &t->view, .progress = on_progress,
-    };
+    par_session_cfg c = o->cfg;
+    c.run.trainer = t->nu.tr;
+    c.run.ds = &t->ds;
+    c.run.cfg.model = &t->nu.m;
+    c.run.cfg.dtype = t->nu.dt;
+    c.run.cfg.mode = t->nu.mode;
+    c.run.cfg.optim = &o->optim;
+    c.run.cfg.fault = o->fault ? &t->nu.fault : NULL;
+    c.run.cfg.threads_policy = o->fixed_threads ? PAR_THREADS_FIXED : PAR_THREADS_ADAPT;
+    c.act = t->nu.act;
+    c.rank = t->rank;
+    c.ranks = t->size;
+    c.ctx = &t->view;
+    c.progress = on_progress;
+    return c;
 }
 
 // What the run ends with on stdout and stderr, and its exit code.
@@ -303,7 +309,10 @@ static int finish(const train_run *t, par_status st, const par_session_result *r
 {
     const int rank = t->rank;
     if (st == PAR_OK && t->o.json && rank == 0) print_json(t, r);
-    if (st == PAR_OK && t->view.plain)
+    if (st == PAR_OK && t->view.plain && isnan(r->val_acc))
+        fprintf(stderr, "parity train: done: %ld steps, loss %.4f, not evaluated, %.1f s\n",
+                r->steps, r->last_loss, r->seconds);
+    else if (st == PAR_OK && t->view.plain)
         fprintf(stderr, "parity train: done: %ld steps, loss %.4f, val acc %.4f, test acc %.4f, "
                         "%.1f s\n", r->steps, r->last_loss, r->val_acc, r->test_acc, r->seconds);
     if (st == PAR_OK) return EXIT_OK;
@@ -365,7 +374,7 @@ int cmd_train(int argc, char **argv)
     train_view *v = &t->view;
     v->tty = !o->quiet && t->rank == 0 && isatty(STDERR_FILENO);
     v->plain = !o->quiet && t->rank == 0 && !v->tty;
-    v->epochs = o->epochs;
+    v->epochs = o->cfg.run.epochs;
     v->progress_every = 5.0;
     const char *pe = getenv("PARITY_PROGRESS_SECONDS");
     if (pe && *pe) {
@@ -392,5 +401,5 @@ int cmd_train(int argc, char **argv)
     par_session_close(s);
     par_dataset_free(&t->ds);
     free(t);
-    return par_mpi_finish(rc);
+    return cli_mpi_finish(rc);
 }

@@ -1,6 +1,6 @@
 // `parity train`'s flags (train_args.h): the flag table, --batch, --optim,
 // --select, the output paths, OMP_NUM_THREADS, and the settings --resume DIR
-// takes from its checkpoint. Tests: tests/test_cli.sh, tests/test_resume.sh.
+// takes from its checkpoint. Tests: tests/cli/test_cli.sh, tests/cli/test_resume.sh.
 #define _POSIX_C_SOURCE 200809L
 #include "train_args.h"
 
@@ -13,53 +13,57 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "par_io.h"
-#include "par_mpi_launch.h"
+#include "par_ckpt.h"
+#include "cli_mpi_launch.h"
 
 int cli_train_parse(train_opts *o, int argc, char **argv)
 {
     *o = (train_opts){
-        .dataset = "fashion-mnist", .model = NULL, .act = "relu",
-        .trainer = "serial", .mode = "exact", .dtype = "f32", .epochs = 1, .batch = 64,
-        .chunk = 8, .threads = 1, .ranks = -1, .lr = 0.01, .seed = 42, .check_every = 100,
-        .batch_s = "64", .optim_s = "sgd", .select = "last",
+        .cfg = {.run = {.cfg = {.batch = 64, .chunk = 8, .lr = 0.01, .threads = 1},
+                        .seed = 42, .epochs = 1, .check_every = 100},
+                .dataset = "fashion-mnist"},
+        .model = NULL, .act = "relu", .trainer = "serial", .mode = "exact", .dtype = "f32",
+        .ranks = -1, .batch_s = "64", .optim_s = "sgd", .select = "last",
         .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN,
     };
+    par_session_cfg *c = &o->cfg;
+    par_run_opts *r = &c->run;
     const cli_opt opts[] = {
-        {"--dataset", CLI_STR, &o->dataset, "NAME|DIR  mnist, fashion-mnist, cifar10 or a folder of IDX or CIFAR-10 files (fashion-mnist)"},
-        {"--upscale", CLI_INT, &o->upscale, "S         resample images to S x S, bilinear (28 -> 57: 3249 inputs, 112: 12544)"},
+        {"--dataset", CLI_STR, &c->dataset, "NAME|DIR  mnist, fashion-mnist, cifar10 or a folder of IDX or CIFAR-10 files (fashion-mnist)"},
+        {"--upscale", CLI_INT, &c->upscale, "S         resample images to S x S, bilinear (28 -> 57: 3249 inputs, 112: 12544)"},
         {"--model", CLI_STR, &o->model, "SPEC      mlp:N0-N1-...-Nk (mlp:F-256-128-10, F = the dataset's features) or cnn:CxHxW-... (docs/cnn.md)"},
         {"--act", CLI_STR, &o->act, "relu|sigmoid|tanh  hidden activation (relu)"},
         {"--trainer", CLI_STR, &o->trainer, "NAME      reference, serial, omp, mpi, hybrid, root (serial)"},
         {"--mode", CLI_STR, &o->mode, "exact|fast  arithmetic contract kept or relaxed (exact)"},
         {"--dtype", CLI_STR, &o->dtype, "f32|f64   floating-point type (f32)"},
-        {"--epochs", CLI_INT, &o->epochs, "N         epochs (1)"},
-        {"--steps", CLI_INT, &o->steps, "N         stop after N steps in all, at most what --epochs holds (0: no limit)"},
-        {"--warmup-steps", CLI_INT, &o->warmup_steps, "K         the first K steps are trained but not timed: --json's \"seconds\" covers the rest (0)"},
+        {"--epochs", CLI_INT, &r->epochs, "N         epochs (1)"},
+        {"--steps", CLI_LONG, &r->max_steps, "N         stop after N steps in all, at most what --epochs holds (0: no limit)"},
+        {"--warmup-steps", CLI_LONG, &c->warmup_steps, "K         the first K steps are trained but not timed: --json's \"seconds\" covers the rest (0)"},
         {"--batch", CLI_STR, &o->batch_s, "B|full    samples per step; full: the whole training split, one step per epoch (64)"},
-        {"--chunk", CLI_INT, &o->chunk, "C         samples per chunk of the ordered fold (8)"},
-        {"--lr", CLI_DOUBLE, &o->lr, "LR        learning rate (0.01)"},
+        {"--chunk", CLI_SIZE, &r->cfg.chunk, "C         samples per chunk of the ordered fold (8)"},
+        {"--lr", CLI_DOUBLE, &r->cfg.lr, "LR        learning rate (0.01)"},
         {"--optim", CLI_STR, &o->optim_s, "NAME      sgd, momentum, nesterov or adam (sgd)"},
         {"--momentum", CLI_DOUBLE, &o->momentum, "MU        momentum and nesterov: v = MU*v + g (0.9)"},
         {"--beta1", CLI_DOUBLE, &o->beta1, "B1        adam: decay of the first moment (0.9)"},
         {"--beta2", CLI_DOUBLE, &o->beta2, "B2        adam: decay of the second moment (0.999)"},
         {"--eps", CLI_DOUBLE, &o->eps, "EPS       adam: added to sqrt(vhat) (1e-8)"},
         {"--select", CLI_STR, &o->select, "last|best-val  weights kept at the end: the last, or the epoch with the best validation accuracy (last)"},
-        {"--seed", CLI_U64, &o->seed, "S         seed of initialisation and shuffling (42)"},
-        {"--threads", CLI_INT, &o->threads, "T         OpenMP threads per process (OMP_NUM_THREADS, else 1)"},
+        {"--seed", CLI_U64, &r->seed, "S         seed of initialisation and shuffling (42)"},
+        {"--threads", CLI_INT, &r->cfg.threads, "T         OpenMP threads per process (OMP_NUM_THREADS, else 1)"},
         {"--fixed-threads", CLI_FLAG, &o->fixed_threads, "          omp, hybrid, root: every step on --threads threads (default: steps run on one thread while that is measured faster, as on a busy machine; the same bits)"},
-        {"--weights-by-messages", CLI_FLAG, &o->weights_by_messages, "          exact mpi/hybrid: pass the new weights round the ring even when every rank is on one host (default there: one copy in MPI shared memory; the same bits)"},
+        {"--weights-by-messages", CLI_FLAG, &r->cfg.weights_by_messages, "          exact mpi/hybrid: pass the new weights round the ring even when every rank is on one host (default there: one copy in MPI shared memory; the same bits)"},
         {"--ranks", CLI_INT, &o->ranks, "R         launch R MPI ranks through mpirun (mpi/hybrid/root)"},
-        {"--log", CLI_STR, &o->log, "FILE      JSONL log: one line per step and per epoch, written as it goes"},
-        {"--save", CLI_STR, &o->save, "FILE.npz  final weights"},
-        {"--init-save", CLI_STR, &o->init_save, "FILE.npz  initial weights"},
-        {"--init-load", CLI_STR, &o->init_load, "FILE.npz  start from these weights"},
-        {"--checkpoint-dir", CLI_STR, &o->ckpt_dir, "DIR       write checkpoints there (one run per folder)"},
-        {"--checkpoint-every", CLI_INT, &o->ckpt_every, "N       checkpoint every N steps (default: once per epoch), and at the end"},
-        {"--keep", CLI_INT, &o->keep, "K         keep the newest K checkpoints (3)"},
-        {"--resume", CLI_STR, &o->resume, "DIR       continue the run of DIR's newest valid checkpoint; flags not given come from it (--steps, --epochs, --trainer, --threads, --ranks, --mode, --log may differ; the others must agree)"},
-        {"--check-every", CLI_INT, &o->check_every, "N         NaN/Inf check of all weights every N steps and at the end (100; 0: loss only)"},
-        {"--no-digest", CLI_FLAG, &o->no_digest, "          no per-step XXH3-128 digests of weights and loss in --log"},
+        {"--log", CLI_STR, &c->log, "FILE      JSONL log: one line per step and per epoch, written as it goes"},
+        {"--save", CLI_STR, &c->save, "FILE.npz  final weights"},
+        {"--init-save", CLI_STR, &c->init_save, "FILE.npz  initial weights"},
+        {"--init-load", CLI_STR, &c->init_load, "FILE.npz  start from these weights"},
+        {"--checkpoint-dir", CLI_STR, &c->ckpt_dir, "DIR       write checkpoints there (one run per folder)"},
+        {"--checkpoint-every", CLI_LONG, &c->ckpt_every, "N       checkpoint every N steps (default: once per epoch), and at the end"},
+        {"--keep", CLI_INT, &c->keep, "K         keep the newest K checkpoints (3)"},
+        {"--resume", CLI_STR, &c->resume, "DIR       continue the run of DIR's newest valid checkpoint; flags not given come from it (--steps, --epochs, --trainer, --threads, --ranks, --mode, --log may differ; the others must agree)"},
+        {"--check-every", CLI_INT, &r->check_every, "N         NaN/Inf check of all weights every N steps and at the end (100; 0: loss only)"},
+        {"--no-digest", CLI_FLAG, &c->no_digest, "          no per-step XXH3-128 digests of weights and loss in --log"},
+        {"--no-eval", CLI_FLAG, &c->no_eval, "          no validation or test evaluation after each epoch (timing runs; accuracies null)"},
         {"--json", CLI_FLAG, &o->json, "          print a JSON summary on stdout"},
         {"--quiet", CLI_FLAG, &o->quiet, "          no progress: none on a terminal, and off one no lines every 5 s nor the final summary"},
         {"--help", CLI_FLAG, &o->help, "          this text"},
@@ -83,12 +87,19 @@ int cli_train_parse(train_opts *o, int argc, char **argv)
 // one line naming the flag and EXIT_USAGE.
 int cli_train_extras(train_opts *o)
 {
-    int rc = cli_batch_parse("train", o->batch_s, &o->batch, &o->batch_full);
+    int batch = 0;
+    int rc = cli_batch_parse("train", o->batch_s, &batch, &o->batch_full);
+    o->cfg.run.cfg.batch = (size_t)batch;
     const cli_optim_flags of = {o->optim_s, o->momentum, o->beta1, o->beta2, o->eps};
     if (!rc) rc = cli_optim_resolve("train", &of, &o->optim);
     if (rc) return rc;
     if (strcmp(o->select, "best-val") == 0) {
-        o->best_val = 1;
+        o->cfg.best_val = 1;
+        if (o->cfg.no_eval) {
+            fprintf(stderr, "parity train: --select best-val: not with --no-eval (it picks the "
+                            "epoch by its validation accuracy)\n");
+            return EXIT_USAGE;
+        }
     } else if (strcmp(o->select, "last") != 0) {
         fprintf(stderr, "parity train: --select '%s': expected last or best-val\n", o->select);
         return EXIT_USAGE;
@@ -148,9 +159,11 @@ static int check_output(const char *flag, const char *path, int dir)
 // Counts, --lr, --upscale, and the flags that need others (see train_args.h).
 int cli_train_check_flags(const train_opts *o)
 {
-    const struct { const char *flag; int v; } counts[] = {
-        {"--epochs", o->epochs}, {"--batch", o->batch}, {"--chunk", o->chunk},
-        {"--threads", o->threads}, {"--ranks", o->ranks},   // --ranks: -1 when not given
+    const par_session_cfg *c = &o->cfg;
+    const par_run_cfg *rc = &c->run.cfg;
+    const struct { const char *flag; long v; } counts[] = {
+        {"--epochs", c->run.epochs}, {"--batch", (long)rc->batch}, {"--chunk", (long)rc->chunk},
+        {"--threads", rc->threads}, {"--ranks", o->ranks},   // --ranks: -1 when not given
     };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
         if (counts[i].v == 0) {
@@ -158,24 +171,24 @@ int cli_train_check_flags(const train_opts *o)
             return EXIT_USAGE;
         }
     }
-    if (!(o->lr > 0)) {
-        fprintf(stderr, "parity train: --lr %g: expected a number > 0\n", o->lr);
+    if (!(rc->lr > 0)) {
+        fprintf(stderr, "parity train: --lr %g: expected a number > 0\n", rc->lr);
         return EXIT_USAGE;
     }
-    if (o->warmup_steps < 0) {
-        fprintf(stderr, "parity train: --warmup-steps %d: expected an integer >= 0\n",
-                o->warmup_steps);
+    if (c->warmup_steps < 0) {
+        fprintf(stderr, "parity train: --warmup-steps %ld: expected an integer >= 0\n",
+                c->warmup_steps);
         return EXIT_USAGE;
     }
-    if (o->upscale > 1024) {
-        fprintf(stderr, "parity train: --upscale %d: expected a side of 1..1024\n", o->upscale);
+    if (c->upscale > 1024) {
+        fprintf(stderr, "parity train: --upscale %d: expected a side of 1..1024\n", c->upscale);
         return EXIT_USAGE;
     }
-    if ((o->ckpt_every > 0 || o->keep > 0) && !o->ckpt_dir && !o->resume) {
+    if ((c->ckpt_every > 0 || c->keep > 0) && !c->ckpt_dir && !c->resume) {
         fprintf(stderr, "parity train: --checkpoint-every and --keep need --checkpoint-dir DIR\n");
         return EXIT_USAGE;
     }
-    if (o->resume && o->init_save) {
+    if (c->resume && c->init_save) {
         fprintf(stderr, "parity train: --init-save: a resumed run does not start from its "
                         "initial weights\n");
         fprintf(stderr, "hint: drop --init-save (the first run wrote them, if asked)\n");
@@ -188,9 +201,10 @@ int cli_train_check_flags(const train_opts *o)
 // training (the writes check again).
 int cli_train_check_outputs(const train_opts *o)
 {
+    const par_session_cfg *c = &o->cfg;
     const struct { const char *flag, *path; int dir; } outs[] = {
-        {"--save", o->save, 0}, {"--init-save", o->init_save, 0}, {"--log", o->log, 0},
-        {"--checkpoint-dir", o->ckpt_dir, 1},
+        {"--save", c->save, 0}, {"--init-save", c->init_save, 0}, {"--log", c->log, 0},
+        {"--checkpoint-dir", c->ckpt_dir, 1},
     };
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
         int rc = outs[i].path ? check_output(outs[i].flag, outs[i].path, outs[i].dir) : 0;
@@ -236,16 +250,17 @@ void cli_train_resume_defaults(train_opts *o, int argc, char **argv)
 {
     static par_ckpt_meta f;   // its strings stay in use
     static char batch[32], optim[16];
-    if (!o->resume || par_ckpt_find(&f, o->resume, NULL, 0) != PAR_OK) return;
+    par_session_cfg *c = &o->cfg;
+    if (!c->resume || par_ckpt_find(&f, c->resume, NULL, 0) != PAR_OK) return;
     const par_ckpt_config *cf = &f.cfg;
 #define GIVEN(flag) cli_flag_given(argc, argv, flag)
-    if (!GIVEN("--dataset")) o->dataset = cf->dataset;
+    if (!GIVEN("--dataset")) c->dataset = cf->dataset;
     if (!GIVEN("--model")) o->model = cf->model;
     if (!GIVEN("--act")) o->act = cf->act;
     if (!GIVEN("--dtype")) o->dtype = cf->dtype;
-    if (!GIVEN("--chunk")) o->chunk = (int)cf->chunk;
-    if (!GIVEN("--lr")) o->lr = cf->lr;
-    if (!GIVEN("--seed")) o->seed = cf->seed;
+    if (!GIVEN("--chunk")) c->run.cfg.chunk = (size_t)cf->chunk;
+    if (!GIVEN("--lr")) c->run.cfg.lr = cf->lr;
+    if (!GIVEN("--seed")) c->run.seed = cf->seed;
     if (!GIVEN("--batch")) {
         snprintf(batch, sizeof batch, "%ld", cf->batch);
         o->batch_s = batch;
@@ -265,17 +280,17 @@ void cli_train_resume_defaults(train_opts *o, int argc, char **argv)
     if (!GIVEN("--mode") && f.mode[0]) o->mode = f.mode;
     if (!GIVEN("--trainer") && f.trainer[0]) {   // another trainer: its own threads and ranks
         o->trainer = f.trainer;
-        if (!GIVEN("--threads") && f.threads > 0) o->threads = f.threads;
-        if (!GIVEN("--ranks") && f.ranks > 1 && !par_mpi_under_launcher()) o->ranks = f.ranks;
+        if (!GIVEN("--threads") && f.threads > 0) c->run.cfg.threads = f.threads;
+        if (!GIVEN("--ranks") && f.ranks > 1 && !cli_mpi_under_launcher()) o->ranks = f.ranks;
     }
-    if (!GIVEN("--log") && f.has_log) o->log = f.log.path;
+    if (!GIVEN("--log") && f.has_log) c->log = f.log.path;
     if (f.has_run) {
         if (!GIVEN("--epochs") && !GIVEN("--steps")) {
-            o->epochs = f.run_epochs;
-            o->steps = f.run_steps;
+            c->run.epochs = f.run_epochs;
+            c->run.max_steps = f.run_steps;
         }
-        if (!GIVEN("--upscale")) o->upscale = f.upscale;
-        if (!GIVEN("--no-digest")) o->no_digest = f.no_digest;
+        if (!GIVEN("--upscale")) c->upscale = f.upscale;
+        if (!GIVEN("--no-digest")) c->no_digest = f.no_digest;
     }
 #undef GIVEN
 }

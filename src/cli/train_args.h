@@ -5,31 +5,32 @@
 
 #include <stdint.h>
 
-#include "par_trainer.h"
+#include "par_session.h"
 
+// `parity train`'s flags. Most land straight in the session's settings
+// (cfg: par_session.h, par_run.h, par_trainer.h; the flag table in
+// train_args.c names each field); the ones typed as names are kept as
+// typed here and resolved into cfg by cmd_train.c.
 typedef struct train_opts {
-    const char *dataset, *model, *act, *trainer, *mode, *dtype;
-    const char *log, *save, *init_save, *init_load, *fault;
-    const char *ckpt_dir, *resume;
-    int epochs, batch, chunk, threads, ranks, json, quiet, help, no_digest,
-        fixed_threads, weights_by_messages;
-    int steps, ckpt_every, keep, check_every;
-    int warmup_steps;                         // --warmup-steps K: the first K steps not timed
-    int upscale;                              // --upscale S: images resampled to S x S (0: off)
-    double lr;
-    uint64_t seed;
+    par_session_cfg cfg;                      // what the session runs (flags given, defaults)
+    // As typed: --model (NULL: the default MLP for the dataset's features),
+    // --act, --trainer, --mode, --dtype, --fault (NULL: none).
+    const char *model, *act, *trainer, *mode, *dtype, *fault;
     const char *optim_s, *batch_s, *select;   // --optim, --batch B|full, --select
     double momentum, beta1, beta2, eps;       // NAN: not given (the defaults apply)
-    par_optim optim;                          // resolved
-    int batch_full, best_val;                 // --batch full, --select best-val
+    par_optim optim;                          // --optim and its hyperparameters, resolved
+    int batch_full;                           // --batch full
+    int fixed_threads;                        // --fixed-threads: cfg.run.cfg.threads_policy
+    int ranks;                                // --ranks R: launch R ranks (-1: not given)
+    int json, quiet, help;                    // --json, --quiet, --help: what the CLI prints
 } train_opts;
 
 // Parses the flags into *o, defaults first; prints the help for --help.
 // Returns 0 to go on, -1 after --help, else the exit code (a bad flag).
 int cli_train_parse(train_opts *o, int argc, char **argv);
 
-// --batch B|full, --optim and its hyperparameters, --select: into o, or
-// one line naming the flag and EXIT_USAGE.
+// --batch B|full, --optim and its hyperparameters, --select: into o and
+// o->cfg, or one line naming the flag and EXIT_USAGE.
 int cli_train_extras(train_opts *o);
 
 // The counts (>= 1), --lr > 0, --upscale <= 1024, --checkpoint-every and

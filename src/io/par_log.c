@@ -3,10 +3,10 @@
 // to the path itself as they come (one write(2) each; a failed write is cut
 // back to the last whole line), so that `tail -f` follows the run and a
 // stopped run leaves the lines of the steps it did. Not a
-// general JSON writer. Tested by tests/test_io.c.
+// general JSON writer. Tested by tests/unit/test_io.c.
 #define _POSIX_C_SOURCE 200809L
 
-#include "par_io.h"
+#include "par_log.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "par_hash.h"
 
 #define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(17))
 

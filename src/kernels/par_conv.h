@@ -41,8 +41,7 @@ static inline size_t par_conv_ldcol(const par_layer *ly) { return (ly->row_len +
        So each input element is the sum of its taps in ascending output position. */          \
     void par_col2im_t_##SFX(REAL *restrict dx, const REAL *restrict dcolT, const par_layer *ly); \
     /* Weight and bias gradient of output channels o in [o0, o1), folded over chunks c in      \
-       [c0, c1) of C samples (chunk c = samples [cC, min(cC + C, B))), sample `skip` left out  \
-       (tests only; any value >= B: none):                                                     \
+       [c0, c1) of C samples (chunk c = samples [cC, min(cC + C, B))):                         \
          g_c[o][t] = 0; for s in chunk c ascending, for p ascending:                           \
                         g_c[o][t] = fma(dz[s][o][p], col[s][p][t], g_c[o][t])                  \
          gb_c[o]   = 0; for s in chunk c ascending, for p ascending: gb_c = gb_c + dz[s][o][p] \
@@ -53,7 +52,7 @@ static inline size_t par_conv_ldcol(const par_layer *ly) { return (ly->row_len +
                                          const REAL *restrict dz, const REAL *restrict col,     \
                                          const par_layer *ly, size_t B, size_t C, size_t c0,   \
                                          size_t c1, size_t o0, size_t o1, int cont,            \
-                                         size_t skip, REAL *restrict g);                       \
+                                         REAL *restrict g);                                    \
     /* y[s][c][oh][ow] = the first maximum in scan order (kh, then kw ascending; a later       \
        equal value does not replace it) of the K x K window at (oh K, ow K), s in [s0, s1). */ \
     void par_maxpool_forward_##SFX(REAL *restrict y, const REAL *restrict x,                   \

@@ -14,7 +14,6 @@
 // the forward and backward passes; they keep the chunk order in fast mode
 // too (the input gradient is built from them).
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 
 #include "par_layers.h"
@@ -68,59 +67,70 @@ static void ring_send(par_engine *e, void *acc, size_t n)
 #pragma omp barrier
 }
 
-#define DT_CALL(e, fn, ...) ((e)->dt == PAR_F32 ? fn##_f32(__VA_ARGS__) : fn##_f64(__VA_ARGS__))
-
-static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
+// The forward with test fault f (NULL: none; par_bn_forward_fault): BN_SWAP
+// reorders the mean's fold, BN_VAR_ULP moves one channel's variance.
+static void forward_with(const par_layer_ctx *c, int l, const par_fault *f)
 {
-    const par_layer *ly = &e->m->layers[l];
-    const size_t nc = ly->c_out;
+    par_engine *e = c->e;
+    const size_t nc = e->m->layers[l].c_out;
+    const int swap = f && f->kind == PAR_FAULT_BN_SWAP;
+    const size_t ulp_c = f && f->kind == PAR_FAULT_BN_VAR_ULP ? f->index : SIZE_MAX;
     size_t lo, hi;
-    par_split(nc, 1, t, T, &lo, &hi);
+    par_split(nc, 1, c->t, c->T, &lo, &hi);
     if (e->bn_train) {   // the batch's mean, then its variance, each a fold over all chunks
         void *acc = par_at(e, e->bn[l], 3 * nc);
         for (int sq = 0; sq <= 1; sq++) {
-            DT_CALL(e, bn_parts, e, l, sq, lo, hi);   // before waiting for earlier ranks
+            PAR_DT_CALL(e->dt, bn_parts, e, l, sq, lo, hi);   // before waiting for earlier ranks
             const int have = ring_recv(e, acc, nc);
-            DT_CALL(e, bn_fold, e, l, 1, acc, have, lo, hi);
+            PAR_DT_CALL(e->dt, bn_fold, e, l, 1, acc, have, lo, hi, swap);
             ring_send(e, acc, nc);
-            DT_CALL(e, bn_stats, e, l, sq, lo, hi);
+            PAR_DT_CALL(e->dt, bn_stats, e, l, sq, lo, hi, ulp_c);
         }
-        if (t == 0) DT_CALL(e, bn_count, e, l);
+        if (c->t == 0) PAR_DT_CALL(e->dt, bn_count, e, l);
     }
-    DT_CALL(e, bn_normalize, e, l, lo, hi);
-    if (par_engine_fault_on(e, PAR_FAULT_HALF_FWD, l)) {
-        const size_t P = ly->h_out * ly->w_out;
-        for (size_t s = s0; s < s1; s++)
-            par_engine_round_to_half(e, e->a[l + 1], (s * nc + lo) * P, (s * nc + hi) * P);
-    }
+    PAR_DT_CALL(e->dt, bn_normalize, e, l, lo, hi);
 }
 
-static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
+// The pass's samples [s0, s1) are e->fb_s0, e->fb_s1, which the statistics read.
+static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 {
     (void)s0;
     (void)s1;
+    forward_with(c, l, NULL);
+}
+
+void par_bn_forward_fault(const par_layer_ctx *c, int l, size_t s0, size_t s1, const par_fault *f)
+{
+    (void)s0;
+    (void)s1;
+    forward_with(c, l, f);
+}
+
+static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
+{
+    (void)s0;
+    (void)s1;
+    par_engine *e = c->e;
     // Every sample's dz must be there; dgamma and dbeta of the whole batch
     // (the fold over every process's chunks, into the layer's gradient), then
     // dx of every channel before the layer below goes on with its samples.
     const par_model *m = e->m;
     const par_layer *ly = &m->layers[l];
-    const int T = omp_get_num_threads();
     size_t lo, hi;
-    par_split(ly->c_out, 1, t, T, &lo, &hi);
+    par_split(ly->c_out, 1, c->t, c->T, &lo, &hi);
 #pragma omp barrier
     void *g = par_at(e, e->g, m->views[ly->w_view].offset);   // dgamma, then dbeta
-    DT_CALL(e, bn_parts, e, l, 2, lo, hi);   // before waiting for earlier ranks
+    PAR_DT_CALL(e->dt, bn_parts, e, l, 2, lo, hi);   // before waiting for earlier ranks
     const int have = ring_recv(e, g, 2 * ly->c_out);
-    DT_CALL(e, bn_fold, e, l, 2, g, have, lo, hi);
+    PAR_DT_CALL(e->dt, bn_fold, e, l, 2, g, have, lo, hi, 0);
     ring_send(e, g, 2 * ly->c_out);
-    if (l > 0) DT_CALL(e, bn_dx, e, l, lo, hi);
+    if (l > 0) PAR_DT_CALL(e->dt, bn_dx, e, l, lo, hi);
 #pragma omp barrier
 }
 
-static void weight_grads(par_engine *e, int l, size_t s_base, size_t B, size_t C, size_t c0,
-                         size_t c1, size_t o0, size_t o1, int cont, size_t skip)
+static void weight_grads(const par_layer_ctx *c, int l, const par_grad_range *r)
 {
-    DT_CALL(e, bn_grads, e, l, s_base, B, C, c0, c1, o0, o1, cont, skip);
+    PAR_DT_CALL(c->e->dt, bn_grads, c->e, l, r);
 }
 
 const par_layer_ops par_layer_batchnorm = {.name = "batchnorm",

@@ -9,62 +9,61 @@
 // Threads split samples (forward, input gradient: par_engine_own_samples)
 // and output channels (weight gradient). Scratch per thread: one sample's im2col (forward) or
 // tap gradients (backward), then one chunk's partial weight gradient.
-#include <omp.h>
 #include <string.h>
 
 #include "par_conv.h"
 #include "par_layers.h"
 
-static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
+static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 {
+    const par_engine *e = c->e;
     const par_model *m = e->m;
     const par_layer *ly = &m->layers[l];
     const size_t n_pos = ly->h_out * ly->w_out;
     size_t lo, hi;
-    par_engine_own_samples(s0, s1, t, T, &lo, &hi);
+    par_engine_own_samples(s0, s1, c->t, c->T, &lo, &hi);
     if (hi <= lo) return;
     const void *W = par_at(e, e->w, m->views[ly->w_view].offset);
     const void *b = par_at(e, e->w, m->views[ly->b_view].offset);
-    void *colT = par_at(e, e->scratch, (size_t)t * e->scratch_elems);
-    KCALL(e->dt, par_im2col, e->col[l], e->a[l], ly, lo, hi);   // for the weight gradient
+    void *colT = c->scratch;
+    PAR_DT_CALL(e->dt, par_im2col, e->col[l], e->a[l], ly, lo, hi);   // for the weight gradient
     for (size_t s = lo; s < hi; s++) {
         void *y = par_at(e, e->a[l + 1], s * ly->n_out);
         for (size_t co = 0; co < ly->c_out; co++)   // every chain starts at its bias
-            KCALL(e->dt, par_fill, par_at(e, y, co * n_pos), n_pos, par_at(e, b, co));
-        KCALL(e->dt, par_im2col_t, colT, par_at(e, e->a[l], s * ly->n_in), ly);
-        KCALL(e->dt, par_gemm_acc, (void *)y, n_pos, W, ly->row_len, colT, n_pos, 0, ly->c_out,
-              n_pos, ly->row_len);
+            PAR_DT_CALL(e->dt, par_fill, par_at(e, y, co * n_pos), n_pos, par_at(e, b, co));
+        PAR_DT_CALL(e->dt, par_im2col_t, colT, par_at(e, e->a[l], s * ly->n_in), ly);
+        KSET(c, gemm_acc, y, n_pos, W, ly->row_len, colT, n_pos, 0, ly->c_out, n_pos,
+             ly->row_len);
     }
-    KCALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], lo * ly->n_out), (hi - lo) * ly->n_out,
+    PAR_DT_CALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], lo * ly->n_out), (hi - lo) * ly->n_out,
           ly->act);
-    if (par_engine_fault_on(e, PAR_FAULT_HALF_FWD, l))
-        par_engine_round_to_half(e, e->a[l + 1], lo * ly->n_out, hi * ly->n_out);
 }
 
-static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
+static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 {
     if (l == 0) return;   // the weight gradient reads d[l] as it is
+    const par_engine *e = c->e;
     const par_layer *ly = &e->m->layers[l];
     const size_t n_pos = ly->h_out * ly->w_out;
-    void *dcolT = par_at(e, e->scratch, (size_t)t * e->scratch_elems);
+    void *dcolT = c->scratch;
     for (size_t s = s0; s < s1; s++) {
         memset(dcolT, 0, ly->row_len * n_pos * par_dtype_size(e->dt));
-        KCALL(e->dt, par_gemm_acc, dcolT, n_pos, e->wt[l], par_dense_ldwt(ly->c_out),
-              par_at(e, e->d[l], s * ly->n_out), n_pos, 0, ly->row_len, n_pos, ly->c_out);
-        KCALL(e->dt, par_col2im_t, par_at(e, e->d[l - 1], s * ly->n_in), dcolT, ly);
+        KSET(c, gemm_acc, dcolT, n_pos, e->wt[l], par_dense_ldwt(ly->c_out),
+             par_at(e, e->d[l], s * ly->n_out), n_pos, 0, ly->row_len, n_pos, ly->c_out);
+        PAR_DT_CALL(e->dt, par_col2im_t, par_at(e, e->d[l - 1], s * ly->n_in), dcolT, ly);
     }
 }
 
-static void weight_grads(par_engine *e, int l, size_t s_base, size_t B, size_t C, size_t c0,
-                         size_t c1, size_t o0, size_t o1, int cont, size_t skip)
+static void weight_grads(const par_layer_ctx *c, int l, const par_grad_range *r)
 {
+    const par_engine *e = c->e;
     const par_model *m = e->m;
     const par_layer *ly = &m->layers[l];
     const size_t n_pos = ly->h_out * ly->w_out;
-    KCALL(e->dt, par_conv_backward_weights, par_at(e, e->g, m->views[ly->w_view].offset),
-          par_at(e, e->g, m->views[ly->b_view].offset), par_at(e, e->d[l], s_base * ly->n_out),
-          par_at(e, e->col[l], s_base * n_pos * par_conv_ldcol(ly)), ly, B, C, c0, c1, o0, o1, cont,
-          skip, par_at(e, e->scratch, (size_t)omp_get_thread_num() * e->scratch_elems));
+    PAR_DT_CALL(e->dt, par_conv_backward_weights, par_at(e, e->g, m->views[ly->w_view].offset),
+          par_at(e, e->g, m->views[ly->b_view].offset), r->dz,
+          par_at(e, e->col[l], r->s_base * n_pos * par_conv_ldcol(ly)), ly, r->B, r->C, r->c0,
+          r->c1, r->o0, r->o1, r->cont, c->scratch);
 }
 
 const par_layer_ops par_layer_conv2d = {.name = "conv2d",

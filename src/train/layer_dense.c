@@ -9,11 +9,10 @@
 //            ascending, chunks folded left in order (par_dense_backward_weights).
 #include "par_layers.h"
 
-#include <stdlib.h>
-#include <string.h>
-
-static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
+static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 {
+    const par_engine *e = c->e;
+    const int t = c->t, T = c->T;
     const par_model *m = e->m;
     const par_layer *ly = &m->layers[l];
     const void *b = par_at(e, e->w, m->views[ly->b_view].offset);
@@ -23,50 +22,31 @@ static void forward(par_engine *e, int l, size_t s0, size_t s1, int t, int T)
     else
         par_engine_own_rows(ly, t, T, &o0, &o1);
     if (s1 <= s0 || o1 <= o0) return;
-    KCALL(e->dt, par_dense_forward, e->a[l + 1], e->a[l], e->wt[l], b, s0, s1, o0, o1, ly->n_in,
-          ly->n_out);
+    KSET(c, forward, e->a[l + 1], e->a[l], e->wt[l], b, s0, s1, o0, o1, ly->n_in, ly->n_out);
     for (size_t s = s0; s < s1; s++)
-        KCALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], s * ly->n_out + o0), o1 - o0, ly->act);
-    if (par_engine_fault_on(e, PAR_FAULT_HALF_FWD, l))
-        for (size_t s = s0; s < s1; s++)
-            par_engine_round_to_half(e, e->a[l + 1], s * ly->n_out + o0, s * ly->n_out + o1);
+        PAR_DT_CALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], s * ly->n_out + o0), o1 - o0, ly->act);
 }
 
-static void backward(par_engine *e, int l, size_t s0, size_t s1, int t)
+static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 {
-    (void)t;
     if (l == 0) return;
+    const par_engine *e = c->e;
     const par_model *m = e->m;
     const par_layer *ly = &m->layers[l];
     const void *W = par_at(e, e->w, m->views[ly->w_view].offset);
-    KCALL(e->dt, par_dense_backward_data, e->d[l - 1], e->d[l], W, s0, s1, ly->n_in, ly->n_out);
+    KSET(c, backward_data, e->d[l - 1], e->d[l], W, s0, s1, ly->n_in, ly->n_out);
 }
 
-static void weight_grads(par_engine *e, int l, size_t s_base, size_t B, size_t C, size_t c0,
-                         size_t c1, size_t o0, size_t o1, int cont, size_t skip)
+static void weight_grads(const par_layer_ctx *c, int l, const par_grad_range *r)
 {
+    const par_engine *e = c->e;
     const par_model *m = e->m;
     const par_layer *ly = &m->layers[l];
     void *dW = par_at(e, e->g, m->views[ly->w_view].offset);
     void *db = par_at(e, e->g, m->views[ly->b_view].offset);
-    const void *dz = par_at(e, e->d[l], s_base * ly->n_out);
-    const void *x = par_at(e, e->a[l], s_base * ly->n_in);
-    if (skip < B) {
-        // As if sample `skip` were not there: its dz row zeroed, in a copy (the
-        // input gradients still need the real one).
-        const size_t row = ly->n_out * par_dtype_size(e->dt);
-        void *copy = malloc(B * row);
-        if (copy) {
-            memcpy(copy, dz, B * row);
-            memset((char *)copy + skip * row, 0, row);
-            KCALL(e->dt, par_dense_backward_weights, dW, db, copy, x, B, C, c0, c1, o0, o1,
-                  ly->n_in, ly->n_out, cont);
-            free(copy);
-            return;
-        }
-    }
-    KCALL(e->dt, par_dense_backward_weights, dW, db, dz, x, B, C, c0, c1, o0, o1, ly->n_in,
-          ly->n_out, cont);
+    const void *x = par_at(e, e->a[l], r->s_base * ly->n_in);
+    KSET(c, backward_weights, dW, db, r->dz, x, r->B, r->C, r->c0, r->c1, r->o0, r->o1, ly->n_in,
+         ly->n_out, r->cont);
 }
 
 const par_layer_ops par_layer_dense = {.name = "dense",

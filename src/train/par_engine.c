@@ -17,84 +17,6 @@
 #include "par_time.h"
 
 #define at par_at
-#define split par_split
-
-void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi)
-{
-    const size_t blocks = (n + quantum - 1) / quantum;
-    const size_t b0 = blocks * (size_t)t / (size_t)T, b1 = blocks * (size_t)(t + 1) / (size_t)T;
-    *lo = b0 * quantum < n ? b0 * quantum : n;
-    *hi = b1 * quantum < n ? b1 * quantum : n;
-}
-
-// par_split of the range [a, b) in multiples of 4.
-static void split_range(size_t a, size_t b, int t, int T, size_t *lo, size_t *hi)
-{
-    split(b - a, 4, t, T, lo, hi);
-    *lo += a;
-    *hi += a;
-}
-
-static par_fault fault;
-
-void par_fault_set(const par_fault *f) { fault = *f; }
-
-par_status par_fault_parse(par_fault *f, const char *spec)
-{
-    memset(f, 0, sizeof *f);
-    char kind[8];
-    long a = 0, b = 0, c = 0;
-    int n = sscanf(spec, "%7[a-z]:%ld:%ld:%ld", kind, &a, &b, &c);
-    f->step = a;
-    if (n == 3 && strcmp(kind, "ulp") == 0) {
-        f->kind = PAR_FAULT_GRAD_ULP;
-        f->index = (size_t)b;
-    } else if (n == 4 && strcmp(kind, "skip") == 0) {
-        f->kind = PAR_FAULT_SKIP_SAMPLE;
-        f->layer = (int)b;
-        f->index = (size_t)c;
-    } else if (n == 3 && strcmp(kind, "half") == 0) {
-        f->kind = PAR_FAULT_HALF_FWD;
-        f->layer = (int)b;
-    } else if (n == 3 && strcmp(kind, "swap") == 0) {
-        f->kind = PAR_FAULT_CHUNK_SWAP;
-        f->layer = (int)b;
-    } else if (n == 3 && strcmp(kind, "bnswap") == 0) {
-        f->kind = PAR_FAULT_BN_SWAP;
-        f->layer = (int)b;
-    } else if (n == 4 && strcmp(kind, "bnvar") == 0) {
-        f->kind = PAR_FAULT_BN_VAR_ULP;
-        f->layer = (int)b;
-        f->index = (size_t)c;
-    } else if (n == 2 && strcmp(kind, "obeta") == 0) {
-        f->kind = PAR_FAULT_OPT_BETA;
-    } else if (n == 2 && strcmp(kind, "oswap") == 0) {
-        f->kind = PAR_FAULT_OPT_SWAP;
-    } else {
-        return par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__,
-                             "--fault '%s': expected ulp:STEP:INDEX, skip:STEP:LAYER:SAMPLE, "
-                             "half:STEP:LAYER, swap:STEP:LAYER, bnswap:STEP:LAYER, "
-                             "bnvar:STEP:LAYER:CHANNEL, obeta:STEP or oswap:STEP", spec);
-    }
-    PAR_FAIL_IF(a < 0 || b < 0 || c < 0, PAR_ERR_CONFIG, "--fault '%s': negative field", spec);
-    return PAR_OK;
-}
-
-// The fault in force for e: its own (cfg.fault) or the process-wide one.
-static const par_fault *fault_of(const par_engine *e) { return e->has_fault ? &e->fault : &fault; }
-
-static int fault_on(const par_engine *e, par_fault_kind kind)
-{
-    const par_fault *f = fault_of(e);
-    return f->kind == kind && (f->step == 0 || f->step == e->steps);
-}
-
-int par_engine_fault_on(const par_engine *e, par_fault_kind kind, int l)
-{
-    return fault_on(e, kind) && fault_of(e)->layer == l;
-}
-
-size_t par_engine_fault_index(const par_engine *e) { return fault_of(e)->index; }
 
 void par_engine_begin_step(par_engine *e) { e->steps++; }
 
@@ -105,17 +27,6 @@ static void phase_to(par_engine *e, par_phase p, double *t)
     const double now = par_now();
     e->phase[p] += now - *t;
     *t = now;
-}
-
-void par_engine_round_to_half(const par_engine *e, void *y, size_t lo, size_t hi)
-{
-    for (size_t i = lo; i < hi; i++) {
-        double v = par_get_real(e->dt, y, i);
-        int ex;
-        double m = frexp(v, &ex);
-        v = ldexp(nearbyint(ldexp(m, 11)), ex - 11);
-        par_put_real(e->dt, y, i, v);
-    }
 }
 
 par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
@@ -132,10 +43,8 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
     e->B_cap = cfg->batch;
     e->lr = cfg->lr;
     e->threads = cfg->threads;
-    if (cfg->fault) {
-        e->fault = *cfg->fault;
-        e->has_fault = 1;
-    }
+    for (int l = 0; l < m->n_layers; l++) e->ops[l] = par_layer_ops_of(m->layers[l].kind);
+    e->fault = cfg->fault ? *cfg->fault : *par_fault_process();
     e->optim = cfg->optim ? *cfg->optim : par_optim_default(PAR_OPTIM_SGD);
     e->pow_t = -1;
     const size_t sz = par_dtype_size(e->dt), B = e->B_cap;
@@ -179,6 +88,13 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
         par_engine_free(e);
         PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory for model %s at batch %zu", m->spec, B);
     }
+    if (e->fault.kind != PAR_FAULT_NONE) {
+        const par_status st = par_fault_install(e);
+        if (st != PAR_OK) {
+            par_engine_free(e);
+            return st;
+        }
+    }
     memcpy(e->w, cfg->init_params, m->n_params * sz);
     par_engine_sync_wt(e);
     return PAR_OK;
@@ -199,33 +115,8 @@ void par_engine_free(par_engine *e)
         free(e->bn[l]);
     }
     free(e->scratch);
+    par_fault_free(e);
     memset(e, 0, sizeof *e);
-}
-
-// The same rows in every phase (transpose, weight gradient, update, and the
-// forward of a wide dense layer: par_engine_splits_samples), so that a thread
-// updates the rows whose gradient it computed, with no barrier between, and
-// reads next step the panel it wrote. Dense layers take multiples of
-// PAR_DENSE_OB rows, conv layers (few, long rows) of 4.
-void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi)
-{
-    split(ly->n_rows, ly->kind == PAR_LAYER_DENSE ? PAR_DENSE_OB : 4, t, T, lo, hi);
-}
-
-#define own_rows par_engine_own_rows
-
-// A dense layer whose weights outweigh its inputs (more outputs than samples)
-// splits its forward by rows on several threads: each thread then streams only
-// the transposed panel it wrote itself in the last update, and reads the
-// samples' inputs instead. Split by samples, every thread read every weight,
-// so that next step's update found each line it writes held by the other
-// core too; the update then took 64-84 us a thread on two cores against 38
-// alone (docs/performance.md). The price is a barrier after the layer.
-int par_engine_splits_samples(const par_engine *e, int l, size_t n, int T)
-{
-    const par_layer *ly = &e->m->layers[l];
-    if (!par_layer_ops_of(ly->kind)->per_sample) return 0;
-    return !(T > 1 && !e->samples_only && ly->kind == PAR_LAYER_DENSE && (size_t)ly->n_out > n);
 }
 
 // Every layer with parameters, whole: r[0..n), returns n.
@@ -243,18 +134,17 @@ static void share_of(const par_engine *e, const par_rows *r, int t, int T, size_
 {
     const par_layer *ly = &e->m->layers[r->layer];
     if (r->o0 == 0 && r->o1 == ly->n_rows) {
-        own_rows(ly, t, T, lo, hi);
+        par_engine_own_rows(ly, t, T, lo, hi);
         return;
     }
-    split_range(r->o0, r->o1, t, T, lo, hi);
+    par_split_range(r->o0, r->o1, t, T, lo, hi);
 }
 
-// Multiples of 4 samples (a thread's per-sample losses stay off the other
-// thread's cache lines), the same in forward and backward: a thread's samples
-// go from the input to the loss and back without waiting for another thread.
-void par_engine_own_samples(size_t s0, size_t s1, int t, int T, size_t *lo, size_t *hi)
+// The context of thread t of T's ops (par_layers.h).
+static par_layer_ctx ctx_of(par_engine *e, int t, int T)
 {
-    split_range(s0, s1, t, T, lo, hi);
+    void *scratch = e->scratch ? at(e, e->scratch, (size_t)t * e->scratch_elems) : NULL;
+    return (par_layer_ctx){.e = e, .t = t, .T = T, .scratch = scratch, .ks = par_kernels_active()};
 }
 
 // Forward, loss and input gradients of samples [s0, s1): thread t of T's
@@ -268,6 +158,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     const size_t B = batch->B;
     size_t hits = 0;
     double tm = t == 0 ? par_now() : 0;   // the master thread times the phases
+    const par_layer_ctx c = ctx_of(e, t, T);
     size_t lo, hi;
     par_engine_own_samples(s0, s1, t, T, &lo, &hi);
     if (batch->fill) {
@@ -283,8 +174,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     // Between two per_sample layers (and after the last, the loss being per
     // sample too) a thread reads only what it wrote itself: no barrier.
     for (int l = 0; l < L; l++) {
-        const par_layer_ops *ops = par_layer_ops_of(m->layers[l].kind);
-        ops->forward(e, l, s0, s1, t, T);
+        e->ops[l]->forward(&c, l, s0, s1);
         const int next = l + 1 == L || par_engine_splits_samples(e, l + 1, s1 - s0, T);
         if (!par_engine_splits_samples(e, l, s1 - s0, T) || !next) {
 #pragma omp barrier
@@ -293,14 +183,14 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     // Loss and input gradients: each thread takes its own samples, top down;
     // a thread needs no other thread's samples, so no barrier between layers.
     if (hi > lo)
-        hits += KCALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo, hi,
+        hits += PAR_DT_CALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo, hi,
                       m->n_classes, B);
     if (t == 0) phase_to(e, PAR_PHASE_FORWARD, &tm);
     for (int l = L - 1; l >= 0 && backward; l--) {   // every thread: layers may sync
         const par_layer *ly = &m->layers[l];
-        par_layer_ops_of(ly->kind)->backward(e, l, lo, hi, t);
+        e->ops[l]->backward(&c, l, lo, hi);
         if (l > 0)
-            KCALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
+            PAR_DT_CALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
                   at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
     }
     if (t == 0 && backward) phase_to(e, PAR_PHASE_BACKWARD, &tm);
@@ -326,11 +216,11 @@ void par_engine_forward_backward(par_engine *e, const par_batch *batch, size_t s
     e->hits = hits;
 }
 
-// Rows [o0, o1) of layer l for the calling thread's share; no parallel region.
-static void layer_rows(par_engine *e, int l, size_t B, size_t c0, size_t c1, size_t o0,
+// Rows [o0, o1) of layer l for the calling thread c->t; no parallel region.
+static void layer_rows(const par_layer_ctx *cx, int l, size_t B, size_t c0, size_t c1, size_t o0,
                        size_t o1, int cont)
 {
-    const par_layer_ops *ops = par_layer_ops_of(e->m->layers[l].kind);
+    par_engine *e = cx->e;
     size_t C = e->C, s_base = 0;
     // fast mode sums each chunk range in one chain; batchnorm keeps the chunks
     // (its batch sums also build the input gradient, which fast mode keeps).
@@ -342,17 +232,9 @@ static void layer_rows(par_engine *e, int l, size_t B, size_t c0, size_t c1, siz
         c0 = 0;
         c1 = B > 0;
     }
-    const par_fault *f = fault_of(e);
-    const size_t skip = fault_on(e, PAR_FAULT_SKIP_SAMPLE) && f->layer == l ? f->index : SIZE_MAX;
-    if (fault_on(e, PAR_FAULT_CHUNK_SWAP) && f->layer == l && !cont && c0 == 0 && c1 >= 3) {
-        // The faulty fold ((g1 + g2) + g0) + g3 + ...: a real reordering (swapping
-        // just two chunks would be invisible, IEEE addition being commutative).
-        ops->weight_grads(e, l, s_base, B, C, 1, 3, o0, o1, 0, skip);
-        ops->weight_grads(e, l, s_base, B, C, 0, 1, o0, o1, 1, skip);
-        if (c1 > 3) ops->weight_grads(e, l, s_base, B, C, 3, c1, o0, o1, 1, skip);
-        return;
-    }
-    ops->weight_grads(e, l, s_base, B, C, c0, c1, o0, o1, cont, skip);
+    const par_grad_range r = {s_base, B, C, c0, c1, o0, o1, cont,
+                              at(e, e->d[l], s_base * e->m->layers[l].n_out)};
+    e->ops[l]->weight_grads(cx, l, &r);
 }
 
 void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1, size_t o0,
@@ -361,9 +243,10 @@ void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1
     double tm = par_now();
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1)
     {
+        const par_layer_ctx c = ctx_of(e, omp_get_thread_num(), omp_get_num_threads());
         size_t lo, hi;
-        split_range(o0, o1, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
+        par_split_range(o0, o1, c.t, c.T, &lo, &hi);
+        if (hi > lo) layer_rows(&c, l, B, c0, c1, lo, hi, cont);
     }
     phase_to(e, PAR_PHASE_WGRAD, &tm);
 }
@@ -372,10 +255,11 @@ void par_engine_layer_grads(par_engine *e, int l, size_t B, size_t c0, size_t c1
 static void grad_rows(par_engine *e, size_t B, size_t c0, size_t c1, int cont, int t, int T)
 {
     const par_model *m = e->m;
+    const par_layer_ctx c = ctx_of(e, t, T);
     for (int l = 0; l < m->n_layers; l++) {
         size_t lo, hi;
-        own_rows(&m->layers[l], t, T, &lo, &hi);
-        if (hi > lo) layer_rows(e, l, B, c0, c1, lo, hi, cont);
+        par_engine_own_rows(&m->layers[l], t, T, &lo, &hi);
+        if (hi > lo) layer_rows(&c, l, B, c0, c1, lo, hi, cont);
     }
 }
 
@@ -428,7 +312,7 @@ void par_engine_sync_rows(par_engine *e, const par_rows *r, int n)
             size_t lo, hi;
             share_of(e, &r[i], t, T, &lo, &hi);
             if (hi > lo)
-                KCALL(e->dt, par_dense_transpose, e->wt[r[i].layer],
+                PAR_DT_CALL(e->dt, par_dense_transpose, e->wt[r[i].layer],
                       at(e, e->w, e->m->views[ly->w_view].offset), ly->row_len, ly->n_rows, lo, hi);
         }
     }
@@ -496,73 +380,6 @@ par_status par_engine_set_optim_op(void *state, const par_optim_state *in)
     return PAR_OK;
 }
 
-// The two flat ranges of rows r: its W rows and its bias entries.
-static void rows_ranges(const par_engine *e, const par_rows *r, size_t i0[2], size_t i1[2])
-{
-    const par_model *m = e->m;
-    const par_layer *ly = &m->layers[r->layer];
-    const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
-    i0[0] = wo + r->o0 * ly->row_len;
-    i1[0] = wo + r->o1 * ly->row_len;
-    i0[1] = bo + r->o0;
-    i1[1] = bo + r->o1;
-}
-
-// PAR_FAULT_OPT_SWAP (tests only): copies of w and the state of rows r before
-// the update; then w = w0 - lr * step(state before), in double, the state
-// kept as the update left it. Allocation failure: no fault.
-typedef struct swap_copy {
-    void *w0, *s0[2];
-} swap_copy;
-
-static void fault_swap_save(par_engine *e, const par_rows *r, swap_copy *c)
-{
-    const size_t sz = par_dtype_size(e->dt);
-    const int n = par_optim_n_state(e->optim.kind);
-    size_t i0[2], i1[2];
-    rows_ranges(e, r, i0, i1);
-    const size_t len = (i1[0] - i0[0]) + (i1[1] - i0[1]);
-    void *buf[3] = {NULL, NULL, NULL};
-    int ok = 1;
-    for (int a = 0; a <= n && ok; a++) {
-        buf[a] = malloc(len * sz);
-        ok = buf[a] != NULL;
-    }
-    if (!ok) {
-        for (int a = 0; a < 3; a++) free(buf[a]);
-        memset(c, 0, sizeof *c);
-        return;
-    }
-    for (int a = 0; a <= n; a++) {
-        const void *src = a == 0 ? e->w : e->os[a - 1];
-        memcpy(buf[a], at(e, src, i0[0]), (i1[0] - i0[0]) * sz);
-        memcpy(at(e, buf[a], i1[0] - i0[0]), at(e, src, i0[1]), (i1[1] - i0[1]) * sz);
-    }
-    *c = (swap_copy){buf[0], {buf[1], buf[2]}};
-}
-
-static void fault_swap_apply(par_engine *e, const par_optim_coef *k, const par_rows *r,
-                             swap_copy *c)
-{
-    if (!c->w0) return;
-    size_t i0[2], i1[2];
-    rows_ranges(e, r, i0, i1);
-    size_t j = 0;   // index into the copies: the W rows, then the biases
-    for (int part = 0; part < 2; part++)
-        for (size_t i = i0[part]; i < i1[part]; i++, j++) {
-            const double m = par_get_real(e->dt, c->s0[0], j), g = par_get_real(e->dt, e->g, i);
-            double st = m;
-            if (k->kind == PAR_UPDATE_NESTEROV) st = g + k->mu * m;
-            if (k->kind == PAR_UPDATE_ADAM)
-                st = (m / k->bc1) / (sqrt(par_get_real(e->dt, c->s0[1], j) / k->bc2) + k->eps);
-            par_put_real(e->dt, e->w, i, par_get_real(e->dt, c->w0, j) - k->lr * st);
-        }
-    free(c->w0);
-    free(c->s0[0]);
-    free(c->s0[1]);
-    par_engine_sync_rows(e, r, 1);
-}
-
 void par_engine_update_begin(par_engine *e, par_update *u)
 {
     memset(u, 0, sizeof *u);
@@ -582,26 +399,7 @@ void par_engine_update_begin(par_engine *e, par_update *u)
         e->pow_t = t;
     }
     par_optim_coefs(&u->k, &e->optim, e->dt, e->lr, e->p1, e->p2);
-    if (fault_on(e, PAR_FAULT_OPT_BETA)) {   // mu, b1 in [0.5, 1): + 2^-10 stays exact
-        u->k.mu += 0x1p-10;
-        u->k.b1 += 0x1p-10;
-    }
-}
-
-// PAR_FAULT_GRAD_ULP: the gradient element fi + 1 ulp, if it lies in rows r.
-static void fault_grad_ulp(par_engine *e, const par_rows *r)
-{
-    const size_t fi = fault_of(e)->index;
-    size_t i0[2], i1[2];
-    rows_ranges(e, r, i0, i1);
-    if (!((fi >= i0[0] && fi < i1[0]) || (fi >= i0[1] && fi < i1[1]))) return;
-    if (e->dt == PAR_F32) {
-        float *g = e->g;
-        g[fi] = nextafterf(g[fi], INFINITY);
-    } else {
-        double *g = e->g;
-        g[fi] = nextafter(g[fi], INFINITY);
-    }
+    if (e->fault.kind != PAR_FAULT_NONE) par_fault_coefs(e, &u->k);
 }
 
 // Rows [lo, hi) of layer l: the update of weights, biases and state (and the
@@ -612,16 +410,16 @@ static void update_part(par_engine *e, const par_update *u, int l, size_t lo, si
     const par_layer *ly = &m->layers[l];
     const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
     if (u->sgd) {
-        KCALL(e->dt, par_sgd_dense, at(e, e->w, wo), e->wt[l], at(e, e->g, wo), ly->row_len,
+        PAR_DT_CALL(e->dt, par_sgd_dense, at(e, e->w, wo), e->wt[l], at(e, e->g, wo), ly->row_len,
               ly->n_rows, lo, hi, e->lr);
-        KCALL(e->dt, par_sgd, at(e, e->w, bo + lo), at(e, e->g, bo + lo), hi - lo, e->lr);
+        PAR_DT_CALL(e->dt, par_sgd, at(e, e->w, bo + lo), at(e, e->g, bo + lo), hi - lo, e->lr);
         return;
     }
     void *v_w = e->os[1] ? at(e, e->os[1], wo) : NULL;
     void *v_b = e->os[1] ? at(e, e->os[1], bo + lo) : NULL;
-    KCALL(e->dt, par_optim_dense, at(e, e->w, wo), e->wt[l], at(e, e->os[0], wo), v_w,
+    PAR_DT_CALL(e->dt, par_optim_dense, at(e, e->w, wo), e->wt[l], at(e, e->os[0], wo), v_w,
           at(e, e->g, wo), ly->row_len, ly->n_rows, lo, hi, &u->k);
-    KCALL(e->dt, par_optim, at(e, e->w, bo + lo), at(e, e->os[0], bo + lo), v_b,
+    PAR_DT_CALL(e->dt, par_optim, at(e, e->w, bo + lo), at(e, e->os[0], bo + lo), v_b,
           at(e, e->g, bo + lo), hi - lo, &u->k);
 }
 
@@ -641,27 +439,31 @@ static void update_region(par_engine *e, const par_update *u, const par_rows *r,
     update_share(e, u, r, n, omp_get_thread_num(), omp_get_num_threads());
 }
 
-// A test fault between the gradient and the update (GRAD_ULP, or OPT_SWAP
-// with a stateful optimizer).
-static int update_fault(const par_engine *e, const par_update *u)
+// The update of rows r[0..n) with e's test fault, where it fires: GRAD_ULP
+// before it, OPT_SWAP (a stateful optimizer) around it, rows by rows.
+static void update_faulty(par_engine *e, const par_update *u, const par_rows *r, int n)
 {
-    return fault_on(e, PAR_FAULT_GRAD_ULP) || (!u->sgd && fault_on(e, PAR_FAULT_OPT_SWAP));
+    if (par_fault_fires(e, PAR_FAULT_GRAD_ULP))
+        for (int i = 0; i < n; i++) par_fault_grad_ulp(e, &r[i]);
+    if (u->sgd || !par_fault_fires(e, PAR_FAULT_OPT_SWAP)) {
+        update_region(e, u, r, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        par_fault_swap_save(e, &r[i]);
+        update_region(e, u, &r[i], 1);
+        par_fault_swap_apply(e, &u->k, &r[i]);
+        par_engine_sync_rows(e, &r[i], 1);
+    }
 }
 
 void par_engine_update_rows(par_engine *e, const par_update *u, const par_rows *r, int n)
 {
     double tm = par_now();
-    for (int i = 0; i < n && fault_on(e, PAR_FAULT_GRAD_ULP); i++) fault_grad_ulp(e, &r[i]);
-    if (u->sgd || !fault_on(e, PAR_FAULT_OPT_SWAP)) {
+    if (e->fault.kind == PAR_FAULT_NONE)
         update_region(e, u, r, n);
-    } else {
-        for (int i = 0; i < n; i++) {
-            swap_copy c;
-            fault_swap_save(e, &r[i], &c);
-            update_region(e, u, &r[i], 1);
-            fault_swap_apply(e, &u->k, &r[i], &c);
-        }
-    }
+    else
+        update_faulty(e, u, r, n);
     phase_to(e, PAR_PHASE_UPDATE, &tm);
 }
 
@@ -681,9 +483,9 @@ void par_engine_step(par_engine *e, const par_batch *batch)
     par_engine_update_begin(e, &u);   // reads no tensor: may come first
     par_rows r[PAR_MAX_LAYERS];
     const int n = all_rows(e->m, r);
-    // A test fault between the gradient and the update: the update after the
-    // region, by par_engine_update_rows; otherwise inside it.
-    const int faulty = update_fault(e, &u);
+    // With a test fault the update runs after the region, by
+    // par_engine_update_rows (the same arithmetic); otherwise inside it.
+    const int faulty = e->fault.kind != PAR_FAULT_NONE;
     pass_begin(e, batch, 0, B, 1);
     size_t hits = 0;
 #pragma omp parallel num_threads(e->threads) if (e->threads > 1) reduction(+ : hits)

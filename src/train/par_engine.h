@@ -11,7 +11,8 @@
 #include "par_kernels.h"
 #include "par_trainer.h"
 
-// Sets (or with kind NONE clears) the fault for all engines of this process.
+// Sets (or with kind NONE clears) the test-only fault of the engines this
+// process creates from now on without a cfg.fault of their own.
 void par_fault_set(const par_fault *f);
 // "ulp:STEP:INDEX", "skip:STEP:LAYER:SAMPLE", "half:STEP:LAYER", "swap:STEP:LAYER",
 // "bnswap:STEP:LAYER", "bnvar:STEP:LAYER:CHANNEL".
@@ -28,8 +29,12 @@ typedef struct par_batch_ring {
     void *ctx;
 } par_batch_ring;
 
+struct par_layer_ops;
+typedef struct par_fault_state par_fault_state;   // engine_fault.c
+
 typedef struct par_engine {
     const par_model *m;
+    const struct par_layer_ops *ops[PAR_MAX_LAYERS];   // layer l's ops (par_layers.h)
     par_dtype dt;
     par_mode mode;
     size_t C, B_cap;
@@ -53,8 +58,9 @@ typedef struct par_engine {
     int ring_have;                       // ring.recv's answer, shared with the threads
     size_t hits;                         // correct predictions of the last forward
     long steps;                          // steps begun (par_engine_begin_step)
-    par_fault fault;                     // this engine's own fault (cfg.fault), if has_fault
-    int has_fault;
+    par_fault fault;                     // TESTS ONLY: cfg.fault, else the process-wide one, as
+                                         // at init; kind PAR_FAULT_NONE: none
+    par_fault_state *fs;                 // what that fault installed (engine_fault.c); NULL: none
     par_optim optim;                     // cfg.optim, or SGD
     void *os[2];                         // optimizer state (n_params each), NULL when unused
     long opt_t;                          // optimizer updates done
@@ -149,5 +155,57 @@ void par_engine_update_rows(par_engine *e, const par_update *u, const par_rows *
 void par_engine_step(par_engine *e, const par_batch *batch);
 
 static inline size_t par_n_chunks(size_t B, size_t C) { return (B + C - 1) / C; }
+
+// ---- Engine internals, for the layer files (par_layers.h) -----------------------
+
+// Batchnorm's engine state e->bn[l]: PAR_BN_SLOTS per-channel vectors (mean,
+// inv, var, the fold's accumulator, S, Q; layer_bn_impl.inc), then two per
+// chunk of the batch.
+#define PAR_BN_SLOTS 6
+
+// Element i of an array of the engine's dtype.
+static inline void *par_at(const par_engine *e, const void *base, size_t i)
+{
+    return (char *)base + i * par_dtype_size(e->dt);
+}
+
+// The work split (engine_split.c): who computes which elements, never how.
+// [lo, hi) of n items for thread t of T, in multiples of `quantum` items.
+void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi);
+// Thread t of T's share of [a, b), in multiples of 4 items.
+void par_split_range(size_t a, size_t b, int t, int T, size_t *lo, size_t *hi);
+// The samples of [s0, s1) that thread t of T owns in a pass: forward of the
+// per_sample layers, the loss and the input gradients.
+void par_engine_own_samples(size_t s0, size_t s1, int t, int T, size_t *lo, size_t *hi);
+// 1: layer l's forward of n samples on T threads splits the samples, with no
+// barrier needed before a next layer that does too; 0: it splits otherwise.
+int par_engine_splits_samples(const par_engine *e, int l, size_t n, int T);
+// The parameter rows of layer l that thread t of T owns in every phase
+// (weight gradient, update, transposed panels).
+void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi);
+
+// ---- Test-only faults (engine_fault.c) --------------------------------------------
+// The engine calls these only when e->fault is in force, so a run without a
+// fault has no fault branch in its passes, layer ops or updates.
+
+// The process-wide fault (par_fault_set).
+const par_fault *par_fault_process(void);
+// Installs what e->fault needs: a wrapper around its layer's ops in e->ops
+// (HALF_FWD, SKIP_SAMPLE, CHUNK_SWAP; BN_SWAP, BN_VAR_ULP on a batchnorm
+// layer) and its buffers. PAR_ERR_ALLOC; par_fault_free frees it all.
+par_status par_fault_install(par_engine *e);
+void par_fault_free(par_engine *e);
+// 1: e->fault is of kind `kind` and fires at this step.
+int par_fault_fires(const par_engine *e, par_fault_kind kind);
+// OPT_BETA, when it fires: mu and b1 of an update's coefficients + 2^-10.
+void par_fault_coefs(const par_engine *e, par_optim_coef *k);
+// GRAD_ULP: gradient element `index` + 1 ulp, if it lies in rows r.
+void par_fault_grad_ulp(par_engine *e, const par_rows *r);
+// OPT_SWAP around the update of rows r: save keeps w and the state of r as
+// the update finds them; apply then sets w = w0 - lr * step(state before), in
+// double, the state kept as the update left it. The caller then brings r's
+// transposed panels up to date (par_engine_sync_rows).
+void par_fault_swap_save(par_engine *e, const par_rows *r);
+void par_fault_swap_apply(par_engine *e, const par_optim_coef *k, const par_rows *r);
 
 #endif

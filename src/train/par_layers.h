@@ -1,8 +1,11 @@
 // The layer table: one entry per layer kind (par_layer_kind), each in its own
-// file (layer_dense.c, layer_conv.c, layer_pool.c). The engine calls only
-// these ops; adding a kind is one file and one line in par_layers.c. Every op
-// computes each element exactly as in one thread, whatever the split, and
-// states its summation order (the kernels' headers give the details).
+// file (layer_dense.c, layer_conv.c, layer_pool.c, layer_bn.c). The engine
+// calls only these ops, each with the same context; adding a kind is one file
+// and one line in par_layers.c. Every op computes each element exactly as in
+// one thread, whatever the split, and states its summation order (the
+// kernels' headers give the details). Test faults are not the ops' business:
+// engine_fault.c wraps an entry when a run has one. Tests: tests/unit/test_cnn.c,
+// tests/unit/test_trainers.c.
 //
 // Layers with parameters split them by rows (par_layer.n_rows): threads and
 // MPI segments take ranges of rows, so the chunk fold and the ring are the
@@ -12,68 +15,62 @@
 
 #include "par_engine.h"
 
+// What every op gets: the engine, the calling thread with its scratch, and
+// the kernel set of the pass.
+typedef struct par_layer_ctx {
+    par_engine *e;
+    int t, T;                   // the calling thread, of T in the parallel region
+    void *scratch;              // this thread's working space: e->scratch_elems elements
+                                // (NULL when no layer needs any)
+    const par_kernel_set *ks;   // the dense kernels' set (par_kernels.h), for KSET
+} par_layer_ctx;
+
+// Kernel fn of the context's set in the engine's dtype, (void *) arguments.
+#define KSET(c, fn, ...)                                                                       \
+    ((c)->e->dt == PAR_F32 ? (c)->ks->f32.fn(__VA_ARGS__) : (c)->ks->f64.fn(__VA_ARGS__))
+
+// The weight gradient's work: parameter rows [o0, o1), over chunks [c0, c1)
+// of C samples of the batch's samples [s_base, s_base + B).
+typedef struct par_grad_range {
+    size_t s_base, B, C;
+    size_t c0, c1;
+    size_t o0, o1;
+    int cont;        // 1: continue the fold already in e->g; 0: start it
+    const void *dz;  // the layer's output gradient from sample s_base on: e->d[l] there
+                     // (the test-only skip fault passes a copy)
+} par_grad_range;
+
 typedef struct par_layer_ops {
     const char *name;
     // Forward of samples [s0, s1) into e->a[l + 1], activation included: the
-    // share of thread t of T. Every thread calls it; a barrier follows unless
-    // this layer and the next (or the loss) both split samples
+    // share of thread c->t of c->T. Every thread calls it; a barrier follows
+    // unless this layer and the next (or the loss) both split samples
     // (par_engine_splits_samples).
-    void (*forward)(par_engine *e, int l, size_t s0, size_t s1, int t, int T);
+    void (*forward)(const par_layer_ctx *c, int l, size_t s0, size_t s1);
     // 1: forward can compute thread t's own samples (par_engine_own_samples),
     // each from that sample's input alone, so a thread's samples go through
     // consecutive per_sample layers with no barrier between them. (A wide
     // dense layer splits rows instead: par_engine_splits_samples.)
     int per_sample;
-    // For samples [s0, s1), all of them thread t's: d[l] is final for them.
+    // For samples [s0, s1), all of them thread c->t's: d[l] is final for them.
     // If l > 0, writes d[l - 1] = dL/d(input) (the engine then applies layer
     // l-1's activation derivative). Every thread calls it, with or without
     // samples, so a kind that reduces over the batch may hold a barrier.
-    void (*backward)(par_engine *e, int l, size_t s0, size_t s1, int t);
+    void (*backward)(const par_layer_ctx *c, int l, size_t s0, size_t s1);
     // Layers with parameters (NULL: none), after backward: the weight and
-    // bias gradient of rows [o0, o1) into e->g, over chunks [c0, c1) of C
-    // samples of the batch's samples [s_base, s_base + B): per chunk a fresh
-    // chain over its samples ascending, chunks folded left in order (cont:
-    // continuing the fold already in e->g). Sample `skip` (relative to
-    // s_base; >= B: none) is left out: the test-only skip fault.
-    void (*weight_grads)(par_engine *e, int l, size_t s_base, size_t B, size_t C, size_t c0,
-                         size_t c1, size_t o0, size_t o1, int cont, size_t skip);
+    // bias gradient of r's rows into e->g, per chunk a fresh chain over its
+    // samples ascending, chunks folded left in order.
+    void (*weight_grads)(const par_layer_ctx *c, int l, const par_grad_range *r);
 } par_layer_ops;
 
 extern const par_layer_ops par_layer_dense, par_layer_conv2d, par_layer_maxpool,
     par_layer_batchnorm;
 
-// Batchnorm's engine state e->bn[l]: PAR_BN_SLOTS per-channel vectors (mean,
-// inv, var, the fold's accumulator, S, Q; layer_bn_impl.inc), then two per
-// chunk of the batch.
-#define PAR_BN_SLOTS 6
-
 // The entry for a kind.
 const par_layer_ops *par_layer_ops_of(par_layer_kind kind);
 
-// Helpers shared by the layer files.
-// Dtype dispatch: fn##_f32 or fn##_f64 with the same (void *) arguments.
-#define KCALL(dt, fn, ...) ((dt) == PAR_F32 ? fn##_f32(__VA_ARGS__) : fn##_f64(__VA_ARGS__))
-// Element i of an array of the engine's dtype.
-static inline void *par_at(const par_engine *e, const void *base, size_t i)
-{
-    return (char *)base + i * par_dtype_size(e->dt);
-}
-// [lo, hi) of n items for thread t of T, in multiples of `quantum` items.
-void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi);
-// The samples of [s0, s1) that thread t of T owns in a pass: forward of the
-// per_sample layers, the loss and the input gradients.
-void par_engine_own_samples(size_t s0, size_t s1, int t, int T, size_t *lo, size_t *hi);
-// 1: layer l's forward of n samples on T threads splits the samples, with no
-// barrier needed before a next layer that does too; 0: it splits otherwise.
-int par_engine_splits_samples(const par_engine *e, int l, size_t n, int T);
-// The parameter rows of layer l that thread t of T owns in every phase
-// (weight gradient, update, transposed panels).
-void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *hi);
-// The fault of kind `kind`, if it fires now for layer l (tests only).
-int par_engine_fault_on(const par_engine *e, par_fault_kind kind, int l);
-// The `index` field of the fault in force for e (its element, sample or channel).
-size_t par_engine_fault_index(const par_engine *e);
-// PAR_FAULT_HALF_FWD: keep 11 significant bits of y[lo..hi) (f16-like).
-void par_engine_round_to_half(const par_engine *e, void *y, size_t lo, size_t hi);
+// TESTS ONLY: batchnorm's forward with fault f (BN_SWAP or BN_VAR_ULP,
+// firing now) in its batch statistics; engine_fault.c's wrapper calls it.
+void par_bn_forward_fault(const par_layer_ctx *c, int l, size_t s0, size_t s1, const par_fault *f);
 
 #endif

@@ -86,16 +86,16 @@ int par_find_nonfinite(char *where, size_t cap, const par_model *m, par_dtype dt
 // After step `step`: the loss and every weight must be finite. Both are the
 // same on every rank, so every rank decides alike. The gradient (complete
 // on this rank or not) only helps name where it started.
-static par_status check_finite(const par_run_opts *o, const par_run_ext *x, void *state,
-                               int epoch, long step, int last, double loss)
+static par_status check_finite(const par_run_opts *o, void *state, int epoch, long step,
+                               int last, double loss)
 {
     const par_model *m = o->cfg.model;
     const void *w;
     size_t n;
     PAR_TRY(o->trainer->params(state, &w, &n));
     char wbad[160] = "", gbad[160] = "", msg[400];
-    const long every = x->weights_every > 1 ? x->weights_every : 1;
-    const int scan = (x->weights_every >= 0 && (step % every == 0 || last)) || !isfinite(loss);
+    const int scan = (o->check_every > 0 && (step % o->check_every == 0 || last)) ||
+                     !isfinite(loss);
     const int w_bad = scan &&
                       any_nonfinite_threads(w, o->cfg.dtype, m->n_params, o->cfg.threads) &&
                       par_find_nonfinite(wbad, sizeof wbad, m, o->cfg.dtype, w);
@@ -145,14 +145,6 @@ static par_status check_start(const par_run_opts *o, const par_run_point *p)
 par_status par_run(const par_run_opts *o, const par_run_hooks *h, void *final_params,
                    long *steps_done, par_trainer_stats *stats)
 {
-    return par_run_ex(o, NULL, h, final_params, steps_done, stats);
-}
-
-par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run_hooks *h,
-                      void *final_params, long *steps_done, par_trainer_stats *stats)
-{
-    const par_run_ext none = {0};
-    if (!x) x = &none;
     if (stats) memset(stats, 0, sizeof *stats);
     const par_model *m = o->cfg.model;
     const par_dataset *ds = o->ds;
@@ -174,20 +166,20 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
                 m->n_classes, ds->name, ds->n_classes);
     PAR_FAIL_IF(n_train == 0, PAR_ERR_CONFIG, "dataset %s has no training records", ds->name);
     PAR_FAIL_IF(o->epochs < 1, PAR_ERR_CONFIG, "--epochs must be >= 1");
-    const par_run_point p0 = {0, 0, 0}, *start = x->start ? x->start : &p0;
-    if (x->start) PAR_TRY(check_start(o, x->start));
+    const par_run_point p0 = {0, 0, 0}, *start = o->start ? o->start : &p0;
+    if (o->start) PAR_TRY(check_start(o, o->start));
 
     const par_optim_kind okind = o->cfg.optim ? o->cfg.optim->kind : PAR_OPTIM_SGD;
-    PAR_FAIL_IF(x->start && !x->start_optim && okind != PAR_OPTIM_SGD, PAR_ERR_CONFIG,
+    PAR_FAIL_IF(o->start && !o->start_optim && okind != PAR_OPTIM_SGD, PAR_ERR_CONFIG,
                 "resuming optimizer %s needs its state", par_optim_name(okind));
-    PAR_FAIL_IF(x->start_optim && okind != PAR_OPTIM_SGD &&
+    PAR_FAIL_IF(o->start_optim && okind != PAR_OPTIM_SGD &&
                     (!o->trainer->get_optim || !o->trainer->set_optim),
                 PAR_ERR_CONFIG, "trainer %s has no optimizer state access", o->trainer->name);
 
     void *state = NULL;
     PAR_TRY(o->trainer->create(&o->cfg, &state));
-    if (x->start && x->start_optim && o->trainer->set_optim) {
-        const par_status s0 = o->trainer->set_optim(state, x->start_optim);
+    if (o->start && o->start_optim && o->trainer->set_optim) {
+        const par_status s0 = o->trainer->set_optim(state, o->start_optim);
         if (s0 != PAR_OK) {
             o->trainer->destroy(state);
             return s0;
@@ -222,20 +214,20 @@ par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run
             st = o->trainer->step(state, &batch, &loss);
             step++;
             t0 = par_now();
-            if (st == PAR_OK && x->check_finite) {
+            if (st == PAR_OK && o->check_finite) {
                 const int last = (limited && step >= o->max_steps) ||
                                  (epoch == o->epochs - 1 && pos + B >= n_train);
-                st = check_finite(o, x, state, epoch, step, last, loss);
+                st = check_finite(o, state, epoch, step, last, loss);
             }
             const void *w = NULL;
             size_t n;
-            if (st == PAR_OK && ((h && h->on_step) || x->after_step))
+            if (st == PAR_OK && h && (h->on_step || h->after_step))
                 st = o->trainer->params(state, &w, &n);
             if (st == PAR_OK && h && h->on_step) st = h->on_step(h->ctx, epoch, step, B, loss, w);
-            if (st == PAR_OK && x->after_step) {
+            if (st == PAR_OK && h && h->after_step) {
                 const par_run_point pt = {epoch, pos + B, step};
                 const par_run_now now = {o->trainer, state, okind, run_ph};
-                st = x->after_step(h ? h->ctx : NULL, &pt, w, &now);
+                st = h->after_step(h->ctx, &pt, w, &now);
             }
             run_ph[PAR_PHASE_LOG] += par_now() - t0;
         }

@@ -1,8 +1,8 @@
-// The training loop shared by `parity train`, the harness and bisect:
-// epochs of shuffled mini-batches (order = f(seed, epoch)), one trainer
-// step per batch, hooks after every step and every epoch. It can start
-// from a saved point (resume), stop cleanly when a hook asks, and check
-// every step for NaN/Inf. Also evaluation.
+// The training loop (par_session.h runs it for `parity train`): epochs of
+// shuffled mini-batches (order = f(seed, epoch)), one trainer step per
+// batch, hooks after every step and every epoch. It can start from a saved
+// point (resume), stop cleanly when a hook asks, and check every step for
+// NaN/Inf. Also evaluation. Tests: tests/unit/test_resume.c, tests/unit/test_optim.c.
 #ifndef PAR_RUN_H
 #define PAR_RUN_H
 
@@ -24,25 +24,6 @@ typedef struct par_run_point {
 // to end the run cleanly after the current step: no on_epoch, final
 // parameters copied as usual, and par_run returns PAR_RUN_STOP.
 
-typedef struct par_run_hooks {
-    void *ctx;
-    // After every step, with the parameters after it; a non-OK return stops
-    // the run with that status.
-    par_status (*on_step)(void *ctx, int epoch, long step, size_t B, double loss,
-                          const void *params);
-    // After every epoch, and after the last step if the run stops mid-epoch.
-    par_status (*on_epoch)(void *ctx, int epoch, long step, const void *params);
-} par_run_hooks;
-
-typedef struct par_run_opts {
-    const par_trainer_ops *trainer;
-    par_run_cfg cfg;               // cfg.batch is the batch size
-    const par_dataset *ds;
-    uint64_t seed;                 // shuffle seed
-    int epochs;                    // >= 1
-    long max_steps;                // 0: no limit; else stop after this many steps
-} par_run_opts;
-
 // The trainer of a running loop, as after_step sees it.
 typedef struct par_run_now {
     const par_trainer_ops *trainer;
@@ -51,47 +32,62 @@ typedef struct par_run_now {
     const double *run_phase;   // par_run's own phases so far (batch, log; par_phase)
 } par_run_now;
 
+// Hooks of the loop (all optional); ctx is passed to each.
+typedef struct par_run_hooks {
+    void *ctx;
+    // After every step, with the parameters after it; a non-OK return stops
+    // the run with that status.
+    par_status (*on_step)(void *ctx, int epoch, long step, size_t B, double loss,
+                          const void *params);
+    // After every epoch, and after the last step if the run stops mid-epoch.
+    par_status (*on_epoch)(void *ctx, int epoch, long step, const void *params);
+    // After on_step, with the point reached (what a checkpoint records) and
+    // the trainer (par_run_optim). May return PAR_RUN_STOP.
+    par_status (*after_step)(void *ctx, const par_run_point *pt, const void *params,
+                             const par_run_now *now);
+} par_run_hooks;
+
+// The loop's settings: what the trainer gets (cfg, embedded) and what the
+// loop itself reads. Zero-initialise what is not wanted.
+typedef struct par_run_opts {
+    const par_trainer_ops *trainer;
+    par_run_cfg cfg;               // the trainer's settings; cfg.batch is the batch size
+    const par_dataset *ds;         // its training split is what the loop trains on
+    uint64_t seed;                 // shuffle seed: epoch e's order is a function of (seed, e)
+    int epochs;                    // >= 1
+    long max_steps;                // 0: no limit; else stop after this many steps in all
+    // NULL: from the start. Else resume at this point; cfg.init_params are
+    // the parameters at that point. Must be consistent with the dataset and
+    // batch: step = epoch * ceil(n_train / batch) + ceil(pos / batch).
+    const par_run_point *start;
+    // With start: the optimizer state at that point (NULL: a fresh state,
+    // right for SGD only). Given to every rank alike.
+    const par_optim_state *start_optim;
+    // 1: after every step check the loss for NaN/Inf, and every weight (O(N))
+    // every check_every steps and after the run's last step (and after any
+    // step whose loss is not finite; check_every 0: the loss only); on NaN/Inf
+    // fail with PAR_ERR_NUMERIC naming the step, the tensor (view) and the
+    // element, and the first non-finite gradient element if any. The check
+    // reads only values that are equal on every rank, so MPI ranks stop
+    // together.
+    int check_finite;
+    int check_every;
+} par_run_opts;
+
 // The trainer's optimizer state now (pointers into the trainer, valid during
 // the hook; n = 0 for SGD), so that a checkpoint can store it. Collective for
 // the MPI trainers, whose ranks each keep the state of their own parameters
 // current (the sharded update): call it on every rank or on none.
 par_status par_run_optim(const par_run_now *now, par_optim_state *out);
 
-// What par_run_ex adds (zero-initialise for nothing): resume, clean stops,
-// NaN/Inf checks.
-typedef struct par_run_ext {
-    // NULL: from the start. Else resume at this point; cfg.init_params are
-    // the parameters at that point. Must be consistent with the dataset and
-    // batch: step = epoch * ceil(n_train / batch) + ceil(pos / batch).
-    const par_run_point *start;
-    // Non-zero: after every step check the loss, and every weight (O(N))
-    // after every `weights_every`-th step and after the run's last step (and
-    // after any step whose loss is not finite); on NaN/Inf fail with
-    // PAR_ERR_NUMERIC naming the step, the tensor (view) and the element,
-    // and the first non-finite gradient element if any. The check reads only
-    // values that are equal on every rank, so MPI ranks stop together.
-    int check_finite;
-    long weights_every;            // 0 or 1: every step; N > 1: every N; < 0: never
-    // Optional: after on_step, with the point reached (what a checkpoint
-    // records) and the trainer (par_run_optim); ctx is the hooks' ctx. May
-    // return PAR_RUN_STOP.
-    par_status (*after_step)(void *ctx, const par_run_point *pt, const void *params,
-                             const par_run_now *now);
-    // With start: the optimizer state at that point (NULL: a fresh state,
-    // right for SGD only). Given to every rank alike.
-    const par_optim_state *start_optim;
-} par_run_ext;
-
-// Runs the loop; copies the final parameters into final_params (n_params of
-// dtype) if it is not NULL. *steps_done = the step count reached (counting
-// the steps before o->start). Returns PAR_OK, PAR_RUN_STOP or an error. If stats is not NULL
-// it receives the trainer's communication counters (zero for trainers
-// without them; collective for MPI trainers).
+// Runs the loop with hooks h (may be NULL); copies the final parameters into
+// final_params (n_params of dtype) if it is not NULL. *steps_done = the step
+// count reached (counting the steps before o->start). Returns PAR_OK,
+// PAR_RUN_STOP or an error. If stats is not NULL it receives the trainer's
+// communication counters (zero for trainers without them; collective for
+// MPI trainers).
 par_status par_run(const par_run_opts *o, const par_run_hooks *h, void *final_params,
                    long *steps_done, par_trainer_stats *stats);
-// The same with the additions of x (may be NULL).
-par_status par_run_ex(const par_run_opts *o, const par_run_ext *x, const par_run_hooks *h,
-                      void *final_params, long *steps_done, par_trainer_stats *stats);
 
 // Mean loss and accuracy of records [first, first + count) of `im`, forward
 // pass only, `threads` threads, in batches of up to 500. The loss is summed

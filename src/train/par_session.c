@@ -1,16 +1,20 @@
 // A training session (par_session.h): the training loop with initial
 // weights, log, checkpoints, resume, --select best-val and the agreement of
 // MPI ranks. Every rank passes every collective whatever fails, so that no
-// rank waits for another. Never prints. Tests: tests/test_session.c, and
-// tests/test_resume.sh, tests/test_faults.sh through `parity train`.
+// rank waits for another. Never prints. Tests: tests/unit/test_session.c, and
+// tests/cli/test_resume.sh, tests/cli/test_faults.sh through `parity train`.
 #define _POSIX_C_SOURCE 200809L
 #include "par_session.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "par_io.h"
+#include "par_ckpt.h"
+#include "par_hash.h"
+#include "par_log.h"
+#include "par_npz.h"
 #include "par_time.h"
 
 #ifdef PARITY_HAVE_MPI
@@ -29,7 +33,8 @@ struct par_session {
     size_t samples_warm;
     double phase_warm[PAR_PHASE_N];   // the phases so far (par_trainer_stats.phase)
     void *init, *final;
-    par_fault fault;               // cfg.fault, counted from the resume point
+    par_optim optim;               // cfg.run.cfg.optim, or SGD
+    par_fault fault;               // cfg.run.cfg.fault, counted from the resume point
     // Checkpoints (rank 0 writes them).
     par_ckpt_dir *ck;
     par_ckpt_logtrack *track;
@@ -75,6 +80,15 @@ par_status par_session_agree(int ranks, par_status local, int *peer_failed)
     return PAR_OK;
 }
 
+void par_session_share(int ranks, int *v)
+{
+#ifdef PARITY_HAVE_MPI
+    if (ranks > 1) MPI_Bcast(v, 1, MPI_INT, 0, MPI_COMM_WORLD);
+#else
+    (void)ranks, (void)v;
+#endif
+}
+
 static par_status agree_status(par_session *s, par_status local)
 {
     return par_session_agree(s->cfg.ranks, local, &s->res.peer_failed);
@@ -82,7 +96,7 @@ static par_status agree_status(par_session *s, par_status local)
 
 static size_t weight_bytes(const par_session *s)
 {
-    return s->cfg.model->n_params * par_dtype_size(s->cfg.dtype);
+    return s->cfg.run.cfg.model->n_params * par_dtype_size(s->cfg.run.cfg.dtype);
 }
 
 // ---- the hooks of the loop ----
@@ -123,7 +137,8 @@ static par_status write_checkpoint(par_session *s, const par_run_point *pt, cons
 {
     // Weights are scanned every check_every steps only: never save a bad one.
     char where[160];
-    PAR_FAIL_IF(par_find_nonfinite(where, sizeof where, s->cfg.model, s->cfg.dtype, params),
+    const par_run_cfg *rc = &s->cfg.run.cfg;
+    PAR_FAIL_IF(par_find_nonfinite(where, sizeof where, rc->model, rc->dtype, params),
                 PAR_ERR_NUMERIC, "step %ld (epoch %d): weight %s: not finite; no checkpoint "
                 "written (learning rate too large?)", pt->step, pt->epoch, where);
     par_ckpt_meta *mt = &s->meta;
@@ -133,14 +148,14 @@ static par_status write_checkpoint(par_session *s, const par_run_point *pt, cons
     mt->has_log = s->track != NULL;
     if (s->track) PAR_TRY(par_ckpt_log_sync(s->track, &mt->log));
     par_ckpt_optim os = {now->n, {NULL, NULL}, {now->arr[0], now->arr[1]}, now->t};
-    for (int i = 0; i < os.n; i++) os.names[i] = par_optim_state_name(s->cfg.optim.kind, i);
+    for (int i = 0; i < os.n; i++) os.names[i] = par_optim_state_name(s->optim.kind, i);
     mt->has_best = s->best_w && s->res.best_epoch >= 0;   // --select best-val: the best so far
     mt->best_epoch = s->res.best_epoch;
     mt->best_val_loss = s->best_val_loss;
     mt->best_val_acc = s->best_val_acc;
     mt->best_test_loss = s->best_test_loss;
     mt->best_test_acc = s->best_test_acc;
-    PAR_TRY(par_ckpt_write_ex(s->ck, mt, s->cfg.model, s->cfg.dtype, params, &os, s->best_w,
+    PAR_TRY(par_ckpt_write_ex(s->ck, mt, rc->model, rc->dtype, params, &os, s->best_w,
                               s->keep));
     s->res.last_ckpt = pt->step;
     return PAR_OK;
@@ -191,15 +206,19 @@ static par_status on_epoch(void *ctx, int epoch, long step, const void *params)
     par_session *s = ctx;
     par_session_result *r = &s->res;
     par_status st = PAR_OK;
-    if (s->cfg.rank == 0) {
+    if (s->cfg.rank == 0 && s->cfg.no_eval) {
+        r->val_loss = r->val_acc = r->test_loss = r->test_acc = NAN;
+        if (s->log) st = par_log_epoch(s->log, epoch, step, NAN, NAN, NAN, NAN);
+        if (st == PAR_OK) progress(s, 1, epoch, step, par_now());
+    } else if (s->cfg.rank == 0) {
         double t0 = par_now();
-        const par_dataset *ds = s->cfg.ds;
-        const par_model *m = s->cfg.model;
-        int T = s->cfg.threads;
-        st = par_evaluate(m, s->cfg.dtype, params, &ds->train, ds->n_train, ds->n_val, T,
+        const par_dataset *ds = s->cfg.run.ds;
+        const par_model *m = s->cfg.run.cfg.model;
+        int T = s->cfg.run.cfg.threads;
+        st = par_evaluate(m, s->cfg.run.cfg.dtype, params, &ds->train, ds->n_train, ds->n_val, T,
                           &r->val_loss, &r->val_acc);
         if (st == PAR_OK)
-            st = par_evaluate(m, s->cfg.dtype, params, &ds->test, 0, ds->test.n, T,
+            st = par_evaluate(m, s->cfg.run.cfg.dtype, params, &ds->test, 0, ds->test.n, T,
                               &r->test_loss, &r->test_acc);
         s->t_eval += par_now() - t0;
         if (st == PAR_OK && s->log)
@@ -248,20 +267,21 @@ static void optim_text(char *buf, size_t cap, const par_optim *op)
     }
 }
 
-static void fill_config(par_ckpt_config *cf, const par_session_cfg *c, const void *init)
+static void fill_config(par_ckpt_config *cf, const par_session_cfg *c, const par_optim *op,
+                        const void *init)
 {
-    const par_model *m = c->model;
-    const par_dataset *ds = c->ds;
+    const par_model *m = c->run.cfg.model;
+    const par_dataset *ds = c->run.ds;
     memset(cf, 0, sizeof *cf);
     snprintf(cf->model, sizeof cf->model, "%s", m->spec);
     snprintf(cf->act, sizeof cf->act, "%s", par_act_name(c->act));
-    snprintf(cf->dtype, sizeof cf->dtype, "%s", par_dtype_name(c->dtype));
-    optim_text(cf->optimizer, sizeof cf->optimizer, &c->optim);
-    cf->batch = c->batch;
-    cf->chunk = c->chunk;
-    cf->lr = c->lr;
-    cf->seed = c->seed;
-    par_sha256_hex(cf->init_sha256, init, m->n_params * par_dtype_size(c->dtype));
+    snprintf(cf->dtype, sizeof cf->dtype, "%s", par_dtype_name(c->run.cfg.dtype));
+    optim_text(cf->optimizer, sizeof cf->optimizer, op);
+    cf->batch = c->run.cfg.batch;
+    cf->chunk = c->run.cfg.chunk;
+    cf->lr = c->run.cfg.lr;
+    cf->seed = c->run.seed;
+    par_sha256_hex(cf->init_sha256, init, m->n_params * par_dtype_size(c->run.cfg.dtype));
     snprintf(cf->dataset, sizeof cf->dataset, "%s", c->dataset ? c->dataset : ds->name);
     cf->n_train_file = ds->train.n;
     cf->n_test = ds->test.n;
@@ -294,8 +314,9 @@ static par_status find_resume(par_session *s)
     char why[600];
     PAR_FAIL_IF(par_ckpt_config_diff(why, sizeof why, &found->cfg, run), PAR_ERR_CONFIG,
                 "%s/ckpt-%010ld.json is from another run: %s", dir, found->step, why);
-    PAR_TRY(par_ckpt_load(dir, found, s->cfg.model, s->cfg.dtype, s->init));
-    PAR_TRY(par_ckpt_load_optim(dir, found, s->cfg.model, s->cfg.dtype, s->ros.n, s->ros.names,
+    const par_run_cfg *rc = &s->cfg.run.cfg;
+    PAR_TRY(par_ckpt_load(dir, found, rc->model, rc->dtype, s->init));
+    PAR_TRY(par_ckpt_load_optim(dir, found, rc->model, rc->dtype, s->ros.n, s->ros.names,
                                 &s->ros));
     s->start.epoch = found->epoch;
     s->start.pos = (size_t)found->pos;
@@ -352,7 +373,7 @@ static par_status share_resume(par_session *s, par_status st)
 static par_status open_weights(par_session *s)
 {
     const par_session_cfg *c = &s->cfg;
-    const par_model *m = c->model;
+    const par_model *m = c->run.cfg.model;
     const size_t sz = weight_bytes(s);
     s->init = malloc(sz);
     s->final = malloc(sz);
@@ -363,24 +384,26 @@ static par_status open_weights(par_session *s)
     // --resume: the optimizer state of the checkpoint (every rank receives it).
     for (int i = 0; i < s->ros.n; i++)
         PAR_FAIL_IF(c->resume && !(s->ros.arr[i] = malloc(sz)), PAR_ERR_ALLOC, "out of memory");
-    if (c->init_load) PAR_TRY(par_weights_load(c->init_load, m, c->dtype, s->init));
-    else par_model_init(m, c->dtype, c->seed, s->init);
+    const par_dtype dt = c->run.cfg.dtype;
+    if (c->init_load) PAR_TRY(par_weights_load(c->init_load, m, dt, s->init));
+    else par_model_init(m, dt, c->run.seed, s->init);
     char where[160];
-    PAR_FAIL_IF(c->init_load && par_find_nonfinite(where, sizeof where, m, c->dtype, s->init),
+    PAR_FAIL_IF(c->init_load && par_find_nonfinite(where, sizeof where, m, dt, s->init),
                 PAR_ERR_FORMAT, "%s: %s is not finite", c->init_load, where);
-    if (c->init_save && c->rank == 0) PAR_TRY(par_weights_save(c->init_save, m, c->dtype, s->init));
-    const size_t n_train = c->ds->n_train;
-    s->per_epoch = (long)((n_train + (size_t)c->batch - 1) / (size_t)c->batch);
-    s->total_steps = s->per_epoch * c->epochs;
-    if (c->steps > s->total_steps) {   // the run would end before, silently
+    if (c->init_save && c->rank == 0) PAR_TRY(par_weights_save(c->init_save, m, dt, s->init));
+    const size_t n_train = c->run.ds->n_train, batch = c->run.cfg.batch;
+    const long steps = c->run.max_steps;
+    s->per_epoch = (long)((n_train + batch - 1) / batch);
+    s->total_steps = s->per_epoch * c->run.epochs;
+    if (steps > s->total_steps) {   // the run would end before, silently
         snprintf(s->steps_hint, sizeof s->steps_hint, "give --epochs %ld, or leave out --steps",
-                 (c->steps + s->per_epoch - 1) / s->per_epoch);
+                 (steps + s->per_epoch - 1) / s->per_epoch);
         s->res.hint = s->steps_hint;
         PAR_FAIL_IF(1, PAR_ERR_CONFIG, "--steps %ld: expected at most %ld, the steps of --epochs "
-                    "%d (%zu training records, batch %d)", c->steps, s->total_steps, c->epochs,
-                    n_train, c->batch);
+                    "%d (%zu training records, batch %zu)", steps, s->total_steps, c->run.epochs,
+                    n_train, batch);
     }
-    if (c->steps > 0 && c->steps < s->total_steps) s->total_steps = c->steps;
+    if (steps > 0 && steps < s->total_steps) s->total_steps = steps;
     return PAR_OK;
 }
 
@@ -389,7 +412,7 @@ static par_status open_weights(par_session *s)
 static par_status open_checkpoints(par_session *s)
 {
     const par_session_cfg *c = &s->cfg;
-    fill_config(&s->meta.cfg, c, s->init);
+    fill_config(&s->meta.cfg, c, &s->optim, s->init);
     const char *ckdir = s->res.ckpt_dir;
     const int same = c->resume && strcmp(ckdir, c->resume) == 0;   // resume in place
     PAR_TRY(par_ckpt_dir_open(&s->ck, ckdir, !same, !same));
@@ -406,7 +429,7 @@ static par_status open_checkpoints(par_session *s)
                 "--select best-val: the run of %s kept --select %s, so its best epoch before "
                 "step %ld is unknown", c->resume, f->select, f->step);
     if (c->best_val && f->has_best) {
-        st = par_ckpt_load_best(c->resume, f, c->model, c->dtype, s->best_w);
+        st = par_ckpt_load_best(c->resume, f, c->run.cfg.model, c->run.cfg.dtype, s->best_w);
         s->res.best_epoch = f->best_epoch;
         s->best_val_loss = f->best_val_loss;
         s->best_val_acc = f->best_val_acc;
@@ -421,16 +444,16 @@ static void fill_meta(par_session *s)
 {
     const par_session_cfg *c = &s->cfg;
     par_ckpt_meta *mt = &s->meta;
-    snprintf(mt->trainer, sizeof mt->trainer, "%s", c->trainer->name);
-    snprintf(mt->mode, sizeof mt->mode, "%s", par_mode_name(c->mode));
+    snprintf(mt->trainer, sizeof mt->trainer, "%s", c->run.trainer->name);
+    snprintf(mt->mode, sizeof mt->mode, "%s", par_mode_name(c->run.cfg.mode));
     snprintf(mt->select, sizeof mt->select, "%s", c->best_val ? "best-val" : "last");
-    mt->threads = c->threads;
+    mt->threads = c->run.cfg.threads;
     mt->ranks = c->ranks;
     mt->every = s->every;
     mt->keep = s->keep;
     mt->has_run = 1;
-    mt->run_epochs = c->epochs;
-    mt->run_steps = (int)c->steps;
+    mt->run_epochs = c->run.epochs;
+    mt->run_steps = (int)c->run.max_steps;
     mt->upscale = c->upscale;
     mt->no_digest = c->no_digest;
 }
@@ -468,9 +491,10 @@ par_status par_session_open(par_session **sp, const par_session_cfg *cfg)
     s->res.skipped = s->skipped;
     s->checkpointing = c->ckpt_dir || c->resume;
     s->res.ckpt_dir = c->ckpt_dir ? c->ckpt_dir : c->resume;
-    s->ros.n = par_optim_n_state(c->optim.kind);
-    for (int i = 0; i < s->ros.n; i++) s->ros.names[i] = par_optim_state_name(c->optim.kind, i);
-    if (c->fault) s->fault = *c->fault;
+    s->optim = c->run.cfg.optim ? *c->run.cfg.optim : par_optim_default(PAR_OPTIM_SGD);
+    s->ros.n = par_optim_n_state(s->optim.kind);
+    for (int i = 0; i < s->ros.n; i++) s->ros.names[i] = par_optim_state_name(s->optim.kind, i);
+    if (c->run.cfg.fault) s->fault = *c->run.cfg.fault;
 
     par_status st = open_weights(s);
     if (st == PAR_OK && c->rank == 0 && s->checkpointing) st = open_checkpoints(s);
@@ -525,31 +549,20 @@ par_status par_session_run(par_session *s, const volatile sig_atomic_t *stop)
     par_session_result *r = &s->res;
     s->stop = stop;
     const par_optim_state start_os = {s->ros.n, {s->ros.arr[0], s->ros.arr[1]}, s->ros.t};
-    const par_run_opts ro = {
-        .trainer = c->trainer,
-        .cfg = {.model = c->model,
-                .dtype = c->dtype,
-                .mode = c->mode,
-                .batch = (size_t)c->batch,
-                .chunk = (size_t)c->chunk,
-                .lr = c->lr,
-                .threads = c->threads,
-                .threads_policy = c->fixed_threads ? PAR_THREADS_FIXED : PAR_THREADS_ADAPT,
-                .weights_by_messages = c->weights_by_messages,
-                .init_params = s->init,
-                .fault = c->fault ? &s->fault : NULL,
-                .optim = &c->optim},
-        .ds = c->ds,
-        .seed = c->seed,
-        .epochs = c->epochs,
-        .max_steps = c->steps,
-    };
-    const par_run_ext rx = {c->resume ? &s->start : NULL, 1,
-                            c->check_every > 0 ? c->check_every : -1, after_step,
-                            c->resume ? &start_os : NULL};
-    const par_run_hooks hooks = {s, on_step, on_epoch};
+    // The caller's loop settings, completed: the initial weights, the
+    // optimizer as resolved, the fault counted from the resume point, the
+    // resume point and the NaN/Inf check.
+    par_run_opts ro = c->run;
+    ro.cfg.init_params = s->init;
+    ro.cfg.optim = &s->optim;
+    ro.cfg.fault = c->run.cfg.fault ? &s->fault : NULL;
+    ro.start = c->resume ? &s->start : NULL;
+    ro.start_optim = c->resume ? &start_os : NULL;
+    ro.check_finite = 1;
+    const par_run_hooks hooks = {.ctx = s, .on_step = on_step, .on_epoch = on_epoch,
+                                 .after_step = after_step};
     s->t_start = par_now();
-    par_status st = par_run_ex(&ro, &rx, &hooks, s->final, &r->steps, &r->stats);
+    par_status st = par_run(&ro, &hooks, s->final, &r->steps, &r->stats);
     const double t_end = par_now();
     r->seconds = t_end - s->t_start - s->t_eval;
     r->timed_steps = r->steps - s->start.step;
@@ -570,7 +583,7 @@ par_status par_session_run(par_session *s, const volatile sig_atomic_t *stop)
     }
     r->weights = s->final;
     if (st == PAR_OK && c->save && c->rank == 0)
-        st = par_weights_save(c->save, c->model, c->dtype, s->final);
+        st = par_weights_save(c->save, c->run.cfg.model, c->run.cfg.dtype, s->final);
     return close_log(s, st);
 }
 

@@ -4,8 +4,8 @@
 // resume from a folder's newest valid checkpoint (bit for bit), --select
 // best-val, agreement of MPI ranks on stops and failures, the final weights.
 // The CLI parses flags, prints and chooses exit codes; the session executes
-// and never prints (progress goes to a callback). Tests: tests/test_session.c
-// and, through the CLI, tests/test_resume.sh and tests/test_faults.sh.
+// and never prints (progress goes to a callback). Tests: tests/unit/test_session.c
+// and, through the CLI, tests/cli/test_resume.sh and tests/cli/test_faults.sh.
 #ifndef PAR_SESSION_H
 #define PAR_SESSION_H
 
@@ -28,38 +28,37 @@ typedef struct par_session_progress {
     double val_acc, test_acc; // epoch_end only
 } par_session_progress;
 
+// What a session runs: the loop's and the trainer's settings (run, embedded:
+// par_run.h, par_trainer.h) and the session's own. `parity train`'s flags
+// land in these fields (src/cli/train_args.c).
 typedef struct par_session_cfg {
-    const par_trainer_ops *trainer;
-    const par_model *model;
+    // The loop and its trainer: trainer, cfg (model, dtype, mode, batch <=
+    // ds->n_train, chunk, lr, threads, optim (NULL: SGD), threads_policy,
+    // weights_by_messages, fault), ds (opened by the caller; read only,
+    // outlives the session), seed (initialisation and shuffling), epochs,
+    // max_steps, check_every. The session sets the rest: cfg.init_params,
+    // start and start_optim (a resume), check_finite (always on). The
+    // TESTS-ONLY cfg.fault (NULL: none) counts the steps of the whole run:
+    // the session moves it past a resume point.
+    par_run_opts run;
     par_act act;                   // recorded in the checkpoint config
-    par_dtype dtype;
-    par_mode mode;
-    const par_dataset *ds;         // opened by the caller; read only, outlives the session
-    const char *dataset;           // its name as given (checkpoint config); NULL: ds->name
-    int batch, chunk, threads;     // batch <= ds->n_train
-    double lr;
-    uint64_t seed;                 // initialisation and shuffling
-    par_optim optim;
-    const par_fault *fault;        // TESTS ONLY; NULL: none. Counts steps of the whole run.
-    int epochs;                    // >= 1
-    long steps;                    // stop after this many steps in all (0: --epochs decides)
+    const char *dataset;           // run.ds's name as given (checkpoint config); NULL: its name
     long warmup_steps;             // the first K steps this run trains are not timed: `seconds`
                                    // starts after them (0: every step is timed); < the steps
-    int check_every;               // NaN/Inf scan of the weights every N steps (0: loss only)
-    const char *init_load;         // initial weights (.npz); NULL: from seed
+    const char *init_load;         // initial weights (.npz); NULL: from run.seed
     const char *init_save;         // rank 0 writes the initial weights there (not with resume)
     const char *save;              // rank 0 writes the final weights there
     const char *log;               // JSONL step log (rank 0)
     int no_digest;                 // no per-step weight digests in the log
-    int fixed_threads;             // every step on `threads` threads (PAR_THREADS_FIXED)
-    int weights_by_messages;       // exact mpi/hybrid: no shared copy of the weights
     const char *ckpt_dir;          // checkpoints there (one run per folder); NULL: none
     const char *resume;            // continue the run of this folder (and, without
                                    // ckpt_dir, write checkpoints there)
     long ckpt_every;               // 0: the resumed run's, else once per epoch
     int keep;                      // newest checkpoints kept; 0: the resumed run's, else 3
     int best_val;                  // --select best-val (needs validation records)
-    int upscale;                   // recorded in checkpoints (the caller resampled ds)
+    int no_eval;                   // no validation or test evaluation after an epoch (their
+                                   //   figures are NaN); not with best_val
+    int upscale;                   // recorded in checkpoints (the caller resampled run.ds)
     int rank, ranks;               // this process and the world size (1: no MPI)
     void *ctx;                     // for progress
     void (*progress)(void *ctx, const par_session_progress *p);   // optional
@@ -113,5 +112,9 @@ void par_session_close(par_session *s);
 // rank that failed gets its local status, the others PAR_RUN_STOP with
 // *peer_failed set.
 par_status par_session_agree(int ranks, par_status local, int *peer_failed);
+
+// MPI: every rank gets rank 0's *v (collective when ranks > 1; a no-op for
+// one process), e.g. the verdict of a check only rank 0 makes.
+void par_session_share(int ranks, int *v);
 
 #endif

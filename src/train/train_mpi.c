@@ -36,58 +36,15 @@
 //   exact, at the price of one message per chunk).
 // fast: MPI_Allreduce (mpi/hybrid) or MPI_Reduce + MPI_Bcast (root) of the
 //   per-rank sums: order chosen by the MPI library.
+//
+// Setup (segments, the shared window, create, destroy): train_mpi_setup.c.
 #ifdef PARITY_HAVE_MPI
 
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "par_engine.h"
-#include "par_governor.h"
 #include "par_time.h"
-
-typedef struct segment {
-    int layer;
-    size_t o0, o1;               // rows of the layer
-} segment;
-
-typedef struct mpi_state {
-    par_engine e;
-    int is_root_design;
-    MPI_Comm comm;
-    int rank, size;
-    MPI_Datatype real_t;
-    segment *seg;
-    int n_seg;
-    int *owner;                  // segment -> the rank that updates it (exact mpi/hybrid)
-    int *seg_req;                // segment -> index of its first phase-1 send request
-    int g_partial, os_partial;   // other ranks' segments of e.g / e.os not current here
-    // The segments other ranks own, adjacent ones of a layer as one piece: the
-    // segments before and after this rank's block, cut at layer ends (one
-    // layer possibly twice). Their panel columns follow the weights received.
-    par_rows others[PAR_MAX_LAYERS + 1];
-    int n_others;
-    // exact mpi/hybrid: layers whose weight gradient the owners compute from
-    // every sample's input and output gradient, gathered from all ranks
-    // (gathered_layer), instead of the chain; the rows this rank owns of them.
-    int gathered[PAR_MAX_LAYERS];
-    par_rows mine[PAR_MAX_LAYERS];
-    int n_mine;
-    int *counts, *displs;        // per rank, for MPI_Allgatherv
-    // exact mpi/hybrid with every rank on one host: the weights and their
-    // panels live once, in an MPI shared-memory window that every rank maps;
-    // owners update their rows in place, between two node_sync of a step.
-    // The gathered layers' a[l] (l > 0) and d[l] live in the window too.
-    int shared;
-    MPI_Win win;
-    void *x_shared;              // shared, gathered first layer: the batch's inputs, once
-    void *chunk_g;               // root exact: one chunk's gradient of the chained layers
-    MPI_Request *reqs;
-    int n_reqs, cap_reqs;
-    par_trainer_stats stats;
-    double bytes, comm_s;        // totals of this rank
-    par_governor gov;            // how many threads the next step runs on
-} mpi_state;
+#include "train_mpi.h"
 
 static void *at(const mpi_state *s, const void *base, size_t i)
 {
@@ -112,95 +69,6 @@ static void own_samples(size_t B, size_t C, int r, int P, size_t *s0, size_t *s1
     *s1 = c1 * C < B ? c1 * C : B;
 }
 
-// Whether exact mpi/hybrid gathers layer l's activations (par_ring_gathers).
-static int gathered_layer(const mpi_state *s, int l)
-{
-    return s->e.mode == PAR_MODE_EXACT && s->size > 1 && par_ring_gathers(s->e.m, l, s->e.B_cap);
-}
-
-// Appends segment g to the row pieces r[0..*n), joined to the last piece
-// when it continues it.
-static void append_rows(par_rows *r, int *n, const segment *g)
-{
-    par_rows *p = *n > 0 ? &r[*n - 1] : NULL;
-    if (p && p->layer == g->layer && p->o1 == g->o0) p->o1 = g->o1;
-    else r[(*n)++] = (par_rows){g->layer, g->o0, g->o1};
-}
-
-// The row of a layer (its first parameter at `start`, rows of len values)
-// nearest parameter b, rounded to a multiple of 4 rows: 0 when b comes
-// before the layer, n_rows when after it.
-static size_t row_of(size_t b, size_t start, size_t len, size_t n_rows)
-{
-    if (b <= start) return 0;
-    const size_t o = ((b - start) + len / 2) / len;
-    return (o + 2) / 4 * 4 < n_rows ? (o + 2) / 4 * 4 : n_rows;
-}
-
-// Row segments of every layer, about SEG_PARAMS parameters each, in layer
-// order: small enough that the pipeline fills fast (rank r waits about one
-// segment's work for rank r-1), large enough that messages are not
-// latency-bound. Rank r owns the rows from parameter r N / P on (to the
-// nearest 4 rows; the last rank the segments it finishes last): segments are
-// also cut there, so that the blocks balance to a few rows, not a segment.
-enum { SEG_PARAMS = PAR_RING_SEG_PARAMS };
-static par_status make_segments(mpi_state *s)
-{
-    const par_model *m = s->e.m;
-    const size_t P = (size_t)s->size;
-    size_t N = 0;
-    for (int l = 0; l < m->n_layers; l++) N += m->layers[l].n_rows * (m->layers[l].row_len + 1);
-    int n = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        n = 0;
-        size_t start = 0;   // the layer's first parameter
-        size_t r = 0;       // the owner of the rows from o on
-        for (int l = 0; l < m->n_layers; l++) {
-            const par_layer *L = &m->layers[l];
-            if (L->n_rows == 0) continue;   // no parameters (max-pool): no segment
-            const size_t len = L->row_len + 1;
-            size_t rows = (SEG_PARAMS / L->row_len + 3) / 4 * 4;
-            if (rows == 0) rows = 4;
-            for (size_t o = 0; o < L->n_rows;) {
-                while (r + 1 < P && row_of((r + 1) * N / P, start, len, L->n_rows) <= o) r++;
-                size_t e = o + rows < L->n_rows ? o + rows : L->n_rows;
-                if (r + 1 < P) {
-                    const size_t cut = row_of((r + 1) * N / P, start, len, L->n_rows);
-                    if (cut < e) e = cut;
-                }
-                if (pass == 1) {
-                    s->seg[n] = (segment){l, o, e};
-                    s->owner[n] = (int)r;
-                }
-                n++;
-                o = e;
-            }
-            start += L->n_rows * len;
-        }
-        if (pass == 0) {
-            // Per segment at most 2 chain sends, 2 to its owner and 2 of weights; the loss to all.
-            const int cap = 6 * n + s->size + 4;
-            s->seg = malloc((size_t)n * sizeof *s->seg);
-            s->owner = malloc((size_t)n * sizeof *s->owner);
-            s->seg_req = malloc((size_t)n * sizeof *s->seg_req);
-            s->reqs = malloc((size_t)cap * sizeof *s->reqs);
-            s->counts = malloc((size_t)s->size * sizeof *s->counts);
-            s->displs = malloc((size_t)s->size * sizeof *s->displs);
-            PAR_FAIL_IF(!s->seg || !s->owner || !s->seg_req || !s->reqs || !s->counts || !s->displs,
-                        PAR_ERR_ALLOC, "out of memory for %d segments", n);
-            s->cap_reqs = cap;
-        }
-    }
-    s->n_seg = n;
-    for (int l = 0; l < m->n_layers; l++) s->gathered[l] = gathered_layer(s, l);
-    for (int k = 0; k < n; k++) {
-        const segment *g = &s->seg[k];
-        if (s->owner[k] != s->rank) append_rows(s->others, &s->n_others, g);
-        else if (s->gathered[g->layer]) append_rows(s->mine, &s->n_mine, g);
-    }
-    return PAR_OK;
-}
-
 static void isend(mpi_state *s, const void *buf, size_t count, int to, int tag)
 {
     MPI_Isend(buf, (int)count, s->real_t, to, tag, s->comm, &s->reqs[s->n_reqs++]);
@@ -212,182 +80,19 @@ static void recv(mpi_state *s, void *buf, size_t count, int from, int tag)
     MPI_Recv(buf, (int)count, s->real_t, from, tag, s->comm, MPI_STATUS_IGNORE);
 }
 
-// Batchnorm's batch sums (par_batch_ring): the same ordered chain as the
-// gradient, on one small vector. Rank r continues the fold it receives from
-// r - 1 with its own chunks and passes it on; the last rank's result, the
-// fold of every chunk in order, goes to every rank by MPI_Bcast.
-enum { TAG_BN = 1 << 20 };
-
-static int bn_recv(void *ctx, void *acc, size_t n)
-{
-    mpi_state *s = ctx;
-    if (s->rank == 0) return 0;   // rank 0 owns chunk 0: it starts the fold
-    const double t0 = MPI_Wtime();
-    recv(s, acc, n, s->rank - 1, TAG_BN);
-    s->comm_s += MPI_Wtime() - t0;
-    return 1;
-}
-
-static void bn_send(void *ctx, void *acc, size_t n)
-{
-    mpi_state *s = ctx;
-    const double t0 = MPI_Wtime();
-    if (s->rank + 1 < s->size) {
-        MPI_Send(acc, (int)n, s->real_t, s->rank + 1, TAG_BN, s->comm);
-        s->bytes += (double)(n * par_dtype_size(s->e.dt));
-    }
-    MPI_Bcast(acc, (int)n, s->real_t, s->size - 1, s->comm);
-    if (s->rank == s->size - 1) s->bytes += (double)(n * par_dtype_size(s->e.dt));
-    s->comm_s += MPI_Wtime() - t0;
-}
-
-static void destroy(void *state);
-
-// The shared window's synchronisation (MPI's unified memory model): every
-// rank's stores to the window before it are visible to every rank's loads
-// after it.
-static void node_sync(mpi_state *s)
-{
-    const double t0 = MPI_Wtime();
-    MPI_Win_sync(s->win);
-    MPI_Barrier(s->comm);
-    MPI_Win_sync(s->win);
-    s->comm_s += MPI_Wtime() - t0;
-}
-
-static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-// Moves the engine's weights and transposed panels into one MPI shared-memory
-// window, when every rank is on this host and the step can use it: exact
-// mpi/hybrid on more than one rank, no batchnorm (its forward pass writes the
-// running statistics, held with the weights, on every rank). The gathered
-// layers' per-sample rows go there too (a gathered first layer's inputs, the
-// later ones' inputs, every one's output gradients): each rank writes its own
-// samples' rows, the weight gradient reads every rank's. Collective.
-static par_status share_weights(mpi_state *s, int by_messages)
-{
-    par_engine *e = &s->e;
-    const par_model *m = e->m;
-    int ok = e->mode == PAR_MODE_EXACT && !s->is_root_design && s->size > 1 && !by_messages;
-    for (int l = 0; l < m->n_layers; l++) ok = ok && m->layers[l].kind != PAR_LAYER_BATCHNORM;
-    MPI_Comm node;
-    MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, s->rank, MPI_INFO_NULL, &node);
-    int node_size;
-    MPI_Comm_size(node, &node_size);
-    MPI_Comm_free(&node);
-    if (!ok || node_size != s->size) return PAR_OK;
-    // Layout: w, then every layer's panel, each from a multiple of 64 bytes.
-    const size_t sz = par_dtype_size(e->dt);
-    size_t off[PAR_MAX_LAYERS + 1], total = round_up(m->n_params * sz, 64);
-    for (int l = 0; l < m->n_layers; l++) {
-        const par_layer *L = &m->layers[l];
-        off[l] = total;
-        if (e->wt[l]) total += round_up(par_dense_wt_elems(L->row_len, L->n_rows) * sz, 64);
-    }
-    const size_t off_x = total;
-    if (s->gathered[0]) total += round_up(e->B_cap * m->n_inputs * sz, 64);
-    size_t off_a[PAR_MAX_LAYERS] = {0}, off_d[PAR_MAX_LAYERS] = {0};
-    for (int l = 0; l < m->n_layers; l++) {
-        if (!s->gathered[l]) continue;
-        if (l > 0) off_a[l] = total, total += round_up(e->B_cap * m->layers[l].n_in * sz, 64);
-        off_d[l] = total, total += round_up(e->B_cap * m->layers[l].n_out * sz, 64);
-    }
-    void *mine = NULL, *base = NULL;
-    // An MPI that cannot give the window: the weights go by messages.
-    MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
-    const int rc = MPI_Win_allocate_shared(s->rank == 0 ? (MPI_Aint)total : 0, 1, MPI_INFO_NULL,
-                                           s->comm, &mine, &s->win);
-    MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_ARE_FATAL);
-    int all_ok = rc == MPI_SUCCESS;
-    MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, s->comm);
-    if (!all_ok) {
-        if (rc == MPI_SUCCESS) MPI_Win_free(&s->win);
-        return PAR_OK;
-    }
-    MPI_Aint got;
-    int unit;
-    MPI_Win_shared_query(s->win, 0, &got, &unit, &base);
-    MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
-    s->shared = 1;
-    // Every rank holds the same initial weights: rank 0 copies its own.
-    if (s->rank == 0) {
-        memcpy(base, e->w, m->n_params * sz);
-        for (int l = 0; l < m->n_layers; l++)
-            if (e->wt[l])
-                memcpy((char *)base + off[l], e->wt[l],
-                       par_dense_wt_elems(m->layers[l].row_len, m->layers[l].n_rows) * sz);
-    }
-    free(e->w);
-    e->w = base;
-    if (s->gathered[0]) s->x_shared = (char *)base + off_x;
-    for (int l = 0; l < m->n_layers; l++) {
-        if (!s->gathered[l]) continue;
-        if (l > 0) {
-            free(e->a[l]);
-            e->a[l] = (char *)base + off_a[l];
-        }
-        free(e->d[l]);
-        e->d[l] = (char *)base + off_d[l];
-    }
-    for (int l = 0; l < m->n_layers; l++)
-        if (e->wt[l]) {
-            free(e->wt[l]);
-            e->wt[l] = (char *)base + off[l];
-        }
-    node_sync(s);
-    return PAR_OK;
-}
-
-static par_status create(const par_run_cfg *cfg, void **state, int threads, int root_design)
-{
-    *state = NULL;
-    int init = 0;
-    MPI_Initialized(&init);
-    PAR_FAIL_IF(!init, PAR_ERR_MPI, "MPI trainers need MPI to be initialised (run under mpirun "
-                                    "or with --ranks R)");
-    mpi_state *s = calloc(1, sizeof *s);
-    PAR_FAIL_IF(!s, PAR_ERR_ALLOC, "out of memory");
-    par_run_cfg c = *cfg;
-    c.threads = threads;
-    par_status st = par_engine_init(&s->e, &c);
-    if (st != PAR_OK) {
-        free(s);
-        return st;
-    }
-    s->is_root_design = root_design;
-    par_governor_init(&s->gov, threads, cfg->threads_policy);
-    MPI_Comm_dup(MPI_COMM_WORLD, &s->comm);
-    MPI_Comm_rank(s->comm, &s->rank);
-    MPI_Comm_size(s->comm, &s->size);
-    s->real_t = cfg->dtype == PAR_F32 ? MPI_FLOAT : MPI_DOUBLE;
-    s->e.ring = (par_batch_ring){bn_recv, bn_send, s};
-    st = make_segments(s);
-    if (st == PAR_OK) st = share_weights(s, cfg->weights_by_messages);
-    if (st == PAR_OK && root_design) {
-        s->chunk_g = malloc((cfg->model->n_params + 1) * par_dtype_size(cfg->dtype));
-        if (!s->chunk_g) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
-    }
-    if (st != PAR_OK) {   // the contract of create(): nothing left behind
-        destroy(s);
-        s = NULL;
-    }
-    *state = s;
-    return st;
-}
-
 static par_status mpi_create(const par_run_cfg *cfg, void **state)
 {
-    return create(cfg, state, 1, 0);
+    return par_ring_create(cfg, state, 1, 0);
 }
 
 static par_status hybrid_create(const par_run_cfg *cfg, void **state)
 {
-    return create(cfg, state, cfg->threads, 0);
+    return par_ring_create(cfg, state, cfg->threads, 0);
 }
 
 static par_status root_create(const par_run_cfg *cfg, void **state)
 {
-    return create(cfg, state, cfg->threads, 1);
+    return par_ring_create(cfg, state, cfg->threads, 1);
 }
 
 // The W rows and bias entries of segment k in buffer base (parameter layout).
@@ -522,7 +227,7 @@ static double ring_step(mpi_state *s, const par_batch *batch, size_t c0, size_t 
     s->n_reqs = 0;
     // One copy of the weights: no rank writes them before every rank's
     // forward and backward passes, which read them, are done.
-    if (s->shared) node_sync(s);
+    if (s->shared) par_ring_node_sync(s);
     // Rank 0 starts the chain first, so that the ranks after it find its
     // segments waiting when they come to the chain after their own rows.
     if (r > 0) own_gathered(s, &u, batch, T_NEW);
@@ -577,7 +282,7 @@ static double ring_step(mpi_state *s, const par_batch *batch, size_t c0, size_t 
         recv_seg(s, s->e.w, k, from, T_NEW + 2 * k);
         if (s->owner[k] != to) isend_seg(s, s->e.w, k, to, T_NEW + 2 * k);
     }
-    if (s->shared) node_sync(s);   // every owner's rows written
+    if (s->shared) par_ring_node_sync(s);   // every owner's rows written
     else par_engine_sync_rows(&s->e, s->others, s->n_others);
     t0 = MPI_Wtime();
     MPI_Waitall(s->n_reqs, s->reqs, MPI_STATUSES_IGNORE);
@@ -809,9 +514,9 @@ static par_status set_params_op(void *state, const void *w)
 {
     mpi_state *s = state;
     if (!s->shared) return par_engine_set_params_op(state, w);
-    node_sync(s);
+    par_ring_node_sync(s);
     if (s->rank == 0) par_engine_set_params_op(state, w);
-    node_sync(s);
+    par_ring_node_sync(s);
     return PAR_OK;
 }
 
@@ -831,38 +536,6 @@ static par_status set_optim_op(void *state, const par_optim_state *in)
     return par_engine_set_optim_op(state, in);
 }
 
-static void destroy(void *state)
-{
-    mpi_state *s = state;
-    if (!s) return;
-    int fin = 0;
-    MPI_Finalized(&fin);
-    if (s->shared) {   // the window's memory is MPI's: not the engine's to free
-        s->e.w = NULL;
-        for (int l = 0; l < PAR_MAX_LAYERS; l++) {
-            s->e.wt[l] = NULL;   // all in the window
-            if (s->gathered[l]) {
-                if (l > 0) s->e.a[l] = NULL;
-                s->e.d[l] = NULL;
-            }
-        }
-        if (!fin) {
-            MPI_Win_unlock_all(s->win);
-            MPI_Win_free(&s->win);
-        }
-    }
-    if (!fin && s->comm != MPI_COMM_NULL && s->comm != 0) MPI_Comm_free(&s->comm);
-    par_engine_free(&s->e);
-    free(s->seg);
-    free(s->owner);
-    free(s->seg_req);
-    free(s->reqs);
-    free(s->counts);
-    free(s->displs);
-    free(s->chunk_g);
-    free(s);
-}
-
 const par_trainer_ops par_trainer_mpi = {
     .name = "mpi",
     .summary = "one process per MPI rank, owners of rows + ordered chain (exact) or MPI_Allreduce (fast)",
@@ -870,7 +543,7 @@ const par_trainer_ops par_trainer_mpi = {
     .create = mpi_create,
     .step = step,
     .params = par_engine_params_op,
-    .destroy = destroy,
+    .destroy = par_ring_destroy,
     .set_params = set_params_op,
     .grad = grad_op,
     .stats = stats,
@@ -885,7 +558,7 @@ const par_trainer_ops par_trainer_hybrid = {
     .create = hybrid_create,
     .step = step,
     .params = par_engine_params_op,
-    .destroy = destroy,
+    .destroy = par_ring_destroy,
     .set_params = set_params_op,
     .grad = grad_op,
     .stats = stats,
@@ -900,7 +573,7 @@ const par_trainer_ops par_trainer_root = {
     .create = root_create,
     .step = step,
     .params = par_engine_params_op,
-    .destroy = destroy,
+    .destroy = par_ring_destroy,
     .set_params = set_params_op,
     .grad = grad_op,
     .stats = stats,

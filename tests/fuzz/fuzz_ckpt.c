@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 
 #include "fuzz_common.h"
-#include "par_io.h"
+#include "par_ckpt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

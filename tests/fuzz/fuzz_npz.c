@@ -5,8 +5,8 @@
 #include <zip.h>
 
 #include "fuzz_common.h"
-#include "par_io.h"
 #include "par_model.h"
+#include "par_npz.h"
 
 static par_model model;
 

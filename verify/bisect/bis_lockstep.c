@@ -2,7 +2,7 @@
 // batches, then a replay of the first differing step with a per-tensor dump
 // and MPFR's verdict; see bis_bisect.h. Not a checker against bounds (that is
 // chk_check.h) nor a tolerance policy (vf_lockstep.h).
-// Tests: tests/test_bisect.c (single process), tests/test_bisect.sh (MPI).
+// Tests: tests/verify/test_bisect.c (single process), tests/cli/test_bisect.sh (MPI).
 #include "bis_bisect.h"
 
 #include <math.h>
@@ -370,10 +370,10 @@ static int layer_grads(par_dtype dt, const par_layer *ly, const void *dz, const 
     const int ok = col && g;
     if (ok && dt == PAR_F32) {
         par_im2col_f32(col, x, ly, 0, B);
-        par_conv_backward_weights_f32(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, SIZE_MAX, g);
+        par_conv_backward_weights_f32(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, g);
     } else if (ok) {
         par_im2col_f64(col, x, ly, 0, B);
-        par_conv_backward_weights_f64(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, SIZE_MAX, g);
+        par_conv_backward_weights_f64(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, g);
     }
     free(col);
     free(g);

@@ -21,7 +21,8 @@
 #include <mpfr.h>
 #include <string.h>
 
-#include "chk_step_int.h"
+#include "chk_bn.h"
+#include "chk_update.h"
 
 size_t chk_bn_rounds(const par_layer *ly, size_t B, size_t C)
 {

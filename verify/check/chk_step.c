@@ -1,8 +1,11 @@
 // The MPFR recomputation of one training step and its comparison with a run:
 // LOCAL (every op from the run's own rounded inputs, checked against a priori
 // bounds) and END-TO-END (exact propagation from the step's inputs, no
-// verdict). OpenMP over output elements, MPFR temporaries per thread. Not a
-// trainer: it never produces weights. Tests: tests/test_check.c.
+// verdict). OpenMP over output elements, MPFR temporaries per thread. The
+// error model and the dense, conv, max-pool, softmax and loss stages are
+// here; batchnorm in chk_bn.c, the update in chk_update.c, the MPFR building
+// blocks in chk_mpfr.c. Not a trainer: it never produces weights. Tests:
+// tests/verify/test_check.c, tests/verify/test_check_cnn.c.
 #include <math.h>
 #include <mpfr.h>
 #include <omp.h>
@@ -11,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chk_bn.h"
 #include "chk_check.h"
-#include "chk_step_int.h"
+#include "chk_mpfr.h"
 #include "chk_terms.h"
+#include "chk_update.h"
 
 // ---- error model ----------------------------------------------------------------
 //
@@ -63,68 +68,13 @@
 //
 // The project's exp, log, tanh, sigmoid are faithful: error < 1 ulp of the
 // exact result, measured by `parity check --math` (f32 < 0.5 ulp, f64 <= 0.55
-// ulp on dense samples; tests/test_math.c asserts < 1). 1 ulp(y) <= 2u |y| +
+// ulp on dense samples; tests/unit/test_math.c asserts < 1). 1 ulp(y) <= 2u |y| +
 // tiny, so we use |F(x) - f(x)| <= 2u |f(x)| + 2 tiny.
 //
 // MPFR's own rounding (prec bits) is added to every bound: a sum of n terms
 // at prec bits is within (n + 2) 2^(1-prec) S of the true sum; an elementwise
 // chain of a few MPFR ops within 2^(8-prec) of its scale. Bounds are computed
 // in double and multiplied by SLACK, which covers their own ~20 roundings.
-
-
-fmt chk_fmt_of(par_dtype dt)
-{
-    if (dt == PAR_F32) return (fmt){0x1p-24, 0x1p-149, 24, -126};
-    return (fmt){0x1p-53, 0x1p-1074, 53, -1022};
-}
-
-
-static void ws_terms(ws *w, int prec, size_t T, int e2e)
-{
-    w->T = T;
-    w->ia = malloc(2 * T * sizeof *w->ia);
-    w->va = malloc(2 * T * sizeof(double));
-    w->ma = e2e ? malloc(2 * T * sizeof(mpfr_t)) : NULL;
-    if (!w->ia || !w->va || (e2e && !w->ma)) abort(); // like MPFR's own allocations
-    w->ib = w->ia + T;
-    w->vb = (double *)w->va + T;
-    w->mb = e2e ? w->ma + T : NULL;
-    for (size_t k = 0; e2e && k < 2 * T; k++)
-        mpfr_init2(w->ma[k], prec);
-}
-
-static void ws_init(ws *w, int prec, size_t K)
-{
-    w->T = 0;
-    w->ma = NULL;
-    w->ia = NULL;
-    w->va = NULL;
-    mpfr_inits2(prec, w->acc, w->y, w->q, w->e, w->us[0], w->us[1], w->ua, (mpfr_ptr)0);
-    mpfr_init2(w->t53, 53);
-    mpfr_init2(w->tp, prec > 128 ? prec : 128);
-    w->K = K;
-    w->Z = malloc(3 * K * sizeof(mpfr_t));
-    w->rho = malloc(K * sizeof(double));
-    if (!w->Z || !w->rho) abort(); // like MPFR's own allocations
-    w->E = w->Z + K;
-    w->D = w->E + K;
-    for (size_t j = 0; j < 3 * K; j++)
-        mpfr_init2(w->Z[j], prec);
-}
-
-static void ws_clear(ws *w)
-{
-    for (size_t k = 0; w->ma && k < 2 * w->T; k++)
-        mpfr_clear(w->ma[k]);
-    free(w->ma);
-    free(w->ia);
-    free(w->va);
-    for (size_t j = 0; j < 3 * w->K; j++)
-        mpfr_clear(w->Z[j]);
-    free(w->Z);
-    free(w->rho);
-    mpfr_clears(w->acc, w->y, w->q, w->e, w->t53, w->tp, w->us[0], w->us[1], w->ua, (mpfr_ptr)0);
-}
 
 static const void *off(par_dtype dt, const void *p, size_t i)
 {
@@ -148,156 +98,6 @@ static void gather_mp(mpfr_t *dst, mpfr_t *src, size_t base, const size_t *idx, 
         mpfr_set(dst[k], src[base + idx[k]], MPFR_RNDN);
 }
 
-// w->acc = init + sum_{k<n} a[k sa] b[k sb] (b NULL: + a[k sa]) of dtype values;
-// returns S = |init| + sum |terms|, rounded up. f32 products are exact in
-// double; f64 products are formed exactly in w->tp. S is summed in double
-// (terms >= 0; each addition and f64 product rounds by 2^-53 at most), so
-// S (1 + (n + 2) 2^-52) + n 2^-1074 bounds the exact S.
-double chk_dot_run(ws *w, par_dtype dt, const void *a, size_t sa, const void *b, size_t sb,
-                   size_t n, double init)
-{
-    mpfr_set_d(w->acc, init, MPFR_RNDN);
-    double S = fabs(init);
-    int any = 0;
-    if (dt == PAR_F32) {
-        const float *x = a, *y = b;
-        for (size_t k = 0; k < n; k++) {
-            const double t = y ? (double)x[k * sa] * (double)y[k * sb] : (double)x[k * sa];
-            if (t == 0) continue;
-            mpfr_set_d(w->t53, t, MPFR_RNDN);
-            mpfr_add(w->acc, w->acc, w->t53, MPFR_RNDN);
-            S += fabs(t);
-            any = 1;
-        }
-    } else {
-        const double *x = a, *y = b;
-        for (size_t k = 0; k < n; k++) {
-            const double xv = x[k * sa], yv = y ? y[k * sb] : 1.0;
-            if (xv == 0 || yv == 0) continue;
-            mpfr_set_d(w->t53, xv, MPFR_RNDN);
-            if (y) {
-                mpfr_mul_d(w->tp, w->t53, yv, MPFR_RNDN);
-                mpfr_add(w->acc, w->acc, w->tp, MPFR_RNDN);
-            } else {
-                mpfr_add(w->acc, w->acc, w->t53, MPFR_RNDN);
-            }
-            S += fabs(xv * yv);
-            any = 1;
-        }
-    }
-    if (!any) return fabs(init); // every term exactly 0
-    return S * (1 + (double)(n + 2) * 0x1p-52) + (dt == PAR_F64 ? (double)n * 0x1p-1074 : 0);
-}
-
-// w->acc = init + sum_k a[k sa] * b[k sb]: a exact (MPFR), b dtype values or NULL (1).
-static void dot_md(ws *w, mpfr_t *a, size_t sa, par_dtype dt, const void *b, size_t sb, size_t n,
-                   double init)
-{
-    mpfr_set_d(w->acc, init, MPFR_RNDN);
-    for (size_t k = 0; k < n; k++) {
-        if (mpfr_zero_p(a[k * sa])) continue;
-        if (!b) {
-            mpfr_add(w->acc, w->acc, a[k * sa], MPFR_RNDN);
-            continue;
-        }
-        const double y = par_get_real(dt, b, k * sb);
-        if (y == 0) continue;
-        mpfr_set_d(w->t53, y, MPFR_RNDN);
-        mpfr_fma(w->acc, a[k * sa], w->t53, w->acc, MPFR_RNDN);
-    }
-}
-
-// w->acc = sum_k a[k sa] * b[k sb], both exact.
-static void dot_mm(ws *w, mpfr_t *a, size_t sa, mpfr_t *b, size_t sb, size_t n)
-{
-    mpfr_set_zero(w->acc, 1);
-    for (size_t k = 0; k < n; k++)
-        if (!mpfr_zero_p(a[k * sa]) && !mpfr_zero_p(b[k * sb]))
-            mpfr_fma(w->acc, a[k * sa], b[k * sb], w->acc, MPFR_RNDN);
-}
-
-// The reduction bound (see the error model): gamma_n S + m tiny + MPFR's part.
-double chk_bound_dot(const fmt *f, par_dtype dt, size_t n_red, size_t n_terms, double S, int prec)
-{
-    if (S == 0) return 0;
-    return chk_gamma(n_red, dt) * S + (double)(n_red > n_terms ? n_red : n_terms) * f->tiny +
-           (double)(n_terms + 2) * ldexp(S, 1 - prec);
-}
-
-// err = |run - exact| from MPFR (rounded up), its ulps in the run's format.
-static void compare(ws *w, mpfr_srcptr exact, double run, const fmt *f, double *ex, double *err,
-                    double *ulps)
-{
-    *ex = mpfr_get_d(exact, MPFR_RNDN);
-    if (!isfinite(run) || !mpfr_number_p(exact)) {
-        *err = *ulps = INFINITY;
-        return;
-    }
-    mpfr_sub_d(w->e, exact, run, MPFR_RNDN);
-    mpfr_abs(w->e, w->e, MPFR_RNDN);
-    *err = mpfr_get_d(w->e, MPFR_RNDU);
-    long ex2 = mpfr_zero_p(exact) ? f->emin
-                                  : (long)mpfr_get_exp(exact) - 1; // |exact| in [2^ex2, 2^(ex2+1))
-    if (ex2 < f->emin) ex2 = f->emin;
-    mpfr_mul_2si(w->e, w->e, -(ex2 - f->p + 1), MPFR_RNDN);
-    *ulps = mpfr_get_d(w->e, MPFR_RNDU);
-}
-
-void chk_record(chk_tensor *t, ws *w, size_t idx, mpfr_srcptr exact, double run, const fmt *f,
-                double bound)
-{
-    double ex, err, ulps;
-    compare(w, exact, run, f, &ex, &err, &ulps);
-    chk_tensor_record(t, idx, run, ex, err, ulps, bound * SLACK);
-}
-
-// dst = act(z) exactly (to prec bits); dst may not be z for sigmoid.
-void chk_act_mp(ws *w, mpfr_ptr dst, mpfr_srcptr z, par_act act)
-{
-    switch (act) {
-    case PAR_ACT_RELU:
-        if (mpfr_sgn(z) > 0)
-            mpfr_set(dst, z, MPFR_RNDN);
-        else
-            mpfr_set_zero(dst, 1);
-        break;
-    case PAR_ACT_SIGMOID: // 1 / (1 + e^-z)
-        mpfr_neg(w->q, z, MPFR_RNDN);
-        mpfr_exp(w->q, w->q, MPFR_RNDN);
-        mpfr_add_ui(w->q, w->q, 1, MPFR_RNDN);
-        mpfr_ui_div(dst, 1, w->q, MPFR_RNDN);
-        break;
-    case PAR_ACT_TANH:
-        mpfr_tanh(dst, z, MPFR_RNDN);
-        break;
-    case PAR_ACT_NONE:
-        mpfr_set(dst, z, MPFR_RNDN);
-        break;
-    }
-}
-
-// dst = act'(z) written through the output y = act(z), exactly: relu y > 0,
-// sigmoid y (1 - y), tanh 1 - y^2 (the kernels' formulas, par_kernels.h).
-static void act_deriv_mp(mpfr_ptr dst, mpfr_srcptr y, par_act act)
-{
-    switch (act) {
-    case PAR_ACT_RELU:
-        mpfr_set_ui(dst, mpfr_sgn(y) > 0, MPFR_RNDN);
-        break;
-    case PAR_ACT_SIGMOID:
-        mpfr_ui_sub(dst, 1, y, MPFR_RNDN);
-        mpfr_mul(dst, dst, y, MPFR_RNDN);
-        break;
-    case PAR_ACT_TANH:
-        mpfr_sqr(dst, y, MPFR_RNDN);
-        mpfr_ui_sub(dst, 1, dst, MPFR_RNDN);
-        break;
-    case PAR_ACT_NONE:
-        mpfr_set_ui(dst, 1, MPFR_RNDN);
-        break;
-    }
-}
-
 // The first exact maximum in scan order of max-pool output j's window over
 // one sample's exact inputs x (chk_pool_arg on MPFR values).
 static size_t pool_arg_mp(const par_layer *ly, size_t j, mpfr_t *x)
@@ -312,16 +112,6 @@ static size_t pool_arg_mp(const par_layer *ly, size_t j, mpfr_t *x)
 }
 
 // ---- the check ------------------------------------------------------------------
-
-
-void chk_merge2(chk_tensor *dst0, const chk_tensor *p0, chk_tensor *dst1, const chk_tensor *p1)
-{
-#pragma omp critical(chk_merge)
-    {
-        chk_tensor_merge(dst0, p0);
-        if (dst1) chk_tensor_merge(dst1, p1);
-    }
-}
 
 // Forward of layer l: z = b + sum x W over the element's terms (chk_terms.h:
 // every input of a dense output, the taps of a conv output) from the run's
@@ -376,7 +166,7 @@ static void stage_forward(ctx *c, ws *w, int l)
         if (c->e2e) {
             if (l > 0) {
                 gather_mp(w->ma, c->ea[l], s * n_in, w->ia, n);
-                dot_md(w, w->ma, 1, dt, w->vb, 1, n, par_get_real(dt, bias, o));
+                chk_dot_md(w, w->ma, 1, dt, w->vb, 1, n, par_get_real(dt, bias, o));
             }
             // l == 0: the run's a[0] is the step's input, so w->acc is already exact z
             chk_act_mp(w, c->ea[l + 1][k], w->acc, ly->act);
@@ -502,7 +292,7 @@ static void stage_loss(ctx *c, ws *w)
     const double b = Et / (double)c->B + c->f.u * (T + Et) / (double)c->B + c->f.tiny;
     chk_record(c->loss[0], w, 0, w->y, st->loss, &c->f, b);
     if (c->e2e) {
-        dot_md(w, c->eloss, 1, c->dt, NULL, 0, c->B, 0);
+        chk_dot_md(w, c->eloss, 1, c->dt, NULL, 0, c->B, 0);
         mpfr_div_ui(w->y, w->acc, (unsigned long)c->B, MPFR_RNDN);
         chk_record(c->loss[1], w, 0, w->y, st->loss, &c->f, NAN);
     }
@@ -550,7 +340,7 @@ static void stage_backward(ctx *c, ws *w, int l)
         }
         const double y = par_get_real(dt, st->a[l], k);
         mpfr_set_d(w->e, y, MPFR_RNDN);
-        act_deriv_mp(w->q, w->e, act);
+        chk_act_deriv_mp(w->q, w->e, act);
         const double q = fabs(mpfr_get_d(w->q, MPFR_RNDN));
         const double Sg = fabs(mpfr_get_d(w->acc, MPFR_RNDN));
         mpfr_mul(w->y, w->acc, w->q, MPFR_RNDN);
@@ -572,9 +362,9 @@ static void stage_backward(ctx *c, ws *w, int l)
                     mpfr_set(w->acc, c->ed[l][s * n_out + win], MPFR_RNDN);
             } else {
                 gather_mp(w->ma, c->ed[l], s * n_out, w->ia, n);
-                dot_md(w, w->ma, 1, dt, w->vb, 1, n, 0);
+                chk_dot_md(w, w->ma, 1, dt, w->vb, 1, n, 0);
             }
-            act_deriv_mp(w->q, c->ea[l][k], act);
+            chk_act_deriv_mp(w->q, c->ea[l][k], act);
             mpfr_mul(c->ed[l - 1][k], w->acc, w->q, MPFR_RNDN);
             chk_record(&p1, w, k, c->ed[l - 1][k], run, &c->f, NAN);
         }
@@ -582,203 +372,9 @@ static void stage_backward(ctx *c, ws *w, int l)
     chk_merge2(c->dz[0][l - 1], &p0, c->e2e ? c->dz[1][l - 1] : NULL, &p1);
 }
 
-// The update bound of stage_grads (derived there).
-double chk_update_bound(const ctx *c, ws *w, double g, double wv)
-{
-    const double u = c->f.u, tiny = c->f.tiny, lr = c->st->lr, lg = fabs(lr * g);
-    mpfr_set_d(w->y, g, MPFR_RNDN);
-    mpfr_mul_d(w->y, w->y, lr, MPFR_RNDN);
-    mpfr_d_sub(w->y, wv, w->y, MPFR_RNDN);
-    const double ax = fabs(mpfr_get_d(w->y, MPFR_RNDN));
-    return u * lg + tiny + u * (ax + u * lg + tiny) + ldexp(ax + lg, 8 - c->prec);
-}
-
-// ---- the optimizer update (momentum, nesterov, adam) --------------------------------
-//
-// The run evaluates par_kernels.h's formulas, one rounding per operation, no
-// fma, from its own w, state (m, v) and g; the coefficients are dtype values:
-// lr, mu, b1, b2, eps as given (rounded once), c1 = fl(1 - b1), c2 = fl(1 -
-// b2), bc1 = fl(1 - p1), bc2 = fl(1 - p2) with p = b^t formed in double by t
-// - 1 roundings (par_optim_coefs, par_optim_power). The exact update uses
-// c1 = 1 - b1, c2 = 1 - b2, bc1 = 1 - b1^t, bc2 = 1 - b2^t exactly, so the
-// coefficients' own roundings are part of the bound (ec*, below).
-//
-// LOCAL checks each new state from the run's state before the step and g,
-// and the new weight from the run's own new state (the kernel keeps the
-// stored m and v in registers and goes on from them), so a wrong state and a
-// wrong weight step fail different rows. Errors are carried op by op, with
-// the exact values x of the intermediate results (|x^ - x| <= E):
-//   product fl(c^ x^), |c^ - c| <= ec:  D = |c| E + ec (|x| + E),
-//                                       E' = D + u (|c x| + D) + tiny
-//   sum fl(x^ + y^) (no tiny: a subnormal sum is exact):
-//                                       E' = Ex + Ey + u (|x + y| + Ex + Ey)
-//   quotient fl(x^ / y^), y > Ey:       D = (Ex + |x/y| Ey) / (|y| - Ey),
-//                                       E' = D + u (|x/y| + D) + tiny
-//   sqrt(x^), x >= 0: |sqrt(x^) - sqrt(x)| = |x^ - x| / (sqrt(x^) + sqrt(x))
-//                                       D = min(E / sqrt(x), sqrt(E)),
-//                                       E' = D + u (sqrt(x) + D) + tiny
-// (the first from c^ x^ - c x = (c^ - c) x^ + c (x^ - x), the third from
-// x^/y^ - x/y = ((x^ - x) - (x/y)(y^ - y)) / y^). Momentum and nesterov:
-//   m' = mu m + g:              E = add(mul(mu, m), 0)
-//   momentum w' = w - lr m'^:   add(mul(lr, m'^), 0)      (the SGD bound)
-//   nesterov w' = w - lr (g + mu m'^): add(mul(lr, add(mul(mu, m'^), 0)), 0)
-// Adam (c1, c2 with ec1, ec2; bc1, bc2 with ebc1, ebc2):
-//   m' = b1 m + c1 g:           add(mul(b1, m), mul(c1^, g))
-//   v' = b2 v + c2 g g:         add(mul(b2, v), mul(g, mul(c2^, g)))
-//   w' = w - lr (m'^/bc1) / (sqrt(v'^/bc2) + eps):
-//     mh: quot(m'^, bc1^), vh: quot(v'^, bc2^), d: add(sqrt(vh), 0 (eps)),
-//     t: mul(lr, mh), q: quot(t, d), w': add(q, 0).
-// Coefficients: fl64 then fl_dt of 1 - b (a subtraction: no tiny) gives
-// ec = (u + 2^-53 + u 2^-53) |c|; p^ = b^t by t - 1 products in double is
-// within gamma53_(t-1) p + (t - 1) 2^-1075 of b^t (underflow), and bc^ =
-// fl_dt(fl64(1 - p^)) within |p^ - p| + (u + 2^-53 + u 2^-53)(|bc| + |p^ - p|).
-// The exact values are computed in MPFR (a chain of at most 10 ops); MPFR's
-// own error and the doubles used for |x| in the bounds add
-// 2^(8 - prec) (|w| + |q|) (or the state's terms), as elsewhere.
-static double e_mul(const fmt *f, double c, double ec, double x, double ex)
-{
-    const double d = c * ex + ec * (x + ex);
-    return d + f->u * (c * x + d) + f->tiny;
-}
-
-static double e_add(const fmt *f, double ex, double ey, double s)
-{
-    return ex + ey + f->u * (s + ex + ey);
-}
-
-// No finite bound when Ey >= y: 0 then (the element must be exact).
-static double e_div(const fmt *f, double x, double ex, double y, double ey)
-{
-    if (!(ey < y)) return 0;
-    const double q = x / y, d = (ex + q * ey) / (y - ey);
-    return d + f->u * (q + d) + f->tiny;
-}
-
-static double e_sqrt(const fmt *f, double x, double ex)
-{
-    const double r = sqrt(x), d = r > 0 ? fmin(ex / r, sqrt(ex)) : sqrt(ex);
-    return d + f->u * (r + d) + f->tiny;
-}
-
-// w->us[0] = b m + c g (c exact in mc, NULL: 1), from dtype values m, g.
-static void state_first(ws *w, double b, double m, mpfr_srcptr mc, mpfr_srcptr g)
-{
-    if (mc)
-        mpfr_mul(w->ua, mc, g, MPFR_RNDN);
-    else
-        mpfr_set(w->ua, g, MPFR_RNDN);
-    mpfr_set_d(w->us[0], m, MPFR_RNDN);
-    mpfr_mul_d(w->us[0], w->us[0], b, MPFR_RNDN);
-    mpfr_add(w->us[0], w->us[0], w->ua, MPFR_RNDN);
-}
-
-void chk_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge, chk_tensor *tw,
-                      chk_tensor *ts)
-{
-    const chk_step *st = c->st;
-    const par_dtype dt = c->dt;
-    const fmt *f = &c->f;
-    const double lr = st->lr, g = par_get_real(dt, st->g, p), wv = par_get_real(dt, st->w, p);
-    const double wn = par_get_real(dt, st->w_new, p);
-    const int local = ge == NULL;
-    if (c->opt == PAR_OPTIM_SGD) {
-        double b = NAN;
-        if (local) {
-            b = chk_update_bound(c, w, g, wv);
-        } else {
-            mpfr_mul_d(w->y, ge, lr, MPFR_RNDN);
-            mpfr_d_sub(w->y, wv, w->y, MPFR_RNDN);
-        }
-        chk_record(tw, w, flat, w->y, wn, f, b);
-        return;
-    }
-    const double m = par_get_real(dt, st->s[0], p), mn = par_get_real(dt, st->s_new[0], p);
-    const double v = c->n_state > 1 ? par_get_real(dt, st->s[1], p) : 0;
-    const double vn = c->n_state > 1 ? par_get_real(dt, st->s_new[1], p) : 0;
-    const double mp = ldexp(1, 8 - c->prec);
-    if (local) {   // the exact gradient is the run's own
-        mpfr_set_d(w->q, g, MPFR_RNDN);
-        ge = w->q;
-    }
-    // The new state (LOCAL and END-TO-END alike, from ge).
-    double bs[2] = {NAN, NAN};
-    if (c->opt != PAR_OPTIM_ADAM) {
-        state_first(w, c->mu, m, NULL, ge);   // m' = mu m + g
-        if (local) {
-            const double x1 = fabs(c->mu * m);
-            bs[0] = e_add(f, e_mul(f, c->mu, 0, fabs(m), 0), 0, fabs(mpfr_get_d(w->us[0], MPFR_RNDN))) +
-                    mp * (x1 + fabs(g));
-        }
-    } else {
-        state_first(w, c->b1, m, c->mc1, ge);   // m' = b1 m + c1 g
-        mpfr_mul(w->ua, c->mc2, ge, MPFR_RNDN); // v' = b2 v + (c2 g) g
-        mpfr_mul(w->ua, w->ua, ge, MPFR_RNDN);
-        mpfr_set_d(w->us[1], v, MPFR_RNDN);
-        mpfr_mul_d(w->us[1], w->us[1], c->b2, MPFR_RNDN);
-        mpfr_add(w->us[1], w->us[1], w->ua, MPFR_RNDN);
-        if (local) {
-            const double ag = fabs(g), am = fabs(mpfr_get_d(w->us[0], MPFR_RNDN));
-            const double av = fabs(mpfr_get_d(w->us[1], MPFR_RNDN));
-            const double e1 = e_mul(f, c->b1, 0, fabs(m), 0), e2 = e_mul(f, c->dc1, c->ec1, ag, 0);
-            bs[0] = e_add(f, e1, e2, am) + mp * (c->b1 * fabs(m) + c->dc1 * ag);
-            const double e3 = e_mul(f, c->b2, 0, fabs(v), 0), e4 = e_mul(f, c->dc2, c->ec2, ag, 0);
-            const double e5 = e_mul(f, ag, 0, c->dc2 * ag, e4);
-            bs[1] = e_add(f, e3, e5, av) + mp * (c->b2 * fabs(v) + c->dc2 * ag * ag);
-        }
-    }
-    for (int i = 0; i < c->n_state; i++)
-        chk_record(&ts[i], w, flat, w->us[i], i ? vn : mn, f, bs[i]);
-    // The new weight: LOCAL from the run's new state, END-TO-END from the exact one.
-    if (local) {
-        mpfr_set_d(w->us[0], mn, MPFR_RNDN);
-        if (c->n_state > 1) mpfr_set_d(w->us[1], vn, MPFR_RNDN);
-    }
-    double bw = NAN;
-    if (c->opt == PAR_OPTIM_MOMENTUM) {   // w' = w - lr m'
-        mpfr_mul_d(w->y, w->us[0], lr, MPFR_RNDN);
-        mpfr_d_sub(w->y, wv, w->y, MPFR_RNDN);
-        if (local) bw = chk_update_bound(c, w, mn, wv);   // leaves the same w->y
-    } else if (c->opt == PAR_OPTIM_NESTEROV) {   // w' = w - lr (g + mu m')
-        mpfr_mul_d(w->ua, w->us[0], c->mu, MPFR_RNDN);
-        mpfr_add(w->ua, w->ua, ge, MPFR_RNDN);
-        const double x2 = fabs(mpfr_get_d(w->ua, MPFR_RNDN));
-        mpfr_mul_d(w->ua, w->ua, lr, MPFR_RNDN);
-        mpfr_d_sub(w->y, wv, w->ua, MPFR_RNDN);
-        if (local) {
-            const double e2 = e_add(f, e_mul(f, c->mu, 0, fabs(mn), 0), 0, x2);
-            const double e3 = e_mul(f, lr, 0, x2, e2);
-            bw = e_add(f, e3, 0, fabs(mpfr_get_d(w->y, MPFR_RNDN))) + mp * (fabs(wv) + lr * x2);
-        }
-    } else {   // w' = w - lr (m'/bc1) / (sqrt(v'/bc2) + eps)
-        mpfr_div(w->ua, w->us[0], c->mbc1, MPFR_RNDN);   // mh
-        const double mh = fabs(mpfr_get_d(w->ua, MPFR_RNDN));
-        mpfr_div(w->us[1], w->us[1], c->mbc2, MPFR_RNDN);   // vh
-        const double vh = mpfr_get_d(w->us[1], MPFR_RNDN);
-        mpfr_sqrt(w->us[1], w->us[1], MPFR_RNDN);
-        mpfr_add_d(w->us[1], w->us[1], c->eps, MPFR_RNDN);   // d
-        const double d = mpfr_get_d(w->us[1], MPFR_RNDN);
-        mpfr_mul_d(w->ua, w->ua, lr, MPFR_RNDN);
-        mpfr_div(w->ua, w->ua, w->us[1], MPFR_RNDN);   // q
-        const double q = fabs(mpfr_get_d(w->ua, MPFR_RNDN));
-        mpfr_d_sub(w->y, wv, w->ua, MPFR_RNDN);
-        if (local) {
-            const double emh = e_div(f, fabs(mn), 0, c->dbc1, c->ebc1);
-            const double evh = e_div(f, fabs(vn), 0, c->dbc2, c->ebc2);
-            const double ed = e_add(f, e_sqrt(f, vh, evh), 0, d);
-            const double et = e_mul(f, lr, 0, mh, emh);
-            const double eq = e_div(f, lr * mh, et, d, ed);
-            bw = e_add(f, eq, 0, fabs(mpfr_get_d(w->y, MPFR_RNDN))) + mp * (fabs(wv) + q);
-        }
-    }
-    chk_record(tw, w, flat, w->y, wn, f, bw);
-}
-
 // Weight and bias gradients of layer l (reduction over the B samples, from
-// the run's d[l] and a[l]: LOCAL), and the SGD update w' = fl(w - fl(lr g))
-// from the run's gradient g. Two correctly rounded ops:
-//   |fl(lr g) - lr g| <= u |lr g| + tiny;  w - fl(lr g) rounds by u |.| (a
-//   subtraction: no tiny), so |w' - (w - lr g)| <= u |lr g| + tiny
-//   + u (|w - lr g| + u |lr g| + tiny).
+// the run's d[l] and a[l]: LOCAL), and the update of each element from the
+// run's gradient g (chk_update.c).
 static void stage_grads(ctx *c, ws *w, int l)
 {
     const chk_step *st = c->st;
@@ -826,12 +422,12 @@ static void stage_grads(ctx *c, ws *w, int l)
         if (c->e2e) {
             gather_mp(w->ma, c->ed[l], 0, w->ia, n);
             if (is_b)
-                dot_md(w, w->ma, 1, dt, NULL, 0, n, 0);
+                chk_dot_md(w, w->ma, 1, dt, NULL, 0, n, 0);
             else if (l == 0)
-                dot_md(w, w->ma, 1, dt, w->vb, 1, n, 0);
+                chk_dot_md(w, w->ma, 1, dt, w->vb, 1, n, 0);
             else {
                 gather_mp(w->mb, c->ea[l], 0, w->ib, n);
-                dot_mm(w, w->ma, 1, w->mb, 1, n);
+                chk_dot_mm(w, w->ma, 1, w->mb, 1, n);
             }
             chk_record(is_b ? &b1 : &g1, w, flat, w->acc, g, &c->f, NAN);
             chk_update_check(c, w, p, flat, w->acc, is_b ? &m1 : &n1, sp[1][is_b]);
@@ -852,39 +448,6 @@ static void stage_grads(ctx *c, ws *w, int l)
         for (int v = 0; v <= c->e2e; v++)
             for (int j = 0; j < 2; j++)
                 for (int i = 0; i < c->n_state; i++) chk_tensor_merge(c->ns[v][l][j][i], &sp[v][j][i]);
-    }
-}
-
-// The optimizer's coefficients (derivation at chk_update_check): the
-// dtype-rounded hyperparameters, the exact c1, c2, bc1, bc2 and the bounds
-// on the run's roundings of them.
-static void opt_consts(ctx *c)
-{
-    const chk_step *st = c->st;
-    const double u = c->f.u, r = u + 0x1p-53 + u * 0x1p-53;   // fl64 then fl_dt
-    c->mu = par_round_real(c->dt, st->optim.momentum);
-    c->b1 = par_round_real(c->dt, st->optim.beta1);
-    c->b2 = par_round_real(c->dt, st->optim.beta2);
-    c->eps = par_round_real(c->dt, st->optim.eps);
-    mpfr_inits2(c->prec, c->mc1, c->mc2, c->mbc1, c->mbc2, (mpfr_ptr)0);
-    const long t = st->opt_t > 0 ? st->opt_t : 1;
-    const double g53 = (double)(t - 1) * 0x1p-53 / (1 - (double)(t - 1) * 0x1p-53);
-    mpfr_ptr mc[2] = {c->mc1, c->mc2}, mbc[2] = {c->mbc1, c->mbc2};
-    const double b[2] = {c->b1, c->b2};
-    double *dc[2] = {&c->dc1, &c->dc2}, *ec[2] = {&c->ec1, &c->ec2};
-    double *dbc[2] = {&c->dbc1, &c->dbc2}, *ebc[2] = {&c->ebc1, &c->ebc2};
-    for (int k = 0; k < 2; k++) {
-        mpfr_set_d(mc[k], b[k], MPFR_RNDN);
-        mpfr_ui_sub(mc[k], 1, mc[k], MPFR_RNDN);
-        *dc[k] = mpfr_get_d(mc[k], MPFR_RNDN);
-        *ec[k] = r * *dc[k];
-        mpfr_set_d(mbc[k], b[k], MPFR_RNDN);
-        mpfr_pow_si(mbc[k], mbc[k], t, MPFR_RNDN);
-        const double p = mpfr_get_d(mbc[k], MPFR_RNDN) * (1 + 0x1p-52);
-        mpfr_ui_sub(mbc[k], 1, mbc[k], MPFR_RNDN);
-        *dbc[k] = mpfr_get_d(mbc[k], MPFR_RNDN);
-        const double ep = g53 * p + (double)(t - 1) * 0x1p-1074;
-        *ebc[k] = ep + r * (*dbc[k] + ep);
     }
 }
 
@@ -1056,7 +619,7 @@ par_status chk_check_step(chk_report *r, const chk_step *st, const chk_opts *o)
     if (c.e2e) PAR_TRY(add_rows(&c, r, 1, &first[1]));
     for (int v = 0; v <= c.e2e; v++)
         set_rows(&c, r, v, first[v]);
-    opt_consts(&c);
+    chk_update_consts(&c);
     int ok = 1;
     if (c.e2e) {
         for (int l = 0; l < L && ok; l++) {
@@ -1077,8 +640,8 @@ par_status chk_check_step(chk_report *r, const chk_step *st, const chk_opts *o)
 #pragma omp parallel num_threads(T)
         {
             ws w;
-            ws_init(&w, c.prec, c.K);
-            ws_terms(&w, c.prec, terms_cap(m, c.B), c.e2e);
+            chk_ws_init(&w, c.prec, c.K);
+            chk_ws_terms(&w, c.prec, terms_cap(m, c.B), c.e2e);
             for (int l = 0; l < L; l++) {
                 if (m->layers[l].kind == PAR_LAYER_BATCHNORM)
                     chk_bn_forward(&c, &w, l);
@@ -1100,7 +663,7 @@ par_status chk_check_step(chk_report *r, const chk_step *st, const chk_opts *o)
                 else
                     stage_grads(&c, &w, l);
             }
-            ws_clear(&w);
+            chk_ws_clear(&w);
             mpfr_free_cache();
         }
     }
@@ -1113,51 +676,8 @@ par_status chk_check_step(chk_report *r, const chk_step *st, const chk_opts *o)
         mp_array_free(c.ebn[l], 7 * m->layers[l].c_out);
     }
     mp_array_free(c.eloss, c.B);
-    mpfr_clears(c.mc1, c.mc2, c.mbc1, c.mbc2, (mpfr_ptr)0);
+    chk_update_consts_clear(&c);
     PAR_FAIL_IF(!ok, PAR_ERR_ALLOC, "out of memory for the END-TO-END values");
     chk_report_finish(r);
-    return PAR_OK;
-}
-
-par_status chk_check_reduction(chk_elem *e, par_dtype dt, const double *a, const double *b,
-                               size_t n, double init, size_t n_red, double run, int prec)
-{
-    PAR_FAIL_IF(prec < 64, PAR_ERR_CONFIG, "prec %d: expected >= 64 bits", prec);
-    const size_t sz = par_dtype_size(dt);
-    void *va = malloc((n ? n : 1) * sz), *vb = b ? malloc((n ? n : 1) * sz) : NULL;
-    if (!va || (b && !vb)) {
-        free(va);
-        free(vb);
-        PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory");
-    }
-    int repr = dt == PAR_F64 || ((double)(float)init == init && (double)(float)run == run);
-    for (size_t k = 0; k < n; k++) {
-        if (dt == PAR_F32) {
-            ((float *)va)[k] = (float)a[k];
-            repr = repr && (double)(float)a[k] == a[k];
-            if (b) {
-                ((float *)vb)[k] = (float)b[k];
-                repr = repr && (double)(float)b[k] == b[k];
-            }
-        } else {
-            ((double *)va)[k] = a[k];
-            if (b) ((double *)vb)[k] = b[k];
-        }
-    }
-    if (!repr) {
-        free(va);
-        free(vb);
-        PAR_FAIL_IF(1, PAR_ERR_CONFIG, "check_reduction: a value is not representable in f32");
-    }
-    const fmt f = chk_fmt_of(dt);
-    ws w;
-    ws_init(&w, prec, 1);
-    e->run = run;
-    e->S = chk_dot_run(&w, dt, va, 1, vb, 1, n, init);
-    e->bound = chk_bound_dot(&f, dt, n_red, n, e->S, prec) * SLACK;
-    compare(&w, w.acc, run, &f, &e->exact, &e->err, &e->ulp);
-    ws_clear(&w);
-    free(va);
-    free(vb);
     return PAR_OK;
 }

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "par_io.h"
+#include "par_log.h"
+#include "par_npz.h"
 
 void vf_log_free(vf_log *log)
 {
