@@ -9,7 +9,9 @@
 
 bench_exit() {
     local rc=$?
-    ${BENCH_ON_EXIT:-:}
+    # The script's clean-up runs whole, whatever its commands return (set -e
+    # would stop it at the first: netns_down's kill of a process that is gone).
+    ${BENCH_ON_EXIT:-:} || true
     rm -rf "$T"
     [ -z "${BENCH_PART:-}" ] || rm -f "$BENCH_PART"
     return $rc
