@@ -149,7 +149,7 @@ static double check_forward(local *L, int l, const double *W, const double *b)
     }
     if (in->dt != PAR_F32) return 0;
     const double mt = par_median_sort(dev_t, n_out), mp = par_median_sort(dev_p, n_out);
-    return mt == 0 ? 0 : mp == 0 ? INFINITY : mt / mp;
+    return mt == 0 || mp == 0 ? 0 : mt / mp;   // nothing to size against: 0
 }
 
 // dL/d(layer l's input) from the trainer's dz of layer l, into t1, and its

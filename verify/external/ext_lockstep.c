@@ -138,19 +138,37 @@ static void on_local(void *ctx, const ext_cmp *c)
     note_cmp(&k->r->local_worst, &k->r->local_first, &k->r->local_violations, k->step, c);
 }
 
-// The trainer's new weights and state against the step's bound; with its
-// gradient, its update against the update of that gradient (Eg 0).
-static void compare_state(loop *L, long step, const par_npz *out, const par_npz *inter,
-                          const par_array *const *wa, const par_array *const *sa,
-                          const par_array *const *ga)
+// Element k of view v of the trainer's new weights (wa) and optimizer state
+// (sa) against the centre and bound of each: into the step's bound, or
+// (own) into the checks of its own ops.
+static void compare_elem(loop *L, long step, int own, int v, size_t k,
+                         const par_array *const *wa, const par_array *const *sa,
+                         const double cen[3], const double E[3])
 {
     const ext_lockstep_cfg *c = L->c;
-    const par_model *m = c->m;
+    const par_view *vw = &c->m->views[v];
     ext_lockstep_result *r = L->r;
-    (void)out;
-    (void)inter;
-    for (int v = 0; v < m->n_views; v++) {
-        const par_view *vw = &m->views[v];
+    const char *op = own ? "the update, from its own gradient" : NULL;
+    for (int j = -1; j < L->n_state; j++) {
+        char name[64];
+        if (j < 0) snprintf(name, sizeof name, "%s", vw->name);
+        else snprintf(name, sizeof name, "opt.%s.%s", state_name(&c->optim, j), vw->name);
+        const par_array *a = j < 0 ? wa[v] : sa[j * c->m->n_views + v];
+        const ext_cmp cmp = {name, op, vw->ndim, vw->shape, k, par_get_real(c->dt, a->data, k),
+                             cen[1 + j], E[1 + j]};
+        if (own) note_cmp(&r->local_worst, &r->local_first, &r->local_violations, step, &cmp);
+        else note_cmp(&r->worst, &r->first, &r->violations, step, &cmp);
+    }
+}
+
+// The trainer's new weights and state against the step's bound; with its
+// gradient (ga), its update against the update of that gradient (Eg 0).
+static void compare_state(loop *L, long step, const par_array *const *wa,
+                          const par_array *const *sa, const par_array *const *ga)
+{
+    const ext_lockstep_cfg *c = L->c;
+    for (int v = 0; v < c->m->n_views; v++) {
+        const par_view *vw = &c->m->views[v];
         for (size_t k = 0; k < vw->count; k++) {
             const size_t i = vw->offset + k;
             const double w = par_get_real(c->dt, L->w, i);
@@ -159,29 +177,11 @@ static void compare_state(loop *L, long step, const par_npz *out, const par_npz 
             double cen[3], E[3];
             ext_update_bound(&c->optim, c->dt, L->opt_t + 1, w, s0, s1, L->e.gc[i], L->e.Eg[i],
                              cen, E);
-            note(&r->worst, &r->first, &r->violations, step, vw->name, vw, k,
-                 par_get_real(c->dt, wa[v]->data, k), cen[0], E[0]);
-            for (int j = 0; j < L->n_state; j++) {
-                char name[64];
-                snprintf(name, sizeof name, "opt.%s.%s", state_name(&c->optim, j), vw->name);
-                note(&r->worst, &r->first, &r->violations, step, name, vw, k,
-                     par_get_real(c->dt, sa[j * m->n_views + v]->data, k), cen[1 + j], E[1 + j]);
-            }
+            compare_elem(L, step, 0, v, k, wa, sa, cen, E);
             if (!ga) continue;
-            const double g = par_get_real(c->dt, ga[v]->data, k);
-            ext_update_bound(&c->optim, c->dt, L->opt_t + 1, w, s0, s1, g, 0, cen, E);
-            const char *op = "the update, from its own gradient";
-            const ext_cmp cw = {vw->name, op, vw->ndim, vw->shape, k,
-                                par_get_real(c->dt, wa[v]->data, k), cen[0], E[0]};
-            note_cmp(&r->local_worst, &r->local_first, &r->local_violations, step, &cw);
-            for (int j = 0; j < L->n_state; j++) {
-                char name[64];
-                snprintf(name, sizeof name, "opt.%s.%s", state_name(&c->optim, j), vw->name);
-                const ext_cmp cs = {name, op, vw->ndim, vw->shape, k,
-                                    par_get_real(c->dt, sa[j * m->n_views + v]->data, k),
-                                    cen[1 + j], E[1 + j]};
-                note_cmp(&r->local_worst, &r->local_first, &r->local_violations, step, &cs);
-            }
+            ext_update_bound(&c->optim, c->dt, L->opt_t + 1, w, s0, s1,
+                             par_get_real(c->dt, ga[v]->data, k), 0, cen, E);
+            compare_elem(L, step, 1, v, k, wa, sa, cen, E);
         }
     }
 }
@@ -200,7 +200,7 @@ static void signature(loop *L, long step, const par_array *const *ga, const void
         for (size_t k = 0; k < vw->count; k++)
             d[k] = fabs(par_get_real(L->c->dt, gp, vw->offset + k) - L->e.gc[vw->offset + k]);
         const double dp = par_median_sort(d, vw->count);
-        const double q = dt == 0 ? 0 : dp == 0 ? INFINITY : dt / dp;
+        const double q = dt == 0 || dp == 0 ? 0 : dt / dp;   // nothing to size against: 0
         if (!(q <= L->r->signature) && vw->count >= 16) {
             L->r->signature = q;
             L->r->signature_step = step;
@@ -311,7 +311,7 @@ static par_status one_step(loop *L, long step)
         }
     }
     if (st == PAR_OK) {
-        compare_state(L, step, &zo, &zi, wa, sa, r->intermediates ? ga : NULL);
+        compare_state(L, step, wa, sa, r->intermediates ? ga : NULL);
         if (r->intermediates) {
             const void *gp;
             st = L->ops->grad(L->serial, &gp);
