@@ -17,6 +17,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import unittest
 import time
 
 import numpy as np
@@ -45,12 +46,16 @@ class FakeParity:
         for f in ("to-trainer", "from-trainer"):
             os.mkfifo(os.path.join(self.dir, f), 0o600)
         self.env.update(PARITY_EXTERNAL=self.dir, PARITY_PROTOCOL="1")
-        with open(self.file("trainer.log"), "wb") as log:
-            self.proc = subprocess.Popen(self.cmd, env=self.env, stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-        self.wfd = self.open_fifo("to-trainer", os.O_WRONLY)
-        self.rfd = self.open_fifo("from-trainer", os.O_RDONLY)
+        try:
+            with open(self.file("trainer.log"), "wb") as log:
+                self.proc = subprocess.Popen(self.cmd, env=self.env, stdin=subprocess.DEVNULL,
+                                             stdout=log, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
+            self.wfd = self.open_fifo("to-trainer", os.O_WRONLY)
+            self.rfd = self.open_fifo("from-trainer", os.O_RDONLY)
+        except BaseException:
+            self.__exit__(None, None, None)   # __exit__ is not called when __enter__ fails
+            raise
         return self
 
     def __exit__(self, *exc):
@@ -221,3 +226,77 @@ def worst(a, b, skip=()):
         s = float(np.max(np.abs(b[k]))) if b[k].size else 0.0
         out = max(out, (d / s if s and k not in skip else d, k))
     return out
+
+
+def lockstep(cmd, ref, steps, env=None, intermediates=False, **hello):
+    """Drives the trainer `cmd` through `steps` steps, each from the state of
+    parity's reference run `ref` (reference_run's states, batches, losses),
+    and quits. [(answer, out, intermediates)] per step; AssertionError if the
+    trainer fails, exits non-zero or leaves a .part file."""
+    states, batches, _ = ref
+    got = []
+    with FakeParity(cmd, env) as p:
+        ans = p.hello(intermediates=intermediates, batch=len(batches[0]["labels"]), **hello)
+        if ans.get("op") != "hello":
+            raise AssertionError(f"hello: {ans}\n{p.log()[-3000:]}")
+        for t in range(1, steps + 1):
+            ans, out, inter = p.step(t, states[t - 1], batches[t - 1],
+                                     intermediates=intermediates)
+            if ans.get("op") != "step" or ans.get("step") != t:
+                raise AssertionError(f"step {t}: {ans}\n{p.log()[-3000:]}")
+            got.append((ans, out, inter))
+        rc = p.quit()
+        if rc != 0 or p.leftovers():
+            raise AssertionError(f"exit {rc}, left {p.leftovers()}\n{p.log()[-3000:]}")
+    return got
+
+
+def step_errors(got, ref, skip=()):
+    """[(loss error, weight error, worst array)] per step of lockstep's answers
+    against the reference: |loss - ref| / |ref|, and worst() of the state."""
+    states, _, losses = ref
+    return [(abs(ans["loss"] - losses[t]) / abs(losses[t]), *worst(out, states[t + 1], skip))
+            for t, (ans, out, _) in enumerate(got)]
+
+
+def feeds_bn_names(model):
+    """The arrays whose exact gradient is 0 (a bias feeding a batchnorm) with
+    their optimizer state: rounding noise on both sides, compared absolutely."""
+    return {f"{pre}layer{l}.bias" for l in model.feeds_bn()
+            for pre in ("", "opt.velocity.", "opt.m.", "opt.v.")}
+
+
+class ReferenceCase(unittest.TestCase):
+    """A test case with parity's reference runs made once per class:
+    self.ref(model, ...) as reference_run's, in a folder removed at the end;
+    self.steps(cmd, model, ...) runs lockstep against it."""
+    BATCH, STEPS, PARITY = 17, 3, None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.refs = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def ref(self, model, act="relu", opt=None, dtype="f64"):
+        opt = opt or sgd(0.1)
+        key = (model, act, json.dumps(opt, sort_keys=True), dtype)
+        if key not in self.refs:
+            d = tempfile.mkdtemp(dir=self.tmp.name)
+            self.refs[key] = reference_run(self.PARITY, d, model, dtype=dtype, act=act, opt=opt,
+                                           batch=self.BATCH, steps=self.STEPS)
+        return self.refs[key]
+
+    def steps(self, cmd, model, act="relu", opt=None, dtype="f64", env=None,
+              intermediates=False):
+        return lockstep(cmd, self.ref(model, act, opt, dtype), self.STEPS, env=env,
+                        intermediates=intermediates, model=model, act=act, dtype=dtype,
+                        optim=opt or sgd(0.1))
+
+    def errors(self, got, model, act="relu", opt=None, dtype="f64", skip=()):
+        """The worst loss and weight errors over the steps of `got`."""
+        errs = step_errors(got, self.ref(model, act, opt, dtype), skip)
+        return max(e[0] for e in errs), max(e[1:] for e in errs)
