@@ -12,7 +12,6 @@ Each rank's gradient is a sum over its slice divided by the GLOBAL batch size,
 so the sum over ranks is the batch mean at any world size and any split.
 --bug NAME makes it one of the negative controls parity must catch.
 """
-import argparse
 import os
 import sys
 
@@ -97,10 +96,7 @@ class FullBatchTrainer:
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    faults.add_argument(ap)
-    o = ap.parse_args(argv)
+    o = faults.parser(__doc__).parse_args(argv)
     comm = MPI.COMM_WORLD
     with Session(name="mpi4py-fullbatch", rank=comm.Get_rank(), world=comm.Get_size(),
                  broadcast=comm.bcast, intermediates=True) as s:

@@ -9,7 +9,6 @@ Exits 0 after parity's quit; an error goes to parity as its message.
 --bug NAME makes it one of the negative controls parity must catch
 (`unreduced` has nothing to reduce in one process: refused).
 """
-import argparse
 import os
 import sys
 
@@ -58,9 +57,7 @@ class SerialTrainer:
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    faults.add_argument(ap)
+    ap = faults.parser(__doc__)
     o = ap.parse_args(argv)
     if o.bug == "unreduced":
         ap.error("--bug unreduced: one process reduces nothing")

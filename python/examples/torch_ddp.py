@@ -15,7 +15,6 @@ trains another model than one process: parity says so.
 One torch thread per process (--threads): on a shared CPU more threads fight
 (see docs/external.md). --bug NAME makes it one of the negative controls.
 """
-import argparse
 import os
 import sys
 
@@ -96,10 +95,8 @@ class DDPTrainer:
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = faults.parser(__doc__)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process (1)")
-    faults.add_argument(ap)
     o = ap.parse_args(argv)
     torch.set_num_threads(o.threads)
     torch.use_deterministic_algorithms(True)

@@ -6,6 +6,8 @@ of arithmetic they share, rounding to a short mantissa (TF32 emulated on CPU).
 Not for real training. Tested in python/tests/test_faults.py; the examples
 with each bug in python/tests/test_examples.py.
 """
+import argparse
+
 import numpy as np
 
 BUGS = {
@@ -35,8 +37,12 @@ def round_mantissa(a, bits=TF32_BITS):
     return np.where(finite, r.view(a.dtype), a)
 
 
-def add_argument(parser):
-    """--bug NAME on an argparse parser, with the list of names in its help."""
-    parser.add_argument("--bug", choices=sorted(BUGS), metavar="NAME",
-                        help="negative control (tests only): " +
-                        "; ".join(f"{k}: {v}" for k, v in BUGS.items()))
+def parser(doc):
+    """An example trainer's argparse parser: its docstring as the help, and
+    --bug NAME with the list of names."""
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bug", choices=sorted(BUGS), metavar="NAME",
+                    help="negative control (tests only): " +
+                    "; ".join(f"{k}: {v}" for k, v in BUGS.items()))
+    return ap
