@@ -1,15 +1,15 @@
 // Prints the round trip of a cache line between the first two CPUs of this
-// process's affinity mask, in ns (vf_core_round_trip_ns), or "nan" when
+// process's affinity mask, in ns (sm_core_round_trip_ns), or "nan" when
 // there are fewer than two. On a VM whose host moves its virtual CPUs the
 // figure tells whether two-core timings ran on cores that share a cache
 // (about 100 ns here) or far apart (about 400 ns, 1.3-1.45x slower runs).
 // bench/trainers.sh records it before every round. A benchmark helper.
 #include <stdio.h>
 
-#include "vf_harness.h"
+#include "sm_measure.h"
 
 int main(void)
 {
-    printf("%.0f\n", vf_core_round_trip_ns());
+    printf("%.0f\n", sm_core_round_trip_ns());
     return 0;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The scaling model against runs over TCP between hosts: three network
-# namespaces on this machine (tests/netns_lib.sh; root), one rank per host,
+# namespaces on this machine (tests/tools/netns_lib.sh; root), one rank per host,
 # `parity model --launcher` through them at R = 2 and 3. The hosts share this
 # machine's cores, so the model is told so (--cores). Prints the model's
 # table; a benchmark, not a test.
@@ -11,14 +11,14 @@ P=$(readlink -f ./build/parity)
 [ -x "$P" ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
 [ "$(id -u)" = 0 ] || { echo "bench/model_hosts.sh: needs root (ip netns)" >&2; exit 1; }
 T=$(mktemp -d)
-. tests/netns_lib.sh
+. tests/tools/netns_lib.sh
 trap 'netns_down; rm -rf "$T"' EXIT
 netns_up "$T" || { echo "bench/model_hosts.sh: cannot make network namespaces" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 # The launcher parity model calls with {R}: R ranks, one per host.
 cat >"$T/launch.sh" <<LAUNCH
 #!/usr/bin/env bash
-. $(pwd)/tests/netns_lib.sh
+. $(pwd)/tests/tools/netns_lib.sh
 R=\$1
 shift
 NETNS_TIMEOUT=600 netns_mpirun $T 1 "\$R" "\$@"

@@ -10,7 +10,7 @@
 # Environment: PARITY_BISECT_BUILD (build folder, /tmp/parity-bisect-build),
 # PARITY_BISECT_KEY (signing key; default a throwaway one), PARITY_BISECT_JOBS
 # (build jobs, all cores), PARITY_BISECT_TIMEOUT (seconds for verify, 7200).
-# Tested by tests/test_git_bisect.sh.
+# Tested by tests/cli/test_git_bisect.sh.
 set -u
 
 abort() { echo "git-bisect-run: $*" >&2; exit 128; }

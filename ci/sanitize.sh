@@ -84,7 +84,7 @@ tsan)
     export TSAN_OPTIONS="halt_on_error=1:exitcode=66:ignore_noninstrumented_modules=1"
     export OMP_NUM_THREADS=2
     echo "== tsan: test_trainers (omp against the reference, 1..4 threads), archer=$archer"
-    if ! "$B/tests/test_trainers" >"$B/tsan-trainers.log" 2>&1; then
+    if ! "$B/tests/unit/test_trainers" >"$B/tsan-trainers.log" 2>&1; then
         tail -n 40 "$B/tsan-trainers.log" >&2
         bad=1
     else
@@ -102,7 +102,7 @@ tsan)
         fi
     done
     echo "== tsan: test_resume.sh omp"
-    bash tests/test_resume.sh "$B/parity" omp | tail -n 1 || bad=1
+    bash tests/cli/test_resume.sh "$B/parity" omp | tail -n 1 || bad=1
     rm -rf "$T"
     unset OMP_TOOL_LIBRARIES OMP_TOOL TSAN_OPTIONS OMP_NUM_THREADS
     ;;

@@ -24,7 +24,7 @@ pkgs=(build-essential cmake pkg-config zlib1g-dev libmpfr-dev libgmp-dev libopen
       python3-numpy gnuplot-nox minisign)
 if [ "${1:-}" = --ci ]; then
     pkgs+=(python3-torch libopenblas0-pthread python3-mpi4py clang libomp-14-dev slurm-wlm munge)
-    # tests/test_cross.sh aarch64 (cmake/aarch64-linux-gnu.cmake): no MPI there.
+    # tests/tools/test_cross.sh aarch64 (cmake/aarch64-linux-gnu.cmake): no MPI there.
     pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user zlib1g-dev:arm64 libmpfr-dev:arm64
            libgmp-dev:arm64 libjansson-dev:arm64 libzip-dev:arm64 libsodium-dev:arm64
            libxxhash-dev:arm64)

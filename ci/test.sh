@@ -5,7 +5,7 @@
 # MPI (build-nompi, -Werror) and runs its unit tests there (the MPI tests are
 # registered DISABLED), then with clang (build-clang, -Werror, all targets:
 # its unit tests; that clang's runs give gcc's bits is ctest's cross label,
-# tests/test_cross.sh, with -O3, aarch64 and the portable kernels too),
+# tests/tools/test_cross.sh, with -O3, aarch64 and the portable kernels too),
 # prints a gcovr coverage summary of src/ and
 # reference/, then fuzzes every parser for a bounded time (ci/fuzz.sh,
 # PARITY_FUZZ_SECONDS each, default 10; 0 skips; any crash fails).

@@ -175,7 +175,7 @@ par_status ref_step(ref_trainer *t, const void *x, const int32_t *labels, size_t
 {
     PAR_FAIL_IF(B == 0, PAR_ERR_CONFIG, "reference: empty batch");
     PAR_TRY(grow(t, B));
-    *loss = t->dt == PAR_F32 ? step_f32(t, x, labels, B) : step_f64(t, x, labels, B);
+    *loss = PAR_DT_CALL(t->dt, step, t, x, labels, B);
     return PAR_OK;
 }
 

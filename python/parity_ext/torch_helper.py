@@ -6,7 +6,7 @@ intermediates (each layer's output and output gradient) across DDP ranks.
 
 Only this module imports torch. Not a trainer (python/examples/torch_ddp.py
 is one). Tested against parity's reference in f64
-(python/tests/test_torch_helper.py, tests/torch_crosscheck.py).
+(python/tests/test_torch_helper.py, tests/tools/torch_crosscheck.py).
 """
 import numpy as np
 import torch

@@ -1,6 +1,6 @@
 """parity_ext.torch_helper against parity's reference in f64: the module of a
 spec names its tensors as parity's views; one step from parity's initial
-weights gives parity's loss and weights (tests/torch_crosscheck.py, 1e-12);
+weights gives parity's loss and weights (tests/tools/torch_crosscheck.py, 1e-12);
 parity's optimizer state after a step of momentum, nesterov or Adam, loaded
 into torch, gives parity's next step; the captured intermediates of an MLP
 equal an independent NumPy computation (python/examples/mlp.py)."""
@@ -20,7 +20,7 @@ from parity_ext import spec
 if HAVE_TORCH:
     import torch
     from parity_ext import torch_helper as th
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
     sys.path.insert(0, EXAMPLES)
     import torch_crosscheck
     import mlp

@@ -41,6 +41,12 @@ int cli_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *
 // Prints the flag table of opts to stdout.
 void cli_usage(const char *synopsis, const cli_opt *opts);
 
+// The flags of a command that takes no positional argument: cli_parse from
+// argv[2], then, when *help was set, cli_usage(synopsis). -1 to go on, else
+// the exit code (EXIT_OK after the help, EXIT_USAGE after a bad flag).
+int cli_flags(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
+              const char *synopsis);
+
 // The last library error as a user reads it; with PARITY_DEBUG=1 in the
 // environment, prefixed by its origin ("par_data.c:571: ..."). Static buffer.
 const char *cli_error_text(void);

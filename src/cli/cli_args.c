@@ -105,6 +105,18 @@ int cli_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *
     return 0;
 }
 
+int cli_flags(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
+              const char *synopsis)
+{
+    const char *pos[1];
+    int n_pos;
+    const int rc = cli_parse(cmd, argc, argv, 2, opts, pos, 0, &n_pos);
+    if (rc) return rc;
+    if (!*help) return -1;
+    cli_usage(synopsis, opts);
+    return EXIT_OK;
+}
+
 void cli_usage(const char *synopsis, const cli_opt *opts)
 {
     printf("usage: %s\n\n", synopsis);

@@ -5,8 +5,8 @@
 // b.npz]` compares two saved step logs, and the weights each run saved after
 // the first differing step array by array (runs of two builds or machines,
 // which cannot be replayed in one process). Exit 0 no divergence, 1
-// divergence, 2 usage, 3 runtime error. Tests: tests/test_bisect.c,
-// tests/test_bisect.sh.
+// divergence, 2 usage, 3 runtime error. Tests: tests/verify/test_bisect.c,
+// tests/cli/test_bisect.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -17,9 +17,8 @@
 
 #include "bis_bisect.h"
 #include "cli.h"
+#include "cli_mpi_launch.h"
 #include "par_engine.h"
-#include "par_io.h"
-#include "par_mpi_launch.h"
 
 typedef struct side_opts {
     const char *dataset, *model, *act, *trainer, *mode, *dtype, *fault, *init_load;
@@ -160,6 +159,93 @@ static const bis_array_diff *first_differing(const bis_weights_result *w)
     return NULL;
 }
 
+// What --logs found: the logs' comparison and, with the weights, theirs.
+typedef struct logs_found {
+    const bis_log_result *r;
+    const bis_weights_result *w;   // with_npz
+    int with_npz;
+    const bis_array_diff *fd;      // the first differing array (NULL: none or no weights)
+    double ulps;                   // of the losses (NAN: none)
+} logs_found;
+
+static void logs_json(const logs_found *f)
+{
+    const bis_log_result *r = f->r;
+    json_t *j = json_pack("{s:b, s:I, s:I, s:b}", "diverged", r->diverged, "steps_a",
+                          (json_int_t)r->steps_a, "steps_b", (json_int_t)r->steps_b, "digests",
+                          r->digests);
+    json_object_set_new(j, "step", r->diverged ? json_integer(r->step) : json_null());
+    json_object_set_new(j, "epoch", r->diverged && r->epoch >= 0 ? json_integer(r->epoch)
+                                                                  : json_null());
+    json_object_set_new(j, "what", r->diverged ? json_string(r->what) : json_null());
+    json_object_set_new(j, "layer", json_null());
+    const char *tensor = !r->diverged                        ? NULL
+                         : f->fd                             ? f->fd->name
+                         : strcmp(r->what, "weights") == 0 ? "weights"
+                         : strcmp(r->what, "length") == 0  ? "length"
+                                                             : "loss";
+    json_object_set_new(j, "tensor", tensor ? json_string(tensor) : json_null());
+    json_object_set_new(j, "index", f->fd ? json_integer((json_int_t)f->fd->first) : json_null());
+    json_object_set_new(j, "a", jnum(r->loss_a));
+    json_object_set_new(j, "b", jnum(r->loss_b));
+    json_object_set_new(j, "ulps", jnum(f->ulps));
+    json_object_set_new(j, "closer", json_null());
+    json_object_set_new(j, "weights_xxh128_a", r->weights_a[0] ? json_string(r->weights_a)
+                                                               : json_null());
+    json_object_set_new(j, "weights_xxh128_b", r->weights_b[0] ? json_string(r->weights_b)
+                                                               : json_null());
+    json_object_set_new(j, "arrays", f->with_npz ? weights_json(f->w) : json_null());
+    print_json(j);
+}
+
+// The text of --logs (pos: the logs, and the weights with with_npz).
+static void logs_text(const logs_found *f, const char *const pos[4])
+{
+    const bis_log_result *r = f->r;
+    printf("logs: a = %s (%ld steps), b = %s (%ld steps), compared by %s\n", pos[0], r->steps_a,
+           pos[1], r->steps_b,
+           r->digests ? "the XXH3-128 of loss and weights per step" : "the loss per step (bitwise; "
+                                                                      "a log has no digests)");
+    if (!r->diverged) {
+        printf("no divergence: every step agrees\n");
+        return;
+    }
+    if (strcmp(r->what, "length") == 0) {
+        printf("first difference at step %ld: %s ends before it (the logs agree up to there)\n",
+               r->step, r->steps_a < r->steps_b ? "a" : "b");
+        return;
+    }
+    printf("first difference at step %ld (epoch %d): %s\n", r->step, r->epoch, r->what);
+    printf("  loss a = %.17g, b = %.17g", r->loss_a, r->loss_b);
+    if (isfinite(f->ulps)) printf(" (%.0f ulps)", f->ulps);
+    printf("\n");
+    if (r->digests)
+        printf("  weights_xxh128 a = %s\n                 b = %s\n", r->weights_a, r->weights_b);
+    if (!f->with_npz) {
+        printf("hint: replay it in lockstep with `parity bisect A B --steps %ld` to name the "
+               "tensor, or give the weights each run saves with --steps %ld --save\n",
+               r->step, r->step);
+        return;
+    }
+    const bis_weights_result *w = f->w;
+    printf("weights after step %ld: a = %s, b = %s%s\n", r->step, pos[2], pos[3],
+           r->digests ? " (the logs' digests at that step)" : "");
+    printf("  %zu of %zu arrays differ, in the parameter buffer's order:\n", w->n_differ,
+           w->n_arrays);
+    for (size_t k = 0; k < w->n_arrays; k++) {
+        const bis_array_diff *t = &w->arrays[k];
+        if (!t->n_diff) continue;
+        printf("  %s %s: %zu of %zu elements differ, first %s: a = %.17g, b = %.17g (%.0f ulps)\n",
+               t->name, t->shape, t->n_diff, t->count, t->index, t->a, t->b, t->ulps);
+    }
+    if (f->fd)
+        printf("first differing tensor: %s, element %s (in buffer order; all come from one "
+               "step)\n",
+               f->fd->name, f->fd->index);
+    else
+        printf("the weights agree after step %ld: only the loss differs\n", r->step);
+}
+
 static int bisect_logs(int argc, char **argv)
 {
     int logs = 0, json = 0, help = 0;
@@ -187,80 +273,14 @@ static int bisect_logs(int argc, char **argv)
     bis_weights_result w = {0};
     const int with_npz = n_pos == 4 && r.diverged && strcmp(r.what, "length") != 0;
     if (with_npz && (rc = logs_weights(&w, &r, pos[2], pos[3]))) return rc;
-    const bis_array_diff *fd = with_npz ? first_differing(&w) : NULL;
-    const double ulps = r.diverged ? log_ulps(r.loss_a, r.loss_b) : NAN;
-    if (json) {
-        json_t *j = json_pack("{s:b, s:I, s:I, s:b}", "diverged", r.diverged, "steps_a",
-                              (json_int_t)r.steps_a, "steps_b", (json_int_t)r.steps_b, "digests",
-                              r.digests);
-        json_object_set_new(j, "step", r.diverged ? json_integer(r.step) : json_null());
-        json_object_set_new(j, "epoch", r.diverged && r.epoch >= 0 ? json_integer(r.epoch)
-                                                                    : json_null());
-        json_object_set_new(j, "what", r.diverged ? json_string(r.what) : json_null());
-        json_object_set_new(j, "layer", json_null());
-        const char *tensor = !r.diverged                        ? NULL
-                             : fd                               ? fd->name
-                             : strcmp(r.what, "weights") == 0 ? "weights"
-                             : strcmp(r.what, "length") == 0  ? "length"
-                                                                : "loss";
-        json_object_set_new(j, "tensor", tensor ? json_string(tensor) : json_null());
-        json_object_set_new(j, "index", fd ? json_integer((json_int_t)fd->first) : json_null());
-        json_object_set_new(j, "a", jnum(r.loss_a));
-        json_object_set_new(j, "b", jnum(r.loss_b));
-        json_object_set_new(j, "ulps", jnum(ulps));
-        json_object_set_new(j, "closer", json_null());
-        json_object_set_new(j, "weights_xxh128_a", r.weights_a[0] ? json_string(r.weights_a)
-                                                                  : json_null());
-        json_object_set_new(j, "weights_xxh128_b", r.weights_b[0] ? json_string(r.weights_b)
-                                                                  : json_null());
-        json_object_set_new(j, "arrays", with_npz ? weights_json(&w) : json_null());
-        print_json(j);
-        bis_weights_free(&w);
-        return r.diverged ? EXIT_VERIFY : EXIT_OK;
-    }
-    printf("logs: a = %s (%ld steps), b = %s (%ld steps), compared by %s\n", pos[0], r.steps_a,
-           pos[1], r.steps_b,
-           r.digests ? "the XXH3-128 of loss and weights per step" : "the loss per step (bitwise; "
-                                                                     "a log has no digests)");
-    if (!r.diverged) {
-        printf("no divergence: every step agrees\n");
-        return EXIT_OK;
-    }
-    if (strcmp(r.what, "length") == 0) {
-        printf("first difference at step %ld: %s ends before it (the logs agree up to there)\n",
-               r.step, r.steps_a < r.steps_b ? "a" : "b");
-        return EXIT_VERIFY;
-    }
-    printf("first difference at step %ld (epoch %d): %s\n", r.step, r.epoch, r.what);
-    printf("  loss a = %.17g, b = %.17g", r.loss_a, r.loss_b);
-    if (isfinite(ulps)) printf(" (%.0f ulps)", ulps);
-    printf("\n");
-    if (r.digests)
-        printf("  weights_xxh128 a = %s\n                 b = %s\n", r.weights_a, r.weights_b);
-    if (!with_npz) {
-        printf("hint: replay it in lockstep with `parity bisect A B --steps %ld` to name the "
-               "tensor, or give the weights each run saves with --steps %ld --save\n",
-               r.step, r.step);
-        return EXIT_VERIFY;
-    }
-    printf("weights after step %ld: a = %s, b = %s%s\n", r.step, pos[2], pos[3],
-           r.digests ? " (the logs' digests at that step)" : "");
-    printf("  %zu of %zu arrays differ, in the parameter buffer's order:\n", w.n_differ,
-           w.n_arrays);
-    for (size_t k = 0; k < w.n_arrays; k++) {
-        const bis_array_diff *t = &w.arrays[k];
-        if (!t->n_diff) continue;
-        printf("  %s %s: %zu of %zu elements differ, first %s: a = %.17g, b = %.17g (%.0f ulps)\n",
-               t->name, t->shape, t->n_diff, t->count, t->index, t->a, t->b, t->ulps);
-    }
-    if (fd)
-        printf("first differing tensor: %s, element %s (in buffer order; all come from one "
-               "step)\n",
-               fd->name, fd->index);
+    const logs_found f = {&r, &w, with_npz, with_npz ? first_differing(&w) : NULL,
+                          r.diverged ? log_ulps(r.loss_a, r.loss_b) : NAN};
+    if (json)
+        logs_json(&f);
     else
-        printf("the weights agree after step %ld: only the loss differs\n", r.step);
+        logs_text(&f, pos);
     bis_weights_free(&w);
-    return EXIT_VERIFY;
+    return r.diverged ? EXIT_VERIFY : EXIT_OK;
 }
 
 // ---- lockstep -------------------------------------------------------------------------
@@ -334,43 +354,11 @@ static int check_common(const side_opts *a, const side_opts *b)
 
 static const char *side_name(int s) { return s ? "B" : "A"; }
 
-static void print_human(const bis_result *r, const bis_opts *o, const char *cfg[2],
-                        const side_opts *so)
+// The replay of the first differing step: every tensor, the first
+// differing element, MPFR's verdict, the chunk fold.
+static void print_replay(const bis_result *r, const bis_opts *o)
 {
     const par_dtype dt = o->side[0].cfg.dtype;
-    printf("a: %s\nb: %s\n", cfg[0][0] ? cfg[0] : "(defaults)", cfg[1][0] ? cfg[1] : "(defaults)");
-    char extra[96] = "";
-    const par_optim *opt = o->side[0].cfg.optim;
-    if (opt && opt->kind != PAR_OPTIM_SGD)
-        snprintf(extra, sizeof extra, " --optim %s", par_optim_name(opt->kind));
-    if (so->upscale > 0)
-        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --upscale %d", so->upscale);
-    printf("both: --dataset %s --model %s --act %s --dtype %s --batch %zu --seed %llu%s; lockstep "
-           "(side by side, the same batches), compared %s\n",
-           so->dataset, so->model, so->act, so->dtype, o->side[0].cfg.batch,
-           (unsigned long long)so->seed, extra,
-           o->tol > 0 || o->atol > 0 ? "within --tol/--atol" : "bitwise");
-    if (o->tol > 0 || o->atol > 0) {
-        char floor[80];
-        if (o->atol >= 0) snprintf(floor, sizeof floor, "%g", o->atol);
-        else snprintf(floor, sizeof floor, "%d ulps of the tensor's largest |value|", BIS_AUTO_ULPS);
-        printf("--tol %g --atol %s: |a - b| <= %g max(|a|, |b|) or |a - b| <= %s counts as equal\n",
-               o->tol, o->atol >= 0 ? floor : "auto", o->tol, floor);
-    }
-    if (!r->diverged) {
-        printf("no divergence in %ld steps: loss, gradient and weights agree after every step\n",
-               r->steps);
-        return;
-    }
-    printf("\nfirst difference at step %ld (epoch %d, batch %ld of the epoch, %zu samples):",
-           r->step, r->epoch, r->batch, r->B);
-    printf(" loss %s, gradient %s", r->loss_differs ? "differs" : "equal",
-           r->grad_differs ? "differs" : "equal");
-    if (r->grad_differs) printf(" (parameter %zu first)", r->grad_first);
-    printf(", weights %s", r->weights_differs ? "differs" : "equal");
-    if (r->weights_differs) printf(" (parameter %zu first)", r->weights_first);
-    printf("\n");
-    if (!r->replayed) return;
     printf("\nreplay of step %ld on both from a's weights before it; tensors in computation "
            "order%s:\n",
            r->step, r->within_tol ? " (bitwise: nothing exceeds --tol/--atol from the same weights)" : "");
@@ -418,6 +406,44 @@ static void print_human(const bis_result *r, const bis_opts *o, const char *cfg[
                 printf("  %s's value %s the in-order fold of its chunks (contract rule 3)\n",
                        s ? "b" : "a", r->fold_in_order[s] ? "is" : "is NOT");
     }
+}
+
+static void print_human(const bis_result *r, const bis_opts *o, const char *cfg[2],
+                        const side_opts *so)
+{
+    printf("a: %s\nb: %s\n", cfg[0][0] ? cfg[0] : "(defaults)", cfg[1][0] ? cfg[1] : "(defaults)");
+    char extra[96] = "";
+    const par_optim *opt = o->side[0].cfg.optim;
+    if (opt && opt->kind != PAR_OPTIM_SGD)
+        snprintf(extra, sizeof extra, " --optim %s", par_optim_name(opt->kind));
+    if (so->upscale > 0)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --upscale %d", so->upscale);
+    printf("both: --dataset %s --model %s --act %s --dtype %s --batch %zu --seed %llu%s; lockstep "
+           "(side by side, the same batches), compared %s\n",
+           so->dataset, so->model, so->act, so->dtype, o->side[0].cfg.batch,
+           (unsigned long long)so->seed, extra,
+           o->tol > 0 || o->atol > 0 ? "within --tol/--atol" : "bitwise");
+    if (o->tol > 0 || o->atol > 0) {
+        char floor[80];
+        if (o->atol >= 0) snprintf(floor, sizeof floor, "%g", o->atol);
+        else snprintf(floor, sizeof floor, "%d ulps of the tensor's largest |value|", BIS_AUTO_ULPS);
+        printf("--tol %g --atol %s: |a - b| <= %g max(|a|, |b|) or |a - b| <= %s counts as equal\n",
+               o->tol, o->atol >= 0 ? floor : "auto", o->tol, floor);
+    }
+    if (!r->diverged) {
+        printf("no divergence in %ld steps: loss, gradient and weights agree after every step\n",
+               r->steps);
+        return;
+    }
+    printf("\nfirst difference at step %ld (epoch %d, batch %ld of the epoch, %zu samples):",
+           r->step, r->epoch, r->batch, r->B);
+    printf(" loss %s, gradient %s", r->loss_differs ? "differs" : "equal",
+           r->grad_differs ? "differs" : "equal");
+    if (r->grad_differs) printf(" (parameter %zu first)", r->grad_first);
+    printf(", weights %s", r->weights_differs ? "differs" : "equal");
+    if (r->weights_differs) printf(" (parameter %zu first)", r->weights_first);
+    printf("\n");
+    if (r->replayed) print_replay(r, o);
 }
 
 static void print_json_result(const bis_result *r, const bis_opts *o,
@@ -479,6 +505,202 @@ static void print_json_result(const bis_result *r, const bis_opts *o,
     print_json(j);
 }
 
+// A and B: the common flags (base), then each string's own flags over them
+// (so[s] points into text[s], which the caller frees); the flags both must
+// share checked. 0 or the exit code.
+static int parse_sides(side_opts so[2], char *text[2], const side_opts *base, char **argv)
+{
+    so[0] = so[1] = *base;
+    text[0] = strdup(argv[2]);
+    text[1] = strdup(argv[3]);
+    if (!text[0] || !text[1]) return EXIT_RUNTIME;
+    for (int s = 0; s < 2; s++) {
+        char *tok[MAX_TOKENS];
+        const char *pos[1];
+        int n_pos;
+        const int n = split(text[s], tok, MAX_TOKENS);
+        cli_opt t[N_SIDE_OPTS + 1];
+        side_table(t, &so[s]);
+        t[N_SIDE_OPTS] = (cli_opt){NULL, CLI_FLAG, NULL, NULL};
+        if (n < 0) return fail_usage("a configuration has more than 64 words", NULL);
+        const int rc = cli_parse("bisect", n, tok, 0, t, pos, 0, &n_pos);
+        if (rc) return rc;
+    }
+    return check_common(&so[0], &so[1]);
+}
+
+// What both sides share (check_common): the batch, the optimizer, the
+// model; 0 or the exit code.
+static int resolve_shared(const side_opts *so, int *batch, int *batch_full, par_optim *optim,
+                          par_model *m)
+{
+    int rc = cli_batch_parse("bisect", so->batch_s, batch, batch_full);
+    const cli_optim_flags of = {so->optim, so->momentum, so->beta1, so->beta2, so->eps};
+    if (rc == 0) rc = cli_optim_resolve("bisect", &of, optim);
+    if (rc == 0 && (so->upscale < 0 || so->upscale > 1024))
+        rc = fail_usage("--upscale: expected a side of 1 to 1024 (0: off)", NULL);
+    if (rc) return rc;
+    par_act act;
+    par_status st = par_act_parse(&act, so->act);
+    if (st == PAR_OK) st = par_model_parse(m, so->model, act);
+    if (st != PAR_OK) return cli_fail("bisect", st, "run 'parity bisect --help'");
+    return 0;
+}
+
+// Each side's mode, fault and trainer, checked against its flags (and the
+// dtype, shared); 0 or the exit code.
+static int resolve_sides(const side_opts so[2], int batch, par_mode mode[2], par_fault fault[2],
+                         const par_trainer_ops *tr[2], par_dtype *dt)
+{
+    par_status st = PAR_OK;
+    for (int s = 0; s < 2 && st == PAR_OK; s++) {
+        st = par_mode_parse(&mode[s], so[s].mode);
+        memset(&fault[s], 0, sizeof fault[s]);
+        if (st == PAR_OK && so[s].fault) st = par_fault_parse(&fault[s], so[s].fault);
+    }
+    if (st != PAR_OK) return cli_fail("bisect", st, "run 'parity bisect --help'");
+    if (strcmp(so[0].dtype, "f64") == 0) *dt = PAR_F64;
+    else if (strcmp(so[0].dtype, "f32") != 0)
+        return fail_usage("--dtype: expected f32 or f64", NULL);
+    for (int s = 0; s < 2; s++) {
+        char msg[300];
+        tr[s] = par_trainer_find(so[s].trainer);
+        if (!tr[s]) {
+            snprintf(msg, sizeof msg, "%s: --trainer '%s': expected reference, serial, omp, mpi, "
+                     "hybrid or root", side_name(s), so[s].trainer);
+            return fail_usage(msg, "mpi, hybrid and root need a build with -DPARITY_MPI=ON");
+        } else if (so[s].epochs < 1 || batch < 1 || so[s].chunk < 1 || so[s].threads < 1 ||
+                   !(so[s].lr > 0)) {
+            return fail_usage("--epochs, --batch, --chunk and --threads must be >= 1 and --lr > 0",
+                              NULL);
+        } else if (so[s].fault && strcmp(tr[s]->name, "reference") == 0) {
+            snprintf(msg, sizeof msg, "%s: --fault '%s': trainer reference takes no faults (only "
+                     "serial, omp, mpi, hybrid and root do)", side_name(s), so[s].fault);
+            return fail_usage(msg, "drop --fault, or give that side --trainer serial");
+        } else if (so[s].threads > 1 && !(tr[s]->caps & PAR_CAP_THREADS)) {
+            snprintf(msg, sizeof msg, "%s: --threads %d: trainer %s runs one thread",
+                     side_name(s), so[s].threads, tr[s]->name);
+            return fail_usage(msg, "use --trainer omp or hybrid for threads");
+        } else if (so[s].ranks > 1 && !(tr[s]->caps & PAR_CAP_RANKS)) {
+            snprintf(msg, sizeof msg, "%s: --ranks %d: trainer %s is not an MPI trainer",
+                     side_name(s), so[s].ranks, tr[s]->name);
+            return fail_usage(msg, "use --trainer mpi, hybrid or root");
+        }
+    }
+    return 0;
+}
+
+static int ranks_of(const side_opts *so) { return so->ranks > 1 ? so->ranks : 1; }
+
+// Ranks: one set of processes runs both sides; MPI trainers span all of
+// them. Relaunches under mpirun when a side asks for ranks and none run
+// (*relaunched: the exit code returned is the relaunch's failure); joins the
+// job when one runs (*use_mpi, *rank, *size). 0 or the exit code.
+static int join_ranks(int argc, char **argv, const side_opts so[2], const par_trainer_ops *tr[2],
+                      int *relaunched, int *use_mpi, int *rank, int *size)
+{
+    const int mpi[2] = {(tr[0]->caps & PAR_CAP_RANKS) != 0, (tr[1]->caps & PAR_CAP_RANKS) != 0};
+    const int launched = cli_mpi_under_launcher();
+    int R = 1;
+    for (int s = 0; s < 2; s++)
+        if (mpi[s] && so[s].ranks > R) R = so[s].ranks;
+    if (mpi[0] && mpi[1] && !launched && ranks_of(&so[0]) != ranks_of(&so[1])) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "A runs %d MPI ranks and B %d: both run in one set of "
+                 "processes, so only one rank count > 1 is supported",
+                 ranks_of(&so[0]), ranks_of(&so[1]));
+        return fail_usage(msg, "give both MPI configurations the same --ranks (a single-process "
+                               "configuration runs on every rank)");
+    }
+    if ((mpi[0] || mpi[1]) && R > 1 && !launched) {
+        *relaunched = 1;
+        // Exit 1 is a result here, not a failure: no "process returned non-zero" banner.
+        setenv("OMPI_MCA_orte_execute_quiet", "1", 0);
+        return cli_mpi_relaunch(argc, argv, R);
+    }
+    *use_mpi = mpi[0] || mpi[1] || launched;
+    if (*use_mpi && cli_mpi_start(rank, size) != PAR_OK) {
+        *use_mpi = 0;
+        return cli_fail("bisect", PAR_ERR_MPI, NULL);
+    }
+    for (int s = 0; s < 2 && *use_mpi; s++)
+        if (mpi[s] && so[s].ranks > 0 && so[s].ranks != *size) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "%s: --ranks %d but the job has %d ranks", side_name(s),
+                     so[s].ranks, *size);
+            return *rank == 0 ? fail_usage(msg, "let parity launch mpirun itself, or give the "
+                                                "same --ranks")
+                              : EXIT_USAGE;
+        }
+    return 0;
+}
+
+// The hint of a failed run, by where it failed; the exit code.
+static int run_failed(par_status st, bis_run_stage at, int rank)
+{
+    switch (at) {
+    case BIS_RUN_DATA:
+        return cli_fail("bisect", st, "run data/fetch.sh (or ci/setup.sh) to install the datasets");
+    case BIS_RUN_BATCH:
+        return cli_fail("bisect", st, "give a smaller --batch, or --batch full");
+    case BIS_RUN_LOCKSTEP:
+        if (rank != 0) return st == PAR_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;
+        return cli_fail("bisect", st, st == PAR_ERR_NUMERIC ? "lower --lr" : NULL);
+    default:
+        return cli_fail("bisect", st, NULL);
+    }
+}
+
+// Both sides in lockstep (bis_run), the result printed on rank 0; the exit code.
+static int run_sides(bis_opts *o, const bis_data *d, const char *cfg[2], const side_opts *so,
+                     int json, int rank)
+{
+    bis_result *r = malloc(sizeof *r);
+    bis_run_stage at = BIS_RUN_LOCKSTEP;
+    const par_status st = r ? bis_run(r, o, d, &at)
+                            : par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    int rc;
+    if (st != PAR_OK) {
+        rc = run_failed(st, at, rank);
+    } else {
+        if (rank == 0 && json) print_json_result(r, o, cfg);
+        else if (rank == 0) print_human(r, o, cfg, so);
+        rc = r->diverged ? EXIT_VERIFY : EXIT_OK;
+    }
+    free(r);
+    return rc;
+}
+
+// The two sides, resolved, relaunched or joined to their ranks, run; the exit code.
+static int bisect_sides(int argc, char **argv, const side_opts so[2], double tol, double atol,
+                        int prec, int json)
+{
+    int batch = 0, batch_full = 0, relaunched = 0, use_mpi = 0, rank = 0, size = 1;
+    par_optim optim = par_optim_default(PAR_OPTIM_SGD);
+    par_model m;
+    par_dtype dt = PAR_F32;
+    par_mode mode[2];
+    par_fault fault[2];
+    const par_trainer_ops *tr[2] = {NULL, NULL};
+    int rc = resolve_shared(&so[0], &batch, &batch_full, &optim, &m);
+    if (rc == 0) rc = resolve_sides(so, batch, mode, fault, tr, &dt);
+    if (rc == 0) rc = join_ranks(argc, argv, so, tr, &relaunched, &use_mpi, &rank, &size);
+    if (rc || relaunched) return use_mpi ? cli_mpi_finish(rc) : rc;
+    bis_opts o = {.seed = so[0].seed, .epochs = so[0].epochs, .max_steps = so[0].steps,
+                  .tol = tol, .atol = isnan(atol) ? BIS_ATOL_AUTO : atol, .prec = prec};
+    for (int s = 0; s < 2; s++) {
+        o.side[s].ops = tr[s];
+        o.side[s].cfg = (par_run_cfg){.model = &m, .dtype = dt, .mode = mode[s],
+                                      .batch = (size_t)batch, .chunk = (size_t)so[s].chunk,
+                                      .lr = so[s].lr, .threads = so[s].threads,
+                                      .fault = &fault[s], .optim = &optim};
+    }
+    const bis_data d = {so[0].dataset, so[0].upscale, batch_full, so[0].init_load};
+    const char *cfg[2] = {argv[2], argv[3]};
+    rc = run_sides(&o, &d, cfg, &so[0], json, rank);
+    return use_mpi ? cli_mpi_finish(rc) : rc;
+}
+
 int cmd_bisect(int argc, char **argv)
 {
     side_opts base = {
@@ -528,180 +750,11 @@ int cmd_bisect(int argc, char **argv)
         snprintf(msg, sizeof msg, "--atol %g: expected a number >= 0", atol);
         return fail_usage(msg, "leave it out for the default floor (4 ulps of each tensor's largest |value|)");
     }
-
-    // A and B: the common flags, then each string's own flags over them.
-    side_opts so[2] = {base, base};
-    char *text[2] = {strdup(argv[2]), strdup(argv[3])};
-    const char *cfg[2] = {argv[2], argv[3]};
-    if (!text[0] || !text[1]) {
-        free(text[0]);
-        free(text[1]);
-        return EXIT_RUNTIME;
-    }
-    for (int s = 0; s < 2 && rc == 0; s++) {
-        char *tok[MAX_TOKENS];
-        const int n = split(text[s], tok, MAX_TOKENS);
-        cli_opt t[N_SIDE_OPTS + 1];
-        side_table(t, &so[s]);
-        t[N_SIDE_OPTS] = (cli_opt){NULL, CLI_FLAG, NULL, NULL};
-        if (n < 0) rc = fail_usage("a configuration has more than 64 words", NULL);
-        else rc = cli_parse("bisect", n, tok, 0, t, pos, 0, &n_pos);
-    }
-    if (rc == 0) rc = check_common(&so[0], &so[1]);
-    // Shared by A and B (check_common): the batch and the optimizer.
-    int batch = 0, batch_full = 0;
-    par_optim optim = par_optim_default(PAR_OPTIM_SGD);
-    if (rc == 0) rc = cli_batch_parse("bisect", so[0].batch_s, &batch, &batch_full);
-    if (rc == 0) {
-        const cli_optim_flags of = {so[0].optim, so[0].momentum, so[0].beta1, so[0].beta2, so[0].eps};
-        rc = cli_optim_resolve("bisect", &of, &optim);
-    }
-    if (rc == 0 && (so[0].upscale < 0 || so[0].upscale > 1024))
-        rc = fail_usage("--upscale: expected a side of 1 to 1024 (0: off)", NULL);
-
-    // Everything both sides share, and each side's trainer, mode and fault.
-    par_model m;
-    par_act act;
-    par_dtype dt = PAR_F32;
-    par_mode mode[2];
-    par_fault fault[2];
-    const par_trainer_ops *tr[2] = {NULL, NULL};
-    par_status st = PAR_OK;
-    if (rc == 0) {
-        st = par_act_parse(&act, so[0].act);
-        if (st == PAR_OK) st = par_model_parse(&m, so[0].model, act);
-        for (int s = 0; s < 2 && st == PAR_OK; s++) {
-            st = par_mode_parse(&mode[s], so[s].mode);
-            memset(&fault[s], 0, sizeof fault[s]);
-            if (st == PAR_OK && so[s].fault) st = par_fault_parse(&fault[s], so[s].fault);
-        }
-        if (st != PAR_OK) rc = cli_fail("bisect", st, "run 'parity bisect --help'");
-    }
-    if (rc == 0) {
-        if (strcmp(so[0].dtype, "f64") == 0) dt = PAR_F64;
-        else if (strcmp(so[0].dtype, "f32") != 0) rc = fail_usage("--dtype: expected f32 or f64", NULL);
-    }
-    for (int s = 0; s < 2 && rc == 0; s++) {
-        char msg[300];
-        tr[s] = par_trainer_find(so[s].trainer);
-        if (!tr[s]) {
-            snprintf(msg, sizeof msg, "%s: --trainer '%s': expected reference, serial, omp, mpi, "
-                     "hybrid or root", side_name(s), so[s].trainer);
-            rc = fail_usage(msg, "mpi, hybrid and root need a build with -DPARITY_MPI=ON");
-        } else if (so[s].epochs < 1 || batch < 1 || so[s].chunk < 1 || so[s].threads < 1 ||
-                   !(so[s].lr > 0)) {
-            rc = fail_usage("--epochs, --batch, --chunk and --threads must be >= 1 and --lr > 0",
-                            NULL);
-        } else if (so[s].fault && strcmp(tr[s]->name, "reference") == 0) {
-            snprintf(msg, sizeof msg, "%s: --fault '%s': trainer reference takes no faults (only "
-                     "serial, omp, mpi, hybrid and root do)", side_name(s), so[s].fault);
-            rc = fail_usage(msg, "drop --fault, or give that side --trainer serial");
-        } else if (so[s].threads > 1 && !(tr[s]->caps & PAR_CAP_THREADS)) {
-            snprintf(msg, sizeof msg, "%s: --threads %d: trainer %s runs one thread",
-                     side_name(s), so[s].threads, tr[s]->name);
-            rc = fail_usage(msg, "use --trainer omp or hybrid for threads");
-        } else if (so[s].ranks > 1 && !(tr[s]->caps & PAR_CAP_RANKS)) {
-            snprintf(msg, sizeof msg, "%s: --ranks %d: trainer %s is not an MPI trainer",
-                     side_name(s), so[s].ranks, tr[s]->name);
-            rc = fail_usage(msg, "use --trainer mpi, hybrid or root");
-        }
-    }
-    // Ranks: one set of processes runs both; MPI trainers span all of them.
-    const int mpi[2] = {tr[0] && (tr[0]->caps & PAR_CAP_RANKS), tr[1] && (tr[1]->caps & PAR_CAP_RANKS)};
-    const int launched = par_mpi_under_launcher();
-    int R = 1;
-    for (int s = 0; s < 2; s++)
-        if (mpi[s] && so[s].ranks > R) R = so[s].ranks;
-    if (rc == 0 && mpi[0] && mpi[1] && !launched &&
-        (so[0].ranks > 1 ? so[0].ranks : 1) != (so[1].ranks > 1 ? so[1].ranks : 1)) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "A runs %d MPI ranks and B %d: both run in one set of "
-                 "processes, so only one rank count > 1 is supported",
-                 so[0].ranks > 1 ? so[0].ranks : 1, so[1].ranks > 1 ? so[1].ranks : 1);
-        rc = fail_usage(msg, "give both MPI configurations the same --ranks (a single-process "
-                             "configuration runs on every rank)");
-    }
-    if (rc == 0 && (mpi[0] || mpi[1]) && R > 1 && !launched) {
-        free(text[0]);
-        free(text[1]);
-        // Exit 1 is a result here, not a failure: no "process returned non-zero" banner.
-        setenv("OMPI_MCA_orte_execute_quiet", "1", 0);
-        return par_mpi_relaunch(argc, argv, R);
-    }
-    int rank = 0, size = 1, use_mpi = rc == 0 && (mpi[0] || mpi[1] || launched);
-    if (use_mpi && par_mpi_start(&rank, &size) != PAR_OK) {
-        rc = cli_fail("bisect", PAR_ERR_MPI, NULL);
-        use_mpi = 0;
-    }
-    for (int s = 0; s < 2 && rc == 0 && use_mpi; s++)
-        if (mpi[s] && so[s].ranks > 0 && so[s].ranks != size) {
-            char msg[300];
-            snprintf(msg, sizeof msg, "%s: --ranks %d but the job has %d ranks", side_name(s),
-                     so[s].ranks, size);
-            rc = rank == 0 ? fail_usage(msg, "let parity launch mpirun itself, or give the same "
-                                             "--ranks")
-                           : EXIT_USAGE;
-        }
-
-    par_dataset ds;
-    memset(&ds, 0, sizeof ds);
-    void *init = NULL;
-    if (rc == 0) {
-        st = par_dataset_open(&ds, so[0].dataset, 10);
-        if (st != PAR_OK)
-            rc = cli_fail("bisect", st, "run data/fetch.sh (or ci/setup.sh) to install the datasets");
-    }
-    if (rc == 0 && so[0].upscale > 0) {
-        st = par_dataset_upscale(&ds, (size_t)so[0].upscale, dt);
-        if (st != PAR_OK) rc = cli_fail("bisect", st, NULL);
-    }
-    if (rc == 0 && batch_full) batch = (int)ds.n_train;
-    if (rc == 0 && (size_t)batch > ds.n_train) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "--batch %d: expected at most %zu, the training split of %s",
-                 batch, ds.n_train, ds.name);
-        rc = fail_usage(msg, "give a smaller --batch, or --batch full");
-    }
-    if (rc == 0) {
-        init = malloc(m.n_params * par_dtype_size(dt));
-        if (!init) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
-        else if (so[0].init_load) st = par_weights_load(so[0].init_load, &m, dt, init);
-        else par_model_init(&m, dt, so[0].seed, init);
-        if (st != PAR_OK) rc = cli_fail("bisect", st, NULL);
-    }
-    if (rc == 0) {
-        bis_opts o = {.ds = &ds, .seed = so[0].seed, .epochs = so[0].epochs,
-                            .max_steps = so[0].steps, .tol = tol,
-                            .atol = isnan(atol) ? BIS_ATOL_AUTO : atol, .prec = prec};
-        for (int s = 0; s < 2; s++) {
-            o.side[s].ops = tr[s];
-            o.side[s].cfg = (par_run_cfg){.model = &m,
-                                          .dtype = dt,
-                                          .mode = mode[s],
-                                          .batch = (size_t)batch,
-                                          .chunk = (size_t)so[s].chunk,
-                                          .lr = so[s].lr,
-                                          .threads = so[s].threads,
-                                          .init_params = init,
-                                          .fault = &fault[s],
-                                          .optim = &optim};
-        }
-        bis_result *r = malloc(sizeof *r);
-        st = r ? bis_lockstep(r, &o)
-               : par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
-        if (st != PAR_OK) {
-            rc = rank == 0 ? cli_fail("bisect", st, st == PAR_ERR_NUMERIC ? "lower --lr" : NULL)
-                           : (st == PAR_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME);
-        } else {
-            if (rank == 0 && json) print_json_result(r, &o, cfg);
-            else if (rank == 0) print_human(r, &o, cfg, &so[0]);
-            rc = r->diverged ? EXIT_VERIFY : EXIT_OK;
-        }
-        free(r);
-    }
-    free(init);
-    par_dataset_free(&ds);
+    side_opts so[2];
+    char *text[2] = {NULL, NULL};
+    rc = parse_sides(so, text, &base, argv);
+    if (rc == 0) rc = bisect_sides(argc, argv, so, tol, atol, prec, json);
     free(text[0]);
     free(text[1]);
-    return use_mpi ? par_mpi_finish(rc) : rc;
+    return rc;
 }

@@ -1,9 +1,8 @@
 // `parity check`: one training step of any single-process trainer recomputed
 // in MPFR (verify/check/chk_check.h) and compared tensor by tensor, as a table or
 // JSON; `parity check --math` measures the own exp/log/tanh/sigmoid. Exit 0
-// all pass, 1 a check failed, 2 usage, 3 runtime. Tests: tests/test_check.c.
+// all pass, 1 a check failed, 2 usage, 3 runtime. Tests: tests/verify/test_check.c.
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +10,10 @@
 
 #include <jansson.h>
 
+#include "chk_run.h"
 #include "cli.h"
-#include "chk_check.h"
+#include "cli_mpi_launch.h"
 #include "par_engine.h"
-#include "par_io.h"
-#include "par_mpi_launch.h"
 #include "par_time.h"
 
 typedef struct check_opts {
@@ -99,38 +97,6 @@ static int run_math(const check_opts *o)
 }
 
 // ---- the step check ------------------------------------------------------------------
-
-// "i,j,k" -> records (each < n).
-static int parse_samples(const char *spec, size_t n, size_t **idx, size_t *B)
-{
-    size_t cap = 1;
-    for (const char *p = spec; *p; p++)
-        cap += *p == ',';
-    *idx = malloc(cap * sizeof **idx);
-    if (!*idx) return EXIT_RUNTIME;
-    *B = 0;
-    const char *p = spec;
-    for (;;) {
-        char *end;
-        errno = 0;
-        const unsigned long long v = strtoull(p, &end, 10);
-        if (end == p || *p == '-' || errno || v >= n || (*end != ',' && *end != '\0')) {
-            fprintf(stderr,
-                    "parity check: --samples '%s': expected record numbers below %zu, "
-                    "separated by commas\n",
-                    spec, n);
-            fprintf(stderr,
-                    "hint: e.g. --samples 0,17,4242 (0-based records of the training file)\n");
-            free(*idx);
-            *idx = NULL;
-            return EXIT_USAGE;
-        }
-        (*idx)[(*B)++] = (size_t)v;
-        if (*end == '\0') break;
-        p = end + 1;
-    }
-    return 0;
-}
 
 static void print_table(const chk_report *r)
 {
@@ -287,244 +253,185 @@ static void report_text(const check_run *c, const chk_report *r)
            r->seconds, r->prec, r->threads, c->t_total);
 }
 
-int cmd_check(int argc, char **argv)
+enum { N_CHECK_FLAGS = 30 };
+
+static void flag_table(cli_opt *t, check_opts *o)
 {
-    check_opts o = {
-        .dataset = "fashion-mnist",
-        .model = "mlp:784-256-128-10",
-        .act = "relu",
-        .trainer = "reference",
-        .mode = "exact",
-        .dtype = "f32",
-        .batch = 64,
-        .chunk = 8,
-        .threads = 1,
-        .prec = 256,
-        .lr = 0.01,
-        .seed = 42,
-        .step = -1,   // not given (0 is refused: steps count from 1)
-        .optim = "sgd",
-        .momentum = NAN,
-        .beta1 = NAN,
-        .beta2 = NAN,
-        .eps = NAN,
-    };
-    const cli_opt opts[] = {
-        {"--dataset", CLI_STR, &o.dataset, "NAME|DIR  dataset of the run (fashion-mnist)"},
-        {"--upscale", CLI_INT, &o.upscale, "S         resample the images to S x S, as the run did"},
-        {"--weights", CLI_STR, &o.weights,
+    const cli_opt f[N_CHECK_FLAGS] = {
+        {"--dataset", CLI_STR, &o->dataset, "NAME|DIR  dataset of the run (fashion-mnist)"},
+        {"--upscale", CLI_INT, &o->upscale, "S         resample the images to S x S, as the run did"},
+        {"--weights", CLI_STR, &o->weights,
          "FILE.npz  weights before the step (default: the initial weights of --seed)"},
-        {"--step", CLI_INT, &o.step,
+        {"--step", CLI_INT, &o->step,
          "S         1-based step of `parity train` whose batch is checked (1)"},
-        {"--samples", CLI_STR, &o.samples,
+        {"--samples", CLI_STR, &o->samples,
          "i,j,k     check these records of the training file instead"},
-        {"--seed", CLI_U64, &o.seed,
+        {"--seed", CLI_U64, &o->seed,
          "N         seed of shuffling (and of the initial weights) (42)"},
-        {"--model", CLI_STR, &o.model, "SPEC      mlp:N0-N1-...-Nk or cnn:CxHxW-... (mlp:784-256-128-10)"},
-        {"--act", CLI_STR, &o.act, "relu|sigmoid|tanh  hidden activation (relu)"},
-        {"--batch", CLI_INT, &o.batch, "B         samples per step (64)"},
-        {"--chunk", CLI_INT, &o.chunk, "C         samples per chunk (8)"},
-        {"--lr", CLI_DOUBLE, &o.lr, "LR        learning rate (0.01)"},
-        {"--dtype", CLI_STR, &o.dtype, "f32|f64   floating-point type (f32)"},
-        {"--optim", CLI_STR, &o.optim, "NAME      sgd, momentum, nesterov or adam (sgd)"},
-        {"--momentum", CLI_DOUBLE, &o.momentum, "MU        momentum and nesterov (0.9)"},
-        {"--beta1", CLI_DOUBLE, &o.beta1, "B1        adam (0.9)"},
-        {"--beta2", CLI_DOUBLE, &o.beta2, "B2        adam (0.999)"},
-        {"--eps", CLI_DOUBLE, &o.eps, "EPS       adam (1e-8)"},
-        {"--trainer", CLI_STR, &o.trainer, "NAME      reference, serial or omp (reference)"},
-        {"--mode", CLI_STR, &o.mode, "exact|fast  (exact)"},
-        {"--threads", CLI_INT, &o.threads, "T         OpenMP threads of the trainer (1)"},
-        {"--ranks", CLI_INT, &o.ranks, "R         MPI trainers: launch R ranks through mpirun; rank 0's step is checked"},
-        {"--prec", CLI_INT, &o.prec, "P         MPFR precision in bits, >= 64 (256)"},
-        {"--mpfr-threads", CLI_INT, &o.mpfr_threads,
+        {"--model", CLI_STR, &o->model, "SPEC      mlp:N0-N1-...-Nk or cnn:CxHxW-... (mlp:784-256-128-10)"},
+        {"--act", CLI_STR, &o->act, "relu|sigmoid|tanh  hidden activation (relu)"},
+        {"--batch", CLI_INT, &o->batch, "B         samples per step (64)"},
+        {"--chunk", CLI_INT, &o->chunk, "C         samples per chunk (8)"},
+        {"--lr", CLI_DOUBLE, &o->lr, "LR        learning rate (0.01)"},
+        {"--dtype", CLI_STR, &o->dtype, "f32|f64   floating-point type (f32)"},
+        {"--optim", CLI_STR, &o->optim, "NAME      sgd, momentum, nesterov or adam (sgd)"},
+        {"--momentum", CLI_DOUBLE, &o->momentum, "MU        momentum and nesterov (0.9)"},
+        {"--beta1", CLI_DOUBLE, &o->beta1, "B1        adam (0.9)"},
+        {"--beta2", CLI_DOUBLE, &o->beta2, "B2        adam (0.999)"},
+        {"--eps", CLI_DOUBLE, &o->eps, "EPS       adam (1e-8)"},
+        {"--trainer", CLI_STR, &o->trainer, "NAME      reference, serial or omp (reference)"},
+        {"--mode", CLI_STR, &o->mode, "exact|fast  (exact)"},
+        {"--threads", CLI_INT, &o->threads, "T         OpenMP threads of the trainer (1)"},
+        {"--ranks", CLI_INT, &o->ranks, "R         MPI trainers: launch R ranks through mpirun; rank 0's step is checked"},
+        {"--prec", CLI_INT, &o->prec, "P         MPFR precision in bits, >= 64 (256)"},
+        {"--mpfr-threads", CLI_INT, &o->mpfr_threads,
          "N         OpenMP threads of the checker (0: all cores)"},
-        {"--no-e2e", CLI_FLAG, &o.no_e2e,
+        {"--no-e2e", CLI_FLAG, &o->no_e2e,
          "          skip the END-TO-END view (about half the time)"},
-        {"--math", CLI_FLAG, &o.math,
+        {"--math", CLI_FLAG, &o->math,
          "          check own exp/log/tanh/sigmoid against MPFR instead"},
-        {"--points", CLI_INT, &o.points,
+        {"--points", CLI_INT, &o->points,
          "N         --math: samples per function (f32 1000000, f64 3/5 of it)"},
-        {"--json", CLI_FLAG, &o.json, "          print JSON on stdout"},
-        {"--help", CLI_FLAG, &o.help, "          this text"},
-        {"--fault", CLI_STR, &o.fault,
+        {"--json", CLI_FLAG, &o->json, "          print JSON on stdout"},
+        {"--help", CLI_FLAG, &o->help, "          this text"},
+        {"--fault", CLI_STR, &o->fault,
          "SPEC      TESTS ONLY: inject a fault into the run (counted from its step 1)"},
         {NULL, CLI_FLAG, NULL, NULL},
     };
-    const char *pos[1];
-    int n_pos;
-    int rc = cli_parse("check", argc, argv, 2, opts, pos, 0, &n_pos);
-    if (rc) return rc;
-    if (o.help) {
-        cli_usage("parity check [--dataset D] [--weights W.npz] [--step S | --samples i,j,k] "
-                  "[--trainer T --mode M --threads T] [--prec P] [--json]\n"
-                  "       parity check --math [--points N] [--json]",
-                  opts);
-        return EXIT_OK;
-    }
-    if (o.math) return run_math(&o);
+    memcpy(t, f, sizeof f);
+}
 
-    cli_numerics nu;
-    const cli_numerics_flags nf = {o.act, o.model, o.mode, o.dtype, o.fault, o.trainer, o.threads};
-    rc = cli_numerics_resolve("check", &nf, &nu);
+// The flags that say what is checked, resolved; 0 or the exit code after one line.
+static int resolve(const check_opts *o, cli_numerics *nu, par_optim *optim)
+{
+    const cli_numerics_flags nf = {o->act, o->model, o->mode, o->dtype, o->fault, o->trainer,
+                                   o->threads};
+    int rc = cli_numerics_resolve("check", &nf, nu);
     if (rc) return rc;
-    if (o.fault) par_fault_set(&nu.fault);
-    const par_model m = nu.m;
-    const par_mode mode = nu.mode;
-    const par_dtype dt = nu.dt;
-    const par_trainer_ops *tr = nu.tr;
-    if (!(tr->caps & PAR_CAP_RANKS) && o.ranks > 1) {
-        fprintf(stderr, "parity check: --ranks %d: trainer %s is not an MPI trainer\n", o.ranks,
-                tr->name);
+    if (o->fault) par_fault_set(&nu->fault);
+    if (!(nu->tr->caps & PAR_CAP_RANKS) && o->ranks > 1) {
+        fprintf(stderr, "parity check: --ranks %d: trainer %s is not an MPI trainer\n", o->ranks,
+                nu->tr->name);
         return EXIT_USAGE;
     }
-    if (o.batch < 1 || o.chunk < 1 || o.threads < 1 || !(o.lr > 0) || o.prec < 64 ||
-        o.prec > 1 << 20) {
+    if (o->batch < 1 || o->chunk < 1 || o->threads < 1 || !(o->lr > 0) || o->prec < 64 ||
+        o->prec > 1 << 20) {
         fprintf(stderr, "parity check: --batch, --chunk and --threads must be >= 1, --lr > 0, "
                         "--prec 64 to 1048576\n");
         return EXIT_USAGE;
     }
-    par_optim optim;
-    const cli_optim_flags of = {o.optim, o.momentum, o.beta1, o.beta2, o.eps};
-    rc = cli_optim_resolve("check", &of, &optim);
-    if (rc) return rc;
-    const par_optim_kind okind = optim.kind;
-    if (o.upscale < 0 || o.upscale > 1024) {
-        fprintf(stderr, "parity check: --upscale %d: expected 1 to 1024 (0: off)\n", o.upscale);
+    const cli_optim_flags of = {o->optim, o->momentum, o->beta1, o->beta2, o->eps};
+    if ((rc = cli_optim_resolve("check", &of, optim))) return rc;
+    if (o->upscale < 0 || o->upscale > 1024) {
+        fprintf(stderr, "parity check: --upscale %d: expected 1 to 1024 (0: off)\n", o->upscale);
         return EXIT_USAGE;
     }
-    if (o.step == 0) {
+    if (o->step == 0) {
         fprintf(stderr, "parity check: --step 0: expected an integer >= 1 (steps count from 1)\n");
         return EXIT_USAGE;
     }
-    if (o.samples && o.step > 0) {
+    if (o->samples && o->step > 0) {
         fprintf(stderr, "parity check: --step and --samples both given\n");
         fprintf(stderr, "hint: --step picks the batch of a `parity train` step, --samples gives "
                         "records directly; use one\n");
         return EXIT_USAGE;
     }
+    return 0;
+}
 
-    // MPI trainers: every rank runs the step (it is collective); rank 0
-    // checks its own view of it (gradient, new weights, optimizer state).
-    int rank = 0, size = 1;
-    if (tr->caps & PAR_CAP_RANKS) {
-        if (o.ranks > 0 && !par_mpi_under_launcher())
-            return par_mpi_launch_watched(argc, argv, o.ranks, "check", NULL);
-        if (par_mpi_start(&rank, &size) != PAR_OK) return cli_fail("check", PAR_ERR_MPI, NULL);
-    }
-    const double t0 = par_now();
-    par_dataset ds;
-    par_status st = par_dataset_open(&ds, o.dataset, 10);
-    if (st != PAR_OK) return par_mpi_finish(cli_fail("check", st, HINT_DATA));
-    // The resampled images are the step's inputs, as in parity train; the
-    // resampling itself is data preparation, outside the checked step.
-    if (o.upscale > 0) st = par_dataset_upscale(&ds, (size_t)o.upscale, dt);
+// The run's dataset (resampled as it was: the resampled images are the
+// step's inputs; the resampling itself is data preparation, outside the
+// checked step), checked against the model; 0 or an exit code.
+static int open_data(par_dataset *ds, const check_opts *o, const par_model *m, par_dtype dt)
+{
+    par_status st = par_dataset_open(ds, o->dataset, 10);
+    if (st != PAR_OK) return cli_fail("check", st, HINT_DATA);
+    if (o->upscale > 0) st = par_dataset_upscale(ds, (size_t)o->upscale, dt);
     if (st != PAR_OK) {
-        par_dataset_free(&ds);
-        return par_mpi_finish(cli_fail("check", st, NULL));
+        par_dataset_free(ds);
+        return cli_fail("check", st, NULL);
     }
-    rc = EXIT_OK;
-    if (ds.train.n_features != m.n_inputs || ds.n_classes != m.n_classes) {
+    if (ds->train.n_features != m->n_inputs || ds->n_classes != m->n_classes) {
         fprintf(stderr,
                 "parity check: --model %s takes %zu inputs and %zu classes, dataset %s "
                 "has %zu and %zu\n",
-                m.spec, m.n_inputs, m.n_classes, ds.name, ds.train.n_features, ds.n_classes);
-        par_dataset_free(&ds);
-        return par_mpi_finish(EXIT_USAGE);
+                m->spec, m->n_inputs, m->n_classes, ds->name, ds->train.n_features, ds->n_classes);
+        par_dataset_free(ds);
+        return EXIT_USAGE;
     }
-    const size_t sz = par_dtype_size(dt);
-    size_t *idx = NULL, B = 0;
-    int epoch = 0;
-    void *w0 = malloc(m.n_params * sz), *x = NULL;
-    int32_t *labels = NULL;
-    if (!w0) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
-    if (st == PAR_OK) {
-        if (o.weights)
-            st = par_weights_load(o.weights, &m, dt, w0);
+    return 0;
+}
+
+// The hint of a failed check, by where it failed.
+static const char *fail_hint(par_status st, chk_run_stage at)
+{
+    if (at == CHK_RUN_OPTIM_STATE)
+        return "--step S > 1 with --optim momentum, nesterov or adam needs the state before the "
+               "step: give the ckpt-*.npz of the checkpoint after step S - 1 (--save writes "
+               "weights only)";
+    if (at == CHK_RUN_SAMPLES)
+        return "e.g. --samples 0,17,4242 (0-based records of the training file)";
+    return st == PAR_ERR_IO ? "check the --weights path" : NULL;
+}
+
+// Checks the step on the open dataset; prints the report (rank 0); the exit code.
+static int check_step(const check_opts *o, const cli_numerics *nu, const par_optim *optim,
+                      const par_dataset *ds, int rank, int size, double t0)
+{
+    const chk_run_cfg cfg = {
+        .tr = nu->tr, .ds = ds, .m = &nu->m, .dt = nu->dt, .mode = nu->mode, .optim = optim,
+        .batch = (size_t)o->batch, .chunk = (size_t)o->chunk, .lr = o->lr,
+        .threads = o->threads, .seed = o->seed, .weights = o->weights,
+        .step = o->step > 0 ? o->step : 1, .samples = o->samples, .rank = rank,
+        .check = {o->prec, o->mpfr_threads, !o->no_e2e}};
+    chk_run r;
+    const par_status st = chk_run_step(&r, &cfg);
+    const check_run c = {o,           ds,         &nu->m, &r.run,         r.idx, r.epoch,
+                         !o->samples, r.contract, r.t_run, par_now() - t0, size};
+    int rc = EXIT_OK;   // ranks other than 0 report nothing; cli_mpi_finish combines the codes
+    if (st != PAR_OK) {
+        rc = cli_fail("check", st, fail_hint(st, r.failed));
+    } else if (rank == 0) {
+        if (o->json)
+            report_json(&c, &r.rep);
         else
-            par_model_init(&m, dt, o.seed, w0);
+            report_text(&c, &r.rep);
+        rc = r.rep.n_fail ? EXIT_VERIFY : EXIT_OK;
     }
-    // The optimizer state before the step: zeros at update 0 (step 1, or
-    // --samples), else the opt.* members of --weights (a checkpoint's .npz,
-    // written after step S with S updates: check step S + 1).
-    const int ns = par_optim_n_state(okind);
-    void *sarr[2] = {NULL, NULL};
-    par_optim_state start = {ns, {NULL, NULL}, o.step > 1 && !o.samples ? o.step - 1 : 0};
-    for (int i = 0; i < ns && st == PAR_OK; i++) {
-        sarr[i] = calloc(m.n_params, sz);
-        start.arr[i] = sarr[i];
-        if (!sarr[i]) st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
-    }
-    if (st == PAR_OK && ns && o.weights && start.t > 0) {
-        const char *names[2] = {par_optim_state_name(okind, 0), par_optim_state_name(okind, 1)};
-        st = par_npz_load_optim(o.weights, &m, dt, ns, names, sarr);
-        if (st != PAR_OK) {
-            rc = cli_fail("check", st,
-                          "--step S > 1 with --optim momentum, nesterov or adam needs the state "
-                          "before the step: give the ckpt-*.npz of the checkpoint after step "
-                          "S - 1 (--save writes weights only)");
-            st = PAR_OK;
-        }
-    }
-    if (st == PAR_OK && rc == EXIT_OK && o.samples)
-        rc = parse_samples(o.samples, ds.train.n, &idx, &B);
-    else if (st == PAR_OK && rc == EXIT_OK)
-        st = chk_step_records(&idx, &B, &epoch, &ds, o.seed, (size_t)o.batch,
-                              o.step > 0 ? o.step : 1);
-    if (st == PAR_OK && rc == EXIT_OK) {
-        x = malloc(B * m.n_inputs * sz);
-        labels = malloc(B * sizeof *labels);
-        if (!x || !labels)
-            st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
-        else
-            par_data_gather(&ds.train, idx, B, dt, x, labels);
-    }
-    chk_step run = {0}, ref = {0};
-    chk_report rep = {0};
-    check_run c = {&o, &ds, &m, &run, idx, epoch, !o.samples, 0, 0, 0, size};
-    if (st == PAR_OK && rc == EXIT_OK) {
-        const par_run_cfg cfg = {.model = &m,
-                                 .dtype = dt,
-                                 .mode = mode,
-                                 .batch = B,
-                                 .chunk = (size_t)o.chunk,
-                                 .lr = o.lr,
-                                 .threads = o.threads,
-                                 .init_params = w0,
-                                 .optim = &optim};
-        const par_batch batch = {.x = x, .labels = labels, .B = B};
-        const double t1 = par_now();
-        st = chk_capture_state(&run, tr, &cfg, &batch, &start);
-        c.t_run = par_now() - t1;
-        const chk_opts mo = {o.prec, o.mpfr_threads, !o.no_e2e};
-        if (st == PAR_OK && rank == 0) st = chk_check_step(&rep, &run, &mo);
-        c.contract = rank == 0 && mode == PAR_MODE_EXACT && strcmp(tr->name, "reference") != 0;
-        if (st == PAR_OK && c.contract) {
-            const par_trainer_ops *rt = par_trainer_find("reference");
-            st = chk_capture_state(&ref, rt, &cfg, &batch, &start);
-            if (st == PAR_OK) st = chk_check_contract(&rep, &run, &ref);
-        }
-    }
-    c.t_total = par_now() - t0;
-    if (st == PAR_OK && rc == EXIT_OK && rank != 0) {
-        rc = EXIT_OK;   // rank 0 reports; par_mpi_finish combines the codes
-    } else if (st == PAR_OK && rc == EXIT_OK) {
-        if (o.json)
-            report_json(&c, &rep);
-        else
-            report_text(&c, &rep);
-        rc = rep.n_fail ? EXIT_VERIFY : EXIT_OK;
-    } else if (st != PAR_OK) {
-        rc = cli_fail("check", st, st == PAR_ERR_IO ? "check the --weights path" : NULL);
-    }
-    chk_report_free(&rep);
-    chk_step_free(&run);
-    chk_step_free(&ref);
-    free(idx);
-    free(x);
-    free(labels);
-    free(w0);
-    free(sarr[0]);
-    free(sarr[1]);
+    chk_run_free(&r);
+    return rc;
+}
+
+int cmd_check(int argc, char **argv)
+{
+    check_opts o = {
+        .dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
+        .trainer = "reference", .mode = "exact", .dtype = "f32", .batch = 64, .chunk = 8,
+        .threads = 1, .prec = 256, .lr = 0.01, .seed = 42,
+        .step = -1,   // not given (0 is refused: steps count from 1)
+        .optim = "sgd", .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN,
+    };
+    cli_opt opts[N_CHECK_FLAGS];
+    flag_table(opts, &o);
+    int rc = cli_flags("check", argc, argv, opts, &o.help,
+                       "parity check [--dataset D] [--weights W.npz] [--step S | --samples "
+                       "i,j,k] [--trainer T --mode M --threads T] [--prec P] [--json]\n"
+                       "       parity check --math [--points N] [--json]");
+    if (rc >= 0) return rc;
+    if (o.math) return run_math(&o);
+    cli_numerics nu;
+    par_optim optim;
+    if ((rc = resolve(&o, &nu, &optim))) return rc;
+    // MPI trainers: every rank runs the step (it is collective); rank 0
+    // checks its own view of it (gradient, new weights, optimizer state).
+    int rank = 0, size = 1;
+    if ((nu.tr->caps & PAR_CAP_RANKS) &&
+        (rc = cli_mpi_launch_or_join(argc, argv, o.ranks, "check", &rank, &size)) >= 0)
+        return rc;
+    const double t0 = par_now();
+    par_dataset ds;
+    if ((rc = open_data(&ds, &o, &nu.m, nu.dt))) return cli_mpi_finish(rc);
+    rc = check_step(&o, &nu, &optim, &ds, rank, size, t0);
     par_dataset_free(&ds);
-    return par_mpi_finish(rc);
+    return cli_mpi_finish(rc);
 }

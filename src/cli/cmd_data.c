@@ -2,7 +2,7 @@
 // numbers of the training file, one per line, so a run can be replayed
 // elsewhere (e.g. PyTorch from the --init-save weights).
 // `parity data make-cifar DIR`: small synthetic CIFAR-10 binary files (for
-// tests; the real set is not packaged here). Tests: tests/test_cifar_cli.sh.
+// tests; the real set is not packaged here). Tests: tests/cli/test_cifar_cli.sh.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

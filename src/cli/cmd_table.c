@@ -2,7 +2,7 @@
 // tables in the minisign formats (verify/harness/vf_sign.h). A table whose
 // results.json has a failed or missing verdict is never signed, and
 // `verify` fails (exit 1, one line) on a changed byte, a failed or missing
-// verdict, a changed table or plot, or a wrong key. Tests: tests/test_verify.sh.
+// verdict, a changed table or plot, or a wrong key. Tests: tests/verify/test_verify.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>

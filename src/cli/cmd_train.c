@@ -5,8 +5,9 @@
 // and a NaN/Inf check every step. The CLI parses, prints and chooses exit
 // codes; the run itself is a session (src/train/par_session.h). MPI trainers
 // run one process per rank; only rank 0 prints and writes. Tests:
-// tests/test_cli.sh, tests/test_resume.sh, tests/test_faults.sh.
+// tests/cli/test_cli.sh, tests/cli/test_resume.sh, tests/cli/test_faults.sh.
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,7 @@
 #include "cli.h"
 #include "par_hash.h"
 #include "par_kernels.h"
-#include "par_mpi_launch.h"
+#include "cli_mpi_launch.h"
 #include "par_session.h"
 #include "train_args.h"
 
@@ -107,10 +108,13 @@ static void print_json(const train_run *t, const par_session_result *r)
         par_dtype_name(t->nu.dt), "batch", (json_int_t)rc->batch, "chunk", (json_int_t)rc->chunk,
         "epochs", c->run.epochs, "lr", rc->lr, "seed", (json_int_t)c->run.seed, "steps",
         (json_int_t)r->steps, "n_params", (int)m->n_params, "kernels", par_kernels_variant(),
-        "final_loss", r->last_loss, "val_loss", r->val_loss, "val_accuracy", r->val_acc,
-        "test_loss", r->test_loss, "test_accuracy", r->test_acc, "weights_sha256", sha,
-        "seconds", seconds,
+        "final_loss", r->last_loss, "val_loss", 0.0, "val_accuracy", 0.0, "test_loss", 0.0,
+        "test_accuracy", 0.0, "weights_sha256", sha, "seconds", seconds,
         "samples_per_second", seconds > 0 ? (double)r->timed_samples / seconds : 0.0);
+    const char *ev[4] = {"val_loss", "val_accuracy", "test_loss", "test_accuracy"};
+    const double evv[4] = {r->val_loss, r->val_acc, r->test_loss, r->test_acc};
+    for (int k = 0; k < 4; k++)   // --no-eval: null
+        json_object_set_new(j, ev[k], isnan(evv[k]) ? json_null() : json_real(evv[k]));
     if (c->warmup_steps > 0) {   // "seconds" is the window after them
         json_object_set_new(j, "warmup_steps", json_integer(c->warmup_steps));
         json_object_set_new(j, "timed_steps", json_integer(r->timed_steps));
@@ -190,7 +194,7 @@ static int join_ranks(train_run *t, int argc, char **argv)
     // that many independent copies: refused, said once (by rank 0).
     if (!(tr->caps & PAR_CAP_RANKS)) {
         int env_rank;
-        const int world = par_mpi_env_size(&env_rank);
+        const int world = cli_mpi_env_size(&env_rank);
         if (world > 1) {
             if (env_rank == 0) {
                 fprintf(stderr, "parity train: --trainer %s runs in one process, but it was "
@@ -201,7 +205,7 @@ static int join_ranks(train_run *t, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    const int launch = (tr->caps & PAR_CAP_RANKS) && o->ranks > 0 && !par_mpi_under_launcher();
+    const int launch = (tr->caps & PAR_CAP_RANKS) && o->ranks > 0 && !cli_mpi_under_launcher();
     if ((!(tr->caps & PAR_CAP_RANKS) || launch) && (rc = cli_train_check_outputs(o))) return rc;
     if (!(tr->caps & PAR_CAP_RANKS)) {
         if (o->ranks <= 1) return -1;
@@ -211,9 +215,9 @@ static int join_ranks(train_run *t, int argc, char **argv)
         return EXIT_USAGE;
     }
     if (launch)
-        return par_mpi_launch_watched(argc, argv, o->ranks, "train",
+        return cli_mpi_launch_watched(argc, argv, o->ranks, "train",
                                       o->cfg.ckpt_dir ? o->cfg.ckpt_dir : o->cfg.resume);
-    if (par_mpi_start(&t->rank, &t->size) != PAR_OK) return cli_fail("train", PAR_ERR_MPI, NULL);
+    if (cli_mpi_start(&t->rank, &t->size) != PAR_OK) return cli_fail("train", PAR_ERR_MPI, NULL);
     if (o->ranks > 0 && o->ranks != t->size) {   // under someone's mpirun -n N
         if (t->rank == 0) {
             fprintf(stderr, "parity train: --ranks %d: this MPI job has %d ranks\n", o->ranks,
@@ -221,11 +225,11 @@ static int join_ranks(train_run *t, int argc, char **argv)
             fprintf(stderr, "hint: under your own mpirun leave out --ranks (mpirun -n sets "
                             "the ranks)\n");
         }
-        return par_mpi_finish(EXIT_USAGE);
+        return cli_mpi_finish(EXIT_USAGE);
     }
     rc = t->rank == 0 ? cli_train_check_outputs(o) : 0;   // rank 0 writes them
     par_session_share(t->size, &rc);
-    return rc ? par_mpi_finish(rc) : -1;
+    return rc ? cli_mpi_finish(rc) : -1;
 }
 
 // The dataset (every rank reads it), --upscale, the model's inputs, --batch
@@ -305,7 +309,10 @@ static int finish(const train_run *t, par_status st, const par_session_result *r
 {
     const int rank = t->rank;
     if (st == PAR_OK && t->o.json && rank == 0) print_json(t, r);
-    if (st == PAR_OK && t->view.plain)
+    if (st == PAR_OK && t->view.plain && isnan(r->val_acc))
+        fprintf(stderr, "parity train: done: %ld steps, loss %.4f, not evaluated, %.1f s\n",
+                r->steps, r->last_loss, r->seconds);
+    else if (st == PAR_OK && t->view.plain)
         fprintf(stderr, "parity train: done: %ld steps, loss %.4f, val acc %.4f, test acc %.4f, "
                         "%.1f s\n", r->steps, r->last_loss, r->val_acc, r->test_acc, r->seconds);
     if (st == PAR_OK) return EXIT_OK;
@@ -394,5 +401,5 @@ int cmd_train(int argc, char **argv)
     par_session_close(s);
     par_dataset_free(&t->ds);
     free(t);
-    return par_mpi_finish(rc);
+    return cli_mpi_finish(rc);
 }

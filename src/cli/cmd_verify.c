@@ -3,7 +3,7 @@
 // reference, MPFR checks, timings of what passed, table.md, table.csv,
 // results.json, plots, and a signature when every verdict passed. Exit 0
 // passed and signed, 1 a verdict failed (not signed), 2 usage or suite
-// error, 3 runtime error. Tests: tests/test_verify.sh.
+// error, 3 runtime error. Tests: tests/verify/test_verify.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "cli_sign.h"
 #include "par_io.h"
+#include "par_proc.h"
 #include "vf_harness.h"
 #include "vf_sign.h"
 
@@ -97,7 +98,7 @@ static void show_progress_plain(void *ctx, const vf_progress *p)
 // ranks run in their own session), then die of the same signal.
 static void on_signal(int sig)
 {
-    const pid_t p = vf_exec_running();
+    const pid_t p = par_proc_running();
     if (p > 0) kill(-p, SIGTERM);
     signal(sig, SIG_DFL);
     raise(sig);
@@ -138,16 +139,134 @@ static int prepare_out(const char *dir)
     return EXIT_OK;
 }
 
+// The suite: a file, else a name under verify/suites/ of the source tree.
+// 0, or the exit code (after one line when the suite is wrong).
+static int load_suite(vf_suite **out, const char *name)
+{
+    char path[1024];
+    vf_suite_path(path, sizeof path, name, PARITY_SOURCE_DIR);   // "" built without CMake
+    vf_suite *s = *out = malloc(sizeof *s);
+    if (!s) return EXIT_RUNTIME;
+    if (vf_suite_load(s, path) == PAR_OK) return 0;
+    fprintf(stderr, "parity verify: %s\n", s->error[0] ? s->error : cli_error_text());
+    fprintf(stderr, "hint: the suite format is in verify/suites/README.md\n");
+    free(s);
+    *out = NULL;
+    return EXIT_USAGE;
+}
+
+// The signing key (--key, else the default one), which must be there before
+// hours of work; 0 or EXIT_USAGE after one line.
+static int find_key(const char **key, char def[1024])
+{
+    if (!*key) {
+        cli_default_key(def, 1024, 0);
+        *key = def;
+    }
+    if (is_file(*key)) return 0;
+    fprintf(stderr, "parity verify: no signing key %s\nhint: make one with 'parity table keygen'"
+                    " (or give --key FILE)\n", (*key)[0] ? *key : "(HOME is not set)");
+    return EXIT_USAGE;
+}
+
+// --out, else results/<UTC time>-<suite> (into def), made and checked empty.
+static int make_out(const char **out, char def[1200], const char *suite_name)
+{
+    if (!*out) {
+        char stamp[32];
+        time_t t = time(NULL);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf(def, 1200, "results/%s-%s", stamp, suite_name);
+        *out = def;
+    }
+    return prepare_out(*out);
+}
+
+typedef struct verify_run {   // what run_suite needs besides the suite
+    const char *out, *key;
+    int timeout, quiet, every;
+} verify_run;
+
+// Writes the report of a finished suite (signed when every verdict passed);
+// the exit code.
+static int report(json_t *res, const char *out, const char *key)
+{
+    const int pass = vf_results_verdict(res) == PAR_OK;
+    char why[600], note[1400];
+    snprintf(why, sizeof why, "%s", json_string_value(json_object_get(res, "verdict_reason")));
+    if (pass)
+        snprintf(note, sizeof note, "signed, Ed25519 in the minisign format: `" CLI_SIG_NAME "` "
+                 "(check with `parity table verify %s`)", out);
+    else snprintf(note, sizeof note, "**NOT signed**: %s", why);
+    const par_status st = vf_report_write(res, out, note);
+    if (st != PAR_OK) {
+        fprintf(stderr, "parity verify: %s\n", cli_error_text());
+        return EXIT_RUNTIME;
+    }
+    printf("%s: %s\ntable: %s/table.md\n", pass ? "PASS" : "FAIL", why, out);
+    if (!pass) {
+        printf("not signed: a table is signed only when every verdict passed\n");
+        return EXIT_VERIFY;
+    }
+    return cli_sign_dir("verify", out, key);
+}
+
+// Runs the suite through the harness, with progress on stderr; the exit code.
+static int run_suite(int argc, char **argv, const vf_suite *s, const verify_run *v)
+{
+    char exe[4096], cmdline[4096] = "";
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "parity verify: cannot find its own executable\n");
+        return EXIT_RUNTIME;
+    }
+    exe[n] = '\0';
+    for (int i = 0; i < argc; i++) {
+        const size_t used = strlen(cmdline);
+        snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "", argv[i]);
+    }
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int tty = isatty(STDERR_FILENO);
+    const vf_run_opts ro = {
+        .parity = exe, .out_dir = v->out,
+        .build = {PARITY_SOURCE_DIR[0] ? PARITY_SOURCE_DIR : NULL, PARITY_C_COMPILER,
+                  PARITY_C_FLAGS, PARITY_BUILD_TYPE, PARITY_MPIEXEC},
+        .command_line = cmdline, .cores = cores > 0 ? (int)cores : 1,
+        .timeout_s = v->timeout > 0 ? v->timeout : 3600, .ctx = (void *)&v->every,
+        .progress = v->quiet ? NULL : tty ? show_progress : show_progress_plain,
+    };
+    json_t *res = NULL;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
+    const par_status st = vf_run_suite(&res, s, &ro);
+    if (tty && !v->quiet) fprintf(stderr, "\r\033[K");
+    if (st != PAR_OK) {
+        fprintf(stderr, "parity verify: %s\n", cli_error_text());
+        if (strstr(par_last_error(), "fetch") || st == PAR_ERR_IO)
+            fprintf(stderr, "hint: run data/fetch.sh (or ci/setup.sh) if a dataset is missing; "
+                            "the run's logs are in %s/runs/\n", v->out);
+        if (res) vf_results_save(res, v->out);
+        json_decref(res);
+        return st == PAR_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;
+    }
+    const int rc = report(res, v->out, v->key);
+    json_decref(res);
+    return rc;
+}
+
 int cmd_verify(int argc, char **argv)
 {
-    const char *out = NULL, *key = NULL;
-    int help = 0, timeout = 3600, quiet = 0, every = 60;
+    verify_run v = {.timeout = 3600, .every = 60};
+    int help = 0;
     const cli_opt opts[] = {
-        {"--out", CLI_STR, &out, "DIR       output folder, new or empty (results/<UTC time>-<suite>/)"},
-        {"--key", CLI_STR, &key, "FILE      signing key (~/.config/parity/parity.key; make one with 'parity table keygen')"},
-        {"--timeout", CLI_INT, &timeout, "S         limit of each run in seconds (3600)"},
-        {"--every", CLI_INT, &every, "S         off a terminal: a 'still running' line every S s of a long task (60)"},
-        {"--quiet", CLI_FLAG, &quiet, "          no progress (on a terminal a status line, off one a line per config)"},
+        {"--out", CLI_STR, &v.out, "DIR       output folder, new or empty (results/<UTC time>-<suite>/)"},
+        {"--key", CLI_STR, &v.key, "FILE      signing key (~/.config/parity/parity.key; make one with 'parity table keygen')"},
+        {"--timeout", CLI_INT, &v.timeout, "S         limit of each run in seconds (3600)"},
+        {"--every", CLI_INT, &v.every, "S         off a terminal: a 'still running' line every S s of a long task (60)"},
+        {"--quiet", CLI_FLAG, &v.quiet, "          no progress (on a terminal a status line, off one a line per config)"},
         {"--help", CLI_FLAG, &help, "          this text"},
         {NULL, CLI_FLAG, NULL, NULL},
     };
@@ -160,8 +279,8 @@ int cmd_verify(int argc, char **argv)
                   "full). Format: verify/suites/README.md", opts);
         return EXIT_OK;
     }
-    if (every < 1) {
-        fprintf(stderr, "parity verify: --every %d: expected seconds >= 1\n", every);
+    if (v.every < 1) {
+        fprintf(stderr, "parity verify: --every %d: expected seconds >= 1\n", v.every);
         return EXIT_USAGE;
     }
     if (n_pos != 1) {
@@ -169,108 +288,12 @@ int cmd_verify(int argc, char **argv)
                         "hint: run 'parity verify --help'\n");
         return EXIT_USAGE;
     }
-    // The suite: a file, else a name under verify/suites/ of the source tree.
-    char suite_path[1024];
-    snprintf(suite_path, sizeof suite_path, "%s", pos[0]);
-    const char *src_dir = PARITY_SOURCE_DIR;   // "" when built without CMake
-    if (!is_file(suite_path) && !strchr(pos[0], '/') && src_dir[0]) {
-        snprintf(suite_path, sizeof suite_path, "%s/verify/suites/%s", src_dir, pos[0]);
-        if (!is_file(suite_path)) snprintf(suite_path, sizeof suite_path, "%s", pos[0]);
-    }
-    vf_suite *s = malloc(sizeof *s);
-    if (!s) return EXIT_RUNTIME;
-    par_status st = vf_suite_load(s, suite_path);
-    if (st != PAR_OK) {
-        fprintf(stderr, "parity verify: %s\n", s->error[0] ? s->error : cli_error_text());
-        fprintf(stderr, "hint: the suite format is in verify/suites/README.md\n");
-        free(s);
-        return EXIT_USAGE;
-    }
-    // The signing key must be there before hours of work.
-    char def_key[1024];
-    if (!key) {
-        cli_default_key(def_key, sizeof def_key, 0);
-        key = def_key;
-    }
-    if (!is_file(key)) {
-        fprintf(stderr, "parity verify: no signing key %s\nhint: make one with 'parity table keygen'"
-                        " (or give --key FILE)\n", key[0] ? key : "(HOME is not set)");
-        free(s);
-        return EXIT_USAGE;
-    }
-    char out_def[1200];
-    if (!out) {
-        char stamp[32];
-        time_t t = time(NULL);
-        struct tm tm;
-        gmtime_r(&t, &tm);
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        snprintf(out_def, sizeof out_def, "results/%s-%s", stamp, s->name);
-        out = out_def;
-    }
-    rc = prepare_out(out);
-    if (rc) {
-        free(s);
-        return rc;
-    }
-
-    char exe[4096], cmdline[4096] = "";
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-        fprintf(stderr, "parity verify: cannot find its own executable\n");
-        free(s);
-        return EXIT_RUNTIME;
-    }
-    exe[n] = '\0';
-    for (int i = 0; i < argc; i++) {
-        const size_t used = strlen(cmdline);
-        snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "", argv[i]);
-    }
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const int tty = isatty(STDERR_FILENO);
-    const vf_run_opts ro = {
-        .parity = exe, .out_dir = out,
-        .build = {PARITY_SOURCE_DIR[0] ? PARITY_SOURCE_DIR : NULL, PARITY_C_COMPILER,
-                  PARITY_C_FLAGS, PARITY_BUILD_TYPE, PARITY_MPIEXEC},
-        .command_line = cmdline, .cores = cores > 0 ? (int)cores : 1,
-        .timeout_s = timeout > 0 ? timeout : 3600, .ctx = &every,
-        .progress = quiet ? NULL : tty ? show_progress : show_progress_plain,
-    };
-    json_t *res = NULL;
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    signal(SIGHUP, on_signal);
-    st = vf_run_suite(&res, s, &ro);
-    if (tty && !quiet) fprintf(stderr, "\r\033[K");
-    if (st != PAR_OK) {
-        fprintf(stderr, "parity verify: %s\n", cli_error_text());
-        if (strstr(par_last_error(), "fetch") || st == PAR_ERR_IO)
-            fprintf(stderr, "hint: run data/fetch.sh (or ci/setup.sh) if a dataset is missing; "
-                            "the run's logs are in %s/runs/\n", out);
-        if (res) vf_results_save(res, out);
-        json_decref(res);
-        free(s);
-        return st == PAR_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;
-    }
-    const int pass = vf_results_verdict(res) == PAR_OK;
-    char why[600], note[1400];
-    snprintf(why, sizeof why, "%s", json_string_value(json_object_get(res, "verdict_reason")));
-    if (pass)
-        snprintf(note, sizeof note, "signed, Ed25519 in the minisign format: `" CLI_SIG_NAME "` "
-                 "(check with `parity table verify %s`)", out);
-    else snprintf(note, sizeof note, "**NOT signed**: %s", why);
-    st = vf_report_write(res, out, note);
-    json_decref(res);
+    vf_suite *s;
+    if ((rc = load_suite(&s, pos[0]))) return rc;
+    char def_key[1024], def_out[1200];
+    rc = find_key(&v.key, def_key);
+    if (!rc) rc = make_out(&v.out, def_out, s->name);
+    if (!rc) rc = run_suite(argc, argv, s, &v);
     free(s);
-    if (st != PAR_OK) {
-        fprintf(stderr, "parity verify: %s\n", cli_error_text());
-        return EXIT_RUNTIME;
-    }
-    printf("%s: %s\ntable: %s/table.md\n", pass ? "PASS" : "FAIL", why, out);
-    if (!pass) {
-        printf("not signed: a table is signed only when every verdict passed\n");
-        return EXIT_VERIFY;
-    }
-    rc = cli_sign_dir("verify", out, key);
     return rc;
 }

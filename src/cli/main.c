@@ -10,7 +10,7 @@
 // PARITY_KERNELS=NAME forces a kernel set (avx512vl, avx2, neon, portable: any set this
 // CPU runs) for every subcommand and every process it starts (mpirun's ranks
 // and verify's runs inherit the variable). All sets give the same bits; the
-// switch is there to show it (tests/test_cross.sh) and to time them. The
+// switch is there to show it (tests/tools/test_cross.sh) and to time them. The
 // library reads no environment: this is the CLI's choice, made before any
 // kernel runs. Unset or empty: the best set.
 static int kernels_from_env(void)

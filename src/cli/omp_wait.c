@@ -2,7 +2,7 @@
 // bounded spin, set by re-executing the binary once (docs/performance.md,
 // "Threads on a busy machine"). Not a library setting: the trainers read no
 // environment, and tests linking them keep libgomp's defaults. Tested by
-// tests/test_omp_wait.sh (through OMP_DISPLAY_ENV).
+// tests/cli/test_omp_wait.sh (through OMP_DISPLAY_ENV).
 //
 // libgomp spins GOMP_SPINCOUNT = 300000 pauses (about 12 ms on the 2-core
 // EPYC of docs/performance.md) before a waiting thread sleeps, whenever the

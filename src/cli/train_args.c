@@ -1,6 +1,6 @@
 // `parity train`'s flags (train_args.h): the flag table, --batch, --optim,
 // --select, the output paths, OMP_NUM_THREADS, and the settings --resume DIR
-// takes from its checkpoint. Tests: tests/test_cli.sh, tests/test_resume.sh.
+// takes from its checkpoint. Tests: tests/cli/test_cli.sh, tests/cli/test_resume.sh.
 #define _POSIX_C_SOURCE 200809L
 #include "train_args.h"
 
@@ -14,7 +14,7 @@
 
 #include "cli.h"
 #include "par_ckpt.h"
-#include "par_mpi_launch.h"
+#include "cli_mpi_launch.h"
 
 int cli_train_parse(train_opts *o, int argc, char **argv)
 {
@@ -63,6 +63,7 @@ int cli_train_parse(train_opts *o, int argc, char **argv)
         {"--resume", CLI_STR, &c->resume, "DIR       continue the run of DIR's newest valid checkpoint; flags not given come from it (--steps, --epochs, --trainer, --threads, --ranks, --mode, --log may differ; the others must agree)"},
         {"--check-every", CLI_INT, &r->check_every, "N         NaN/Inf check of all weights every N steps and at the end (100; 0: loss only)"},
         {"--no-digest", CLI_FLAG, &c->no_digest, "          no per-step XXH3-128 digests of weights and loss in --log"},
+        {"--no-eval", CLI_FLAG, &c->no_eval, "          no validation or test evaluation after each epoch (timing runs; accuracies null)"},
         {"--json", CLI_FLAG, &o->json, "          print a JSON summary on stdout"},
         {"--quiet", CLI_FLAG, &o->quiet, "          no progress: none on a terminal, and off one no lines every 5 s nor the final summary"},
         {"--help", CLI_FLAG, &o->help, "          this text"},
@@ -94,6 +95,11 @@ int cli_train_extras(train_opts *o)
     if (rc) return rc;
     if (strcmp(o->select, "best-val") == 0) {
         o->cfg.best_val = 1;
+        if (o->cfg.no_eval) {
+            fprintf(stderr, "parity train: --select best-val: not with --no-eval (it picks the "
+                            "epoch by its validation accuracy)\n");
+            return EXIT_USAGE;
+        }
     } else if (strcmp(o->select, "last") != 0) {
         fprintf(stderr, "parity train: --select '%s': expected last or best-val\n", o->select);
         return EXIT_USAGE;
@@ -275,7 +281,7 @@ void cli_train_resume_defaults(train_opts *o, int argc, char **argv)
     if (!GIVEN("--trainer") && f.trainer[0]) {   // another trainer: its own threads and ranks
         o->trainer = f.trainer;
         if (!GIVEN("--threads") && f.threads > 0) c->run.cfg.threads = f.threads;
-        if (!GIVEN("--ranks") && f.ranks > 1 && !par_mpi_under_launcher()) o->ranks = f.ranks;
+        if (!GIVEN("--ranks") && f.ranks > 1 && !cli_mpi_under_launcher()) o->ranks = f.ranks;
     }
     if (!GIVEN("--log") && f.has_log) c->log = f.log.path;
     if (f.has_run) {

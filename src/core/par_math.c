@@ -3,7 +3,7 @@
 // evaluates binary64 exactly (FLT_EVAL_METHOD 0) returns the same bits.
 // f64: table-driven exp (2^(j/32)) and double-double tails, ~0.55 ulp max;
 // f32: evaluated in double, rounded once. Not vectorised, not a fast variant.
-// Checked against MPFR by tests/test_math.c (ctest -R test_math).
+// Checked against MPFR by tests/unit/test_math.c (ctest -R test_math).
 #include "par_math.h"
 
 #include <float.h>

@@ -1,5 +1,5 @@
 // Counter-based randomness: Philox4x32-10 (Salmon et al., SC'11), checked
-// against the Random123 known-answer vectors in tests/test_rng.c.
+// against the Random123 known-answer vectors in tests/unit/test_rng.c.
 // Every random value is a pure function of (seed, purpose, indices), so no
 // result depends on who draws first (arithmetic contract, rule 5).
 #ifndef PAR_RNG_H

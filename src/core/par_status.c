@@ -19,6 +19,7 @@ const char *par_status_str(par_status st)
     case PAR_ERR_CONFIG: return "configuration error";
     case PAR_ERR_MPI: return "mpi error";
     case PAR_ERR_NUMERIC: return "numerical error";
+    case PAR_ERR_EXTERNAL: return "external trainer error";
     }
     return "unknown error";
 }

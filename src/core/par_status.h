@@ -15,6 +15,8 @@ typedef enum par_status {
     PAR_ERR_CONFIG = -4,  // flags or settings are inconsistent
     PAR_ERR_MPI = -5,     // an MPI call failed
     PAR_ERR_NUMERIC = -6, // NaN/Inf or a failed numerical check
+    PAR_ERR_EXTERNAL = -7,   // a trainer parity did not build failed, hung or broke the
+                             // step protocol (verify/external)
 } par_status;
 
 // Static name of a code, e.g. "format error".

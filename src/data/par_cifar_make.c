@@ -2,7 +2,7 @@
 // real set is not packaged here. Content is a pure function of (seed, file,
 // record, byte) through Philox (definition in par_data.h), with a per-class
 // pattern of coloured 8 x 8 blocks over noise, so a model can beat chance.
-// Not a model of real CIFAR-10 images. Tests: tests/test_cifar.c.
+// Not a model of real CIFAR-10 images. Tests: tests/unit/test_cifar.c.
 #define _POSIX_C_SOURCE 200809L
 #include "par_data.h"
 

@@ -3,7 +3,7 @@
 // gathering. It is strict on
 // purpose: any header, length or label inconsistency is an error naming the
 // file, never a guess. It does not shuffle (that is the trainer's, by RNG).
-// Tests: tests/test_data.c (ctest -R test_data).
+// Tests: tests/unit/test_data.c (ctest -R test_data).
 #define _POSIX_C_SOURCE 200809L
 
 #include "par_data.h"

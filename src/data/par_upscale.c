@@ -2,7 +2,7 @@
 // in double, rounded once to the run's dtype (formula in par_data.h), so every
 // trainer, thread count and rank count sees the same inputs bit for bit. Not
 // an image library: no antialiasing when S is smaller than the source.
-// Tests: tests/test_cifar.c (ctest -R test_cifar).
+// Tests: tests/unit/test_cifar.c (ctest -R test_cifar).
 #include "par_data.h"
 
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 // a JSON sidecar written last, both atomically, the last K kept; finding the
 // newest valid one. The log's place in a checkpoint is par_ckpt_log.c's. Not
 // a general store: one run per folder, guarded by flock. Tested by
-// tests/test_resume.sh and tests/test_faults.sh; the JSON parser is fuzzed by
+// tests/cli/test_resume.sh and tests/cli/test_faults.sh; the JSON parser is fuzzed by
 // tests/fuzz/fuzz_ckpt.c.
 #define _DEFAULT_SOURCE  // flock, DT_* (with _POSIX_C_SOURCE 200809L)
 #define _POSIX_C_SOURCE 200809L

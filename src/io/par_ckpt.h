@@ -1,7 +1,7 @@
 // Checkpoints of a training run (par_ckpt.c): the format below, writing a
 // checkpoint atomically and keeping the last K, finding the newest valid one,
 // loading its weights and optimizer state. Not a general store: one run per
-// folder. Tests: tests/test_resume.sh, tests/test_faults.sh, tests/fuzz/fuzz_ckpt.c.
+// folder. Tests: tests/cli/test_resume.sh, tests/cli/test_faults.sh, tests/fuzz/fuzz_ckpt.c.
 #ifndef PAR_CKPT_H
 #define PAR_CKPT_H
 

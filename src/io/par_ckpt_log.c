@@ -1,8 +1,8 @@
 // The JSONL log at a checkpoint (par_ckpt_log.h): tracking where the log
 // stands (bytes, lines, a running SHA-256) so that a checkpoint can record
 // it, and finding and writing again those lines for a resumed run, so that
-// its log equals an uninterrupted run's. Tested by tests/test_resume.sh and
-// tests/test_session.c.
+// its log equals an uninterrupted run's. Tested by tests/cli/test_resume.sh and
+// tests/unit/test_session.c.
 #define _POSIX_C_SOURCE 200809L
 
 #include "par_ckpt_log.h"

@@ -1,7 +1,7 @@
 // The JSONL log at a checkpoint (par_ckpt_log.c): where it stood (bytes,
 // lines, SHA-256), kept up to date as the log grows, and how a resumed run
 // finds those lines and writes them again, so that its log equals an
-// uninterrupted run's. Tests: tests/test_resume.sh, tests/test_session.c.
+// uninterrupted run's. Tests: tests/cli/test_resume.sh, tests/unit/test_session.c.
 #ifndef PAR_CKPT_LOG_H
 #define PAR_CKPT_LOG_H
 

@@ -2,7 +2,7 @@
 // checkpoints, final weights and the provenance in results.json; XXH3-128
 // via libxxhash for the per-step digests of the step log only (fast, not an
 // artefact identity). No hashing code of our own.
-// Tested by tests/test_io.c (known answers: SHA-256 of "" and "abc",
+// Tested by tests/unit/test_io.c (known answers: SHA-256 of "" and "abc",
 // XXH3-128 as computed by xxh128sum).
 #include "par_hash.h"
 

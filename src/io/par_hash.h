@@ -1,7 +1,7 @@
 // Digests and output paths (par_hash.c): SHA-256 (libsodium) of memory
 // and files, XXH3-128 (libxxhash) for the step log's per-step digests, and
 // the two checks every writer of a file makes first (the path takes a whole
-// file; its folder exists). Tests: tests/test_io.c.
+// file; its folder exists). Tests: tests/unit/test_io.c.
 #ifndef PAR_HASH_H
 #define PAR_HASH_H
 

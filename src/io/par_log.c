@@ -3,7 +3,7 @@
 // to the path itself as they come (one write(2) each; a failed write is cut
 // back to the last whole line), so that `tail -f` follows the run and a
 // stopped run leaves the lines of the steps it did. Not a
-// general JSON writer. Tested by tests/test_io.c.
+// general JSON writer. Tested by tests/unit/test_io.c.
 #define _POSIX_C_SOURCE 200809L
 
 #include "par_log.h"

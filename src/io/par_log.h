@@ -1,6 +1,6 @@
 // The JSONL step log (par_log.c), appended line by line in place (whole
 // lines, each flushed), so that `tail -f` follows a run and a stopped run
-// keeps the lines of the steps it did. Tests: tests/test_io.c.
+// keeps the lines of the steps it did. Tests: tests/unit/test_io.c.
 #ifndef PAR_LOG_H
 #define PAR_LOG_H
 

@@ -1,8 +1,9 @@
 // Weights as NumPy .npz: a zip of ".npy" members (format 1.0, little-endian,
 // C order), written uncompressed with libzip; stored or deflated members are
 // read, as numpy.savez and numpy.savez_compressed write them. Not a general
-// .npy reader: '<f4'/'<f8' only, rank 0..4, C order.
-// Tested by tests/test_io.c (cross-checked with numpy.load when it is there).
+// .npy reader: '<f4'/'<f8' (and, for par_npz_read_ints, '<i4'/'<i8'), rank
+// 0..4, C order.
+// Tested by tests/unit/test_io.c (cross-checked with numpy.load when it is there).
 #define _POSIX_C_SOURCE 200809L
 
 #include "par_npz.h"
@@ -85,8 +86,10 @@ static size_t npy_header(char buf[NPY_HEADER_MAX], const par_array *a)
     char shape[SHAPE_STR];
     format_shape(shape, a->shape, a->ndim);
     char dict[256];
+    const char *descr = a->int_bytes == 8 ? "<i8" : a->int_bytes == 4 ? "<i4"
+                        : a->dtype == PAR_F64 ? "<f8" : "<f4";
     int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                     a->dtype == PAR_F64 ? "<f8" : "<f4", shape);
+                     descr, shape);
     assert(n > 0 && (size_t)n < sizeof dict);
     size_t pre = NPY_MAGIC_LEN + 2 + 2;
     size_t total = pre + (size_t)n + 1;
@@ -110,6 +113,8 @@ static par_status check_array(const char *path, const par_array *a, size_t i)
                 "%s: array %zu has an empty or unterminated name", path, i);
     PAR_FAIL_IF(a->dtype != PAR_F32 && a->dtype != PAR_F64, PAR_ERR_CONFIG,
                 "%s: array '%s' has an unknown dtype %d", path, a->name, (int)a->dtype);
+    PAR_FAIL_IF(a->int_bytes != 0 && a->int_bytes != 4 && a->int_bytes != 8, PAR_ERR_CONFIG,
+                "%s: array '%s' has integers of %d bytes (4 or 8)", path, a->name, a->int_bytes);
     PAR_FAIL_IF(a->ndim < 0 || a->ndim > MAX_RANK, PAR_ERR_CONFIG,
                 "%s: array '%s' has rank %d (0..%d supported)", path, a->name, a->ndim, MAX_RANK);
     size_t count = 0;
@@ -129,7 +134,7 @@ static par_status add_member(zip_t *za, const char *path, const par_array *a)
 {
     char head[NPY_HEADER_MAX];
     size_t hlen = npy_header(head, a);
-    size_t nbytes = a->count * par_dtype_size(a->dtype);
+    size_t nbytes = a->count * par_array_elem_size(a);
     char *buf = malloc(hlen + nbytes);
     PAR_FAIL_IF(!buf, PAR_ERR_ALLOC, "%s: out of memory for array '%s' (%zu bytes)", path, a->name,
                 hlen + nbytes);
@@ -345,10 +350,10 @@ static int parse_dict(npy_dict *h, const char *s, size_t len, char *why, size_t 
     return -1;
 }
 
-// Checks the .npy bytes b[0..size) and fills a's dtype, shape and count.
-// *data_off receives where the data starts.
+// Checks the .npy bytes b[0..size) and fills a's dtype (int_bytes when ints
+// are taken), shape and count. *data_off receives where the data starts.
 static par_status parse_npy(par_array *a, size_t *data_off, const unsigned char *b, size_t size,
-                            const char *path, const char *member)
+                            const char *path, const char *member, int ints)
 {
     PAR_FAIL_IF(size < NPY_MAGIC_LEN + 4 || memcmp(b, NPY_MAGIC, NPY_MAGIC_LEN) != 0,
                 PAR_ERR_FORMAT, "%s: member '%s' is not a .npy array (no NUMPY magic)", path,
@@ -377,12 +382,16 @@ static par_status parse_npy(par_array *a, size_t *data_off, const unsigned char 
     char why[96];
     PAR_FAIL_IF(parse_dict(&h, (const char *)b + pre, hlen, why, sizeof why) != 0,
                 PAR_ERR_FORMAT, "%s: member '%s': bad .npy header: %s", path, member, why);
+    a->int_bytes = 0;
     if (!strcmp(h.descr, "<f4")) {
         a->dtype = PAR_F32;
+    } else if (ints && (!strcmp(h.descr, "<i4") || !strcmp(h.descr, "<i8"))) {
+        a->dtype = PAR_F32;
+        a->int_bytes = h.descr[2] == '8' ? 8 : 4;
     } else {
         PAR_FAIL_IF(strcmp(h.descr, "<f8") != 0, PAR_ERR_FORMAT,
-                    "%s: member '%s': dtype '%s' not supported (only '<f4' and '<f8')", path,
-                    member, h.descr);
+                    "%s: member '%s': dtype '%s' not supported (only '<f4' and '<f8'%s)", path,
+                    member, h.descr, ints ? ", '<i4' and '<i8'" : "");
         a->dtype = PAR_F64;
     }
     PAR_FAIL_IF(h.fortran_order, PAR_ERR_FORMAT,
@@ -391,7 +400,7 @@ static par_status parse_npy(par_array *a, size_t *data_off, const unsigned char 
     char shape[SHAPE_STR];
     format_shape(shape, h.shape, h.ndim);
     size_t count = 0;
-    size_t esize = par_dtype_size(a->dtype);
+    size_t esize = par_array_elem_size(a);
     PAR_FAIL_IF(!shape_count(&count, h.shape, h.ndim) || count > SIZE_MAX / esize,
                 PAR_ERR_FORMAT, "%s: member '%s': shape %s is too large", path, member, shape);
     size_t have = size - pre - hlen;
@@ -438,7 +447,7 @@ static par_status read_bytes(unsigned char **out, zip_t *za, zip_uint64_t i, siz
 }
 
 static par_status read_member(par_array *a, zip_t *za, zip_uint64_t i, const char *path,
-                              zip_uint64_t file_size)
+                              zip_uint64_t file_size, int ints)
 {
     zip_stat_t sb;
     zip_stat_init(&sb);
@@ -473,7 +482,7 @@ static par_status read_member(par_array *a, zip_t *za, zip_uint64_t i, const cha
     unsigned char *buf = NULL;
     PAR_TRY(read_bytes(&buf, za, i, size, path, member));
     size_t off = 0;
-    par_status st = parse_npy(a, &off, buf, size, path, member);
+    par_status st = parse_npy(a, &off, buf, size, path, member, ints);
     if (st != PAR_OK) {
         free(buf);
         return st;
@@ -502,7 +511,7 @@ static par_status open_error(const char *path, int code)
     return st;
 }
 
-par_status par_npz_read(par_npz *out, const char *path)
+static par_status npz_read(par_npz *out, const char *path, int ints)
 {
     out->n = 0;
     out->arrays = NULL;
@@ -525,7 +534,8 @@ par_status par_npz_read(par_npz *out, const char *path)
         }
     }
     for (zip_int64_t i = 0; st == PAR_OK && i < n; i++) {
-        st = read_member(&z.arrays[i], za, (zip_uint64_t)i, path, (zip_uint64_t)fs.st_size);
+        st = read_member(&z.arrays[i], za, (zip_uint64_t)i, path, (zip_uint64_t)fs.st_size,
+                         ints);
         if (st == PAR_OK) z.n++;
     }
     zip_discard(za);
@@ -536,6 +546,10 @@ par_status par_npz_read(par_npz *out, const char *path)
     *out = z;
     return PAR_OK;
 }
+
+par_status par_npz_read(par_npz *out, const char *path) { return npz_read(out, path, 0); }
+
+par_status par_npz_read_ints(par_npz *out, const char *path) { return npz_read(out, path, 1); }
 
 void par_npz_free(par_npz *z)
 {

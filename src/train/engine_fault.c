@@ -3,7 +3,7 @@
 // installs when a fault is in force: a wrapper around the faulty layer's ops
 // (e->ops) and the update's faults. A run without a fault never calls in
 // here, so the passes, the layer ops and the update carry no fault branch.
-// Negative controls: tests/test_check*.c, test_cnn.c, test_bisect.c and the
+// Negative controls: tests/verify/test_check*.c, test_cnn.c, test_bisect.c and the
 // --fault runs of test_bisect.sh, test_check_cli.sh and test_verify.sh.
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 // samples for the forward and backward passes, parameter rows for the
 // weight gradient and the update. The split decides only who computes an
 // element, never how: every element is computed as in one thread. Tested
-// by every trainer test run on several threads (tests/test_trainers.c).
+// by every trainer test run on several threads (tests/unit/test_trainers.c).
 #include "par_layers.h"
 
 void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi)

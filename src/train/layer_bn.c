@@ -80,15 +80,15 @@ static void forward_with(const par_layer_ctx *c, int l, const par_fault *f)
     if (e->bn_train) {   // the batch's mean, then its variance, each a fold over all chunks
         void *acc = par_at(e, e->bn[l], 3 * nc);
         for (int sq = 0; sq <= 1; sq++) {
-            KCALL(e->dt, bn_parts, e, l, sq, lo, hi);   // before waiting for earlier ranks
+            PAR_DT_CALL(e->dt, bn_parts, e, l, sq, lo, hi);   // before waiting for earlier ranks
             const int have = ring_recv(e, acc, nc);
-            KCALL(e->dt, bn_fold, e, l, 1, acc, have, lo, hi, swap);
+            PAR_DT_CALL(e->dt, bn_fold, e, l, 1, acc, have, lo, hi, swap);
             ring_send(e, acc, nc);
-            KCALL(e->dt, bn_stats, e, l, sq, lo, hi, ulp_c);
+            PAR_DT_CALL(e->dt, bn_stats, e, l, sq, lo, hi, ulp_c);
         }
-        if (c->t == 0) KCALL(e->dt, bn_count, e, l);
+        if (c->t == 0) PAR_DT_CALL(e->dt, bn_count, e, l);
     }
-    KCALL(e->dt, bn_normalize, e, l, lo, hi);
+    PAR_DT_CALL(e->dt, bn_normalize, e, l, lo, hi);
 }
 
 // The pass's samples [s0, s1) are e->fb_s0, e->fb_s1, which the statistics read.
@@ -120,17 +120,17 @@ static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     par_split(ly->c_out, 1, c->t, c->T, &lo, &hi);
 #pragma omp barrier
     void *g = par_at(e, e->g, m->views[ly->w_view].offset);   // dgamma, then dbeta
-    KCALL(e->dt, bn_parts, e, l, 2, lo, hi);   // before waiting for earlier ranks
+    PAR_DT_CALL(e->dt, bn_parts, e, l, 2, lo, hi);   // before waiting for earlier ranks
     const int have = ring_recv(e, g, 2 * ly->c_out);
-    KCALL(e->dt, bn_fold, e, l, 2, g, have, lo, hi, 0);
+    PAR_DT_CALL(e->dt, bn_fold, e, l, 2, g, have, lo, hi, 0);
     ring_send(e, g, 2 * ly->c_out);
-    if (l > 0) KCALL(e->dt, bn_dx, e, l, lo, hi);
+    if (l > 0) PAR_DT_CALL(e->dt, bn_dx, e, l, lo, hi);
 #pragma omp barrier
 }
 
 static void weight_grads(const par_layer_ctx *c, int l, const par_grad_range *r)
 {
-    KCALL(c->e->dt, bn_grads, c->e, l, r);
+    PAR_DT_CALL(c->e->dt, bn_grads, c->e, l, r);
 }
 
 const par_layer_ops par_layer_batchnorm = {.name = "batchnorm",

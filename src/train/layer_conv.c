@@ -26,16 +26,16 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     const void *W = par_at(e, e->w, m->views[ly->w_view].offset);
     const void *b = par_at(e, e->w, m->views[ly->b_view].offset);
     void *colT = c->scratch;
-    KCALL(e->dt, par_im2col, e->col[l], e->a[l], ly, lo, hi);   // for the weight gradient
+    PAR_DT_CALL(e->dt, par_im2col, e->col[l], e->a[l], ly, lo, hi);   // for the weight gradient
     for (size_t s = lo; s < hi; s++) {
         void *y = par_at(e, e->a[l + 1], s * ly->n_out);
         for (size_t co = 0; co < ly->c_out; co++)   // every chain starts at its bias
-            KCALL(e->dt, par_fill, par_at(e, y, co * n_pos), n_pos, par_at(e, b, co));
-        KCALL(e->dt, par_im2col_t, colT, par_at(e, e->a[l], s * ly->n_in), ly);
+            PAR_DT_CALL(e->dt, par_fill, par_at(e, y, co * n_pos), n_pos, par_at(e, b, co));
+        PAR_DT_CALL(e->dt, par_im2col_t, colT, par_at(e, e->a[l], s * ly->n_in), ly);
         KSET(c, gemm_acc, y, n_pos, W, ly->row_len, colT, n_pos, 0, ly->c_out, n_pos,
              ly->row_len);
     }
-    KCALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], lo * ly->n_out), (hi - lo) * ly->n_out,
+    PAR_DT_CALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], lo * ly->n_out), (hi - lo) * ly->n_out,
           ly->act);
 }
 
@@ -50,7 +50,7 @@ static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
         memset(dcolT, 0, ly->row_len * n_pos * par_dtype_size(e->dt));
         KSET(c, gemm_acc, dcolT, n_pos, e->wt[l], par_dense_ldwt(ly->c_out),
              par_at(e, e->d[l], s * ly->n_out), n_pos, 0, ly->row_len, n_pos, ly->c_out);
-        KCALL(e->dt, par_col2im_t, par_at(e, e->d[l - 1], s * ly->n_in), dcolT, ly);
+        PAR_DT_CALL(e->dt, par_col2im_t, par_at(e, e->d[l - 1], s * ly->n_in), dcolT, ly);
     }
 }
 
@@ -60,7 +60,7 @@ static void weight_grads(const par_layer_ctx *c, int l, const par_grad_range *r)
     const par_model *m = e->m;
     const par_layer *ly = &m->layers[l];
     const size_t n_pos = ly->h_out * ly->w_out;
-    KCALL(e->dt, par_conv_backward_weights, par_at(e, e->g, m->views[ly->w_view].offset),
+    PAR_DT_CALL(e->dt, par_conv_backward_weights, par_at(e, e->g, m->views[ly->w_view].offset),
           par_at(e, e->g, m->views[ly->b_view].offset), r->dz,
           par_at(e, e->col[l], r->s_base * n_pos * par_conv_ldcol(ly)), ly, r->B, r->C, r->c0,
           r->c1, r->o0, r->o1, r->cont, c->scratch);

@@ -24,7 +24,7 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     if (s1 <= s0 || o1 <= o0) return;
     KSET(c, forward, e->a[l + 1], e->a[l], e->wt[l], b, s0, s1, o0, o1, ly->n_in, ly->n_out);
     for (size_t s = s0; s < s1; s++)
-        KCALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], s * ly->n_out + o0), o1 - o0, ly->act);
+        PAR_DT_CALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], s * ly->n_out + o0), o1 - o0, ly->act);
 }
 
 static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)

@@ -12,14 +12,14 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     const par_layer *ly = &e->m->layers[l];
     size_t lo, hi;
     par_engine_own_samples(s0, s1, c->t, c->T, &lo, &hi);
-    if (hi > lo) KCALL(e->dt, par_maxpool_forward, e->a[l + 1], e->a[l], ly, lo, hi);
+    if (hi > lo) PAR_DT_CALL(e->dt, par_maxpool_forward, e->a[l + 1], e->a[l], ly, lo, hi);
 }
 
 static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 {
     const par_engine *e = c->e;
     if (l > 0)
-        KCALL(e->dt, par_maxpool_backward, e->d[l - 1], e->d[l], e->a[l], &e->m->layers[l], s0,
+        PAR_DT_CALL(e->dt, par_maxpool_backward, e->d[l - 1], e->d[l], e->a[l], &e->m->layers[l], s0,
               s1);
 }
 

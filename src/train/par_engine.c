@@ -183,14 +183,14 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     // Loss and input gradients: each thread takes its own samples, top down;
     // a thread needs no other thread's samples, so no barrier between layers.
     if (hi > lo)
-        hits += KCALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo, hi,
+        hits += PAR_DT_CALL(dt, par_softmax_xent, e->d[L - 1], e->loss, e->a[L], batch->labels, lo, hi,
                       m->n_classes, B);
     if (t == 0) phase_to(e, PAR_PHASE_FORWARD, &tm);
     for (int l = L - 1; l >= 0 && backward; l--) {   // every thread: layers may sync
         const par_layer *ly = &m->layers[l];
         e->ops[l]->backward(&c, l, lo, hi);
         if (l > 0)
-            KCALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
+            PAR_DT_CALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
                   at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
     }
     if (t == 0 && backward) phase_to(e, PAR_PHASE_BACKWARD, &tm);
@@ -312,7 +312,7 @@ void par_engine_sync_rows(par_engine *e, const par_rows *r, int n)
             size_t lo, hi;
             share_of(e, &r[i], t, T, &lo, &hi);
             if (hi > lo)
-                KCALL(e->dt, par_dense_transpose, e->wt[r[i].layer],
+                PAR_DT_CALL(e->dt, par_dense_transpose, e->wt[r[i].layer],
                       at(e, e->w, e->m->views[ly->w_view].offset), ly->row_len, ly->n_rows, lo, hi);
         }
     }
@@ -410,16 +410,16 @@ static void update_part(par_engine *e, const par_update *u, int l, size_t lo, si
     const par_layer *ly = &m->layers[l];
     const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
     if (u->sgd) {
-        KCALL(e->dt, par_sgd_dense, at(e, e->w, wo), e->wt[l], at(e, e->g, wo), ly->row_len,
+        PAR_DT_CALL(e->dt, par_sgd_dense, at(e, e->w, wo), e->wt[l], at(e, e->g, wo), ly->row_len,
               ly->n_rows, lo, hi, e->lr);
-        KCALL(e->dt, par_sgd, at(e, e->w, bo + lo), at(e, e->g, bo + lo), hi - lo, e->lr);
+        PAR_DT_CALL(e->dt, par_sgd, at(e, e->w, bo + lo), at(e, e->g, bo + lo), hi - lo, e->lr);
         return;
     }
     void *v_w = e->os[1] ? at(e, e->os[1], wo) : NULL;
     void *v_b = e->os[1] ? at(e, e->os[1], bo + lo) : NULL;
-    KCALL(e->dt, par_optim_dense, at(e, e->w, wo), e->wt[l], at(e, e->os[0], wo), v_w,
+    PAR_DT_CALL(e->dt, par_optim_dense, at(e, e->w, wo), e->wt[l], at(e, e->os[0], wo), v_w,
           at(e, e->g, wo), ly->row_len, ly->n_rows, lo, hi, &u->k);
-    KCALL(e->dt, par_optim, at(e, e->w, bo + lo), at(e, e->os[0], bo + lo), v_b,
+    PAR_DT_CALL(e->dt, par_optim, at(e, e->w, bo + lo), at(e, e->os[0], bo + lo), v_b,
           at(e, e->g, bo + lo), hi - lo, &u->k);
 }
 

@@ -163,8 +163,6 @@ static inline size_t par_n_chunks(size_t B, size_t C) { return (B + C - 1) / C; 
 // chunk of the batch.
 #define PAR_BN_SLOTS 6
 
-// Dtype dispatch: fn##_f32 or fn##_f64 with the same (void *) arguments.
-#define KCALL(dt, fn, ...) ((dt) == PAR_F32 ? fn##_f32(__VA_ARGS__) : fn##_f64(__VA_ARGS__))
 // Element i of an array of the engine's dtype.
 static inline void *par_at(const par_engine *e, const void *base, size_t i)
 {

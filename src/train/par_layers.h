@@ -4,8 +4,8 @@
 // and one line in par_layers.c. Every op computes each element exactly as in
 // one thread, whatever the split, and states its summation order (the
 // kernels' headers give the details). Test faults are not the ops' business:
-// engine_fault.c wraps an entry when a run has one. Tests: tests/test_cnn.c,
-// tests/test_trainers.c.
+// engine_fault.c wraps an entry when a run has one. Tests: tests/unit/test_cnn.c,
+// tests/unit/test_trainers.c.
 //
 // Layers with parameters split them by rows (par_layer.n_rows): threads and
 // MPI segments take ranges of rows, so the chunk fold and the ring are the

@@ -2,7 +2,7 @@
 // shuffled mini-batches (order = f(seed, epoch)), one trainer step per
 // batch, hooks after every step and every epoch. It can start from a saved
 // point (resume), stop cleanly when a hook asks, and check every step for
-// NaN/Inf. Also evaluation. Tests: tests/test_resume.c, tests/test_optim.c.
+// NaN/Inf. Also evaluation. Tests: tests/unit/test_resume.c, tests/unit/test_optim.c.
 #ifndef PAR_RUN_H
 #define PAR_RUN_H
 

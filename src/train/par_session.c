@@ -1,11 +1,12 @@
 // A training session (par_session.h): the training loop with initial
 // weights, log, checkpoints, resume, --select best-val and the agreement of
 // MPI ranks. Every rank passes every collective whatever fails, so that no
-// rank waits for another. Never prints. Tests: tests/test_session.c, and
-// tests/test_resume.sh, tests/test_faults.sh through `parity train`.
+// rank waits for another. Never prints. Tests: tests/unit/test_session.c, and
+// tests/cli/test_resume.sh, tests/cli/test_faults.sh through `parity train`.
 #define _POSIX_C_SOURCE 200809L
 #include "par_session.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,7 +206,11 @@ static par_status on_epoch(void *ctx, int epoch, long step, const void *params)
     par_session *s = ctx;
     par_session_result *r = &s->res;
     par_status st = PAR_OK;
-    if (s->cfg.rank == 0) {
+    if (s->cfg.rank == 0 && s->cfg.no_eval) {
+        r->val_loss = r->val_acc = r->test_loss = r->test_acc = NAN;
+        if (s->log) st = par_log_epoch(s->log, epoch, step, NAN, NAN, NAN, NAN);
+        if (st == PAR_OK) progress(s, 1, epoch, step, par_now());
+    } else if (s->cfg.rank == 0) {
         double t0 = par_now();
         const par_dataset *ds = s->cfg.run.ds;
         const par_model *m = s->cfg.run.cfg.model;

@@ -4,8 +4,8 @@
 // resume from a folder's newest valid checkpoint (bit for bit), --select
 // best-val, agreement of MPI ranks on stops and failures, the final weights.
 // The CLI parses flags, prints and chooses exit codes; the session executes
-// and never prints (progress goes to a callback). Tests: tests/test_session.c
-// and, through the CLI, tests/test_resume.sh and tests/test_faults.sh.
+// and never prints (progress goes to a callback). Tests: tests/unit/test_session.c
+// and, through the CLI, tests/cli/test_resume.sh and tests/cli/test_faults.sh.
 #ifndef PAR_SESSION_H
 #define PAR_SESSION_H
 
@@ -56,6 +56,8 @@ typedef struct par_session_cfg {
     long ckpt_every;               // 0: the resumed run's, else once per epoch
     int keep;                      // newest checkpoints kept; 0: the resumed run's, else 3
     int best_val;                  // --select best-val (needs validation records)
+    int no_eval;                   // no validation or test evaluation after an epoch (their
+                                   //   figures are NaN); not with best_val
     int upscale;                   // recorded in checkpoints (the caller resampled run.ds)
     int rank, ranks;               // this process and the world size (1: no MPI)
     void *ctx;                     // for progress

@@ -2,7 +2,7 @@
 // the batchnorm ring between the ranks, the weights moved into one MPI
 // shared-memory window when every rank is on one host, creation and
 // destruction. The step itself, and the design it follows, is train_mpi.c's.
-// Tested by tests/test_mpi.c and tests/test_mpi_cnn.c on 1 to 4 ranks.
+// Tested by tests/mpi/test_mpi.c and tests/mpi/test_mpi_cnn.c on 1 to 4 ranks.
 #ifdef PARITY_HAVE_MPI
 
 #include <stdlib.h>

@@ -2,8 +2,8 @@
 // batches, same initial weights, compared after every step), a replay of the
 // first differing step with per-tensor comparison and MPFR's verdict on the
 // first differing element; and the first differing step of two JSONL step
-// logs. No printing (src/cli/cmd_bisect.c prints). Tests: tests/test_bisect.c,
-// tests/test_bisect.sh.
+// logs. No printing (src/cli/cmd_bisect.c prints). Tests: tests/verify/test_bisect.c,
+// tests/cli/test_bisect.sh.
 #ifndef BIS_BISECT_H
 #define BIS_BISECT_H
 
@@ -113,6 +113,32 @@ typedef struct bis_result {
 // Collective over MPI_COMM_WORLD when MPI is initialised: every rank gets
 // diverged/step/steps; the replay fields are filled on rank 0.
 par_status bis_lockstep(bis_result *r, const bis_opts *o);
+
+// What `parity bisect` opens for bis_lockstep: the dataset both sides train
+// on and their initial weights (bis_run.c).
+typedef struct bis_data {
+    const char *dataset;        // a name or folder (par_dataset_open)
+    int upscale;                // resample the images to upscale x upscale (0: off)
+    int batch_full;             // 1: the batch is the whole training split
+    const char *init_load;      // .npz of the initial weights (NULL: from o->seed)
+} bis_data;
+
+// Where bis_run failed, for the caller's hint.
+typedef enum bis_run_stage {
+    BIS_RUN_OK = 0,
+    BIS_RUN_DATA,               // opening the dataset
+    BIS_RUN_UPSCALE,            // resampling it
+    BIS_RUN_BATCH,              // the batch is larger than the training split (PAR_ERR_CONFIG)
+    BIS_RUN_INIT,               // the initial weights
+    BIS_RUN_LOCKSTEP,           // bis_lockstep
+} bis_run_stage;
+
+// Opens d's dataset for o (o->ds), sets both sides' batch (the training
+// split's size with batch_full) and initial weights (cfg.init_params; the
+// sides' model and dtype are set), runs bis_lockstep(r, o), and frees what it
+// opened: o->ds and the sides' init_params are NULL again after, the batch
+// stays. *stage says where a failure came from.
+par_status bis_run(bis_result *r, bis_opts *o, const bis_data *d, bis_run_stage *stage);
 
 // ---- saved runs --------------------------------------------------------------
 

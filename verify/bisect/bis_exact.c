@@ -1,7 +1,7 @@
 // Exact values (MPFR) of single elements of a training step, for the verdict
 // of `parity bisect` on its first differing element; see bis_exact.h. Sums of
 // exact products at `prec` bits: the inputs are values of the dtype, so each
-// product of two doubles is exact at >= 106 bits. Tests: tests/test_bisect.c.
+// product of two doubles is exact at >= 106 bits. Tests: tests/verify/test_bisect.c.
 #include "bis_exact.h"
 
 #include <math.h>

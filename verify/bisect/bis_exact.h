@@ -1,4 +1,4 @@
-// Internal to verify/bis_*.c: one step's tensors as seen by the replay of
+// Internal to verify/bisect/bis_*.c: one step's tensors as seen by the replay of
 // `parity bisect`, and the exact value (MPFR) of one element of one of them
 // from the step's inputs, with the verdict which of two values is closer.
 // Not a checker: one element, no bounds (chk_check.h is the checker).

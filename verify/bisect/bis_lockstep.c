@@ -2,7 +2,7 @@
 // batches, then a replay of the first differing step with a per-tensor dump
 // and MPFR's verdict; see bis_bisect.h. Not a checker against bounds (that is
 // chk_check.h) nor a tolerance policy (vf_lockstep.h).
-// Tests: tests/test_bisect.c (single process), tests/test_bisect.sh (MPI).
+// Tests: tests/verify/test_bisect.c (single process), tests/cli/test_bisect.sh (MPI).
 #include "bis_bisect.h"
 
 #include <math.h>

@@ -4,7 +4,7 @@
 // log of an older parity (SHA-256 step digests) is refused, never compared
 // with XXH3 digests. Not a replay: a log holds no tensors; bis_weights
 // compares the .npz weights two runs saved after the step array by array.
-// Tests: tests/test_bisect.c, tests/test_bisect.sh.
+// Tests: tests/verify/test_bisect.c, tests/cli/test_bisect.sh.
 #define _POSIX_C_SOURCE 200809L
 #include "bis_bisect.h"
 

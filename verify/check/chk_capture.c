@@ -1,7 +1,7 @@
 // Capture one step of a run for the MPFR checker: which records a step of
 // `parity train` uses, and the tensors a trainer computes on them (its own
 // internals for the reference, a par_engine replica of the step for the
-// kernel trainers). Runs trainers; no MPFR. Tests: tests/test_check*.c.
+// kernel trainers). Runs trainers; no MPFR. Tests: tests/verify/test_check*.c.
 #include <stdlib.h>
 #include <string.h>
 

@@ -2,7 +2,7 @@
 // loss, backward, gradient, the SGD, momentum, nesterov or adam update) in MPFR and compares a run with it,
 // tensor by tensor, against a priori error bounds; also measures the project's
 // own exp/log/tanh/sigmoid. Library code: returns par_status, never prints
-// (`parity check`, src/cli/cmd_check.c, prints). Tests: tests/test_check*.c.
+// (`parity check`, src/cli/cmd_check.c, prints). Tests: tests/verify/test_check*.c.
 #ifndef CHK_CHECK_H
 #define CHK_CHECK_H
 
@@ -160,7 +160,7 @@ typedef struct chk_math_report {
 par_status chk_math_check(chk_math_report *r, size_t points_f32, size_t points_f64, int threads);
 const char *chk_fn_name(int fn);
 
-// ---- primitives (shared by verify/chk_*.c; public for tests) -----------------
+// ---- primitives (shared by verify/check/chk_*.c; public for tests) -----------------
 
 double chk_unit_roundoff(par_dtype dt);    // u = 2^-24 or 2^-53
 double chk_gamma(size_t n, par_dtype dt);  // n u / (1 - n u)
@@ -178,7 +178,7 @@ typedef struct chk_elem {
 par_status chk_check_reduction(chk_elem *e, par_dtype dt, const double *a, const double *b,
                                size_t n, double init, size_t n_red, double run, int prec);
 
-// ---- report building (shared by verify/chk_*.c) -------------------------------
+// ---- report building (shared by verify/check/chk_*.c) -------------------------------
 
 // Appends a row with zeroed statistics; NULL when out of memory.
 chk_tensor *chk_report_add(chk_report *r, chk_view v, const char *name, int ndim, size_t d0,

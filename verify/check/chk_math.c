@@ -1,6 +1,6 @@
 // `parity check --math`: the project's own exp, log, tanh and sigmoid (f32 and
 // f64) against MPFR at 128 bits, as max error in ulps. The sampling follows
-// tests/test_math.c (dense log-spaced and uniform sweeps, values around every
+// tests/unit/test_math.c (dense log-spaced and uniform sweeps, values around every
 // threshold) plus, for f64, known hard-to-round arguments. Not exhaustive.
 #include <float.h>
 #include <math.h>
@@ -44,7 +44,7 @@ static const double HARD_TANH[] = {
     0x1.097519f44243fp+3, 0x1.0cb8a1d5d7dfbp+0,  0x1.2f6e41a10545ep+0, 0x1.568f550ed9598p-1,
 };
 
-// ---- samples (as tests/test_math.c) ---------------------------------------------
+// ---- samples (as tests/unit/test_math.c) ---------------------------------------------
 
 typedef struct sample {
     double *x;

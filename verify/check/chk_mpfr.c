@@ -2,7 +2,7 @@
 // chk_update.c): per-thread workspaces, exact dot products with their
 // reduction bound, the activations in MPFR, recording an element against its
 // bound, and merging per-thread rows. The error model they serve is written
-// at the top of chk_step.c. Tests: tests/test_check*.c.
+// at the top of chk_step.c. Tests: tests/verify/test_check*.c.
 #include <math.h>
 #include <mpfr.h>
 #include <stdlib.h>

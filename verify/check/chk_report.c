@@ -1,7 +1,7 @@
 // The checker's report (rows of compared tensors, their statistics and
 // verdicts), the dtype constants of the bounds, and the CONTRACT view: a run
 // in exact mode against the reference, bit for bit. No MPFR here; no printing
-// (src/cli/cmd_check.c formats the report). Tests: tests/test_check*.c.
+// (src/cli/cmd_check.c formats the report). Tests: tests/verify/test_check*.c.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 // error model and the dense, conv, max-pool, softmax and loss stages are
 // here; batchnorm in chk_bn.c, the update in chk_update.c, the MPFR building
 // blocks in chk_mpfr.c. Not a trainer: it never produces weights. Tests:
-// tests/test_check.c, tests/test_check_cnn.c.
+// tests/verify/test_check.c, tests/verify/test_check_cnn.c.
 #include <math.h>
 #include <mpfr.h>
 #include <omp.h>
@@ -68,7 +68,7 @@
 //
 // The project's exp, log, tanh, sigmoid are faithful: error < 1 ulp of the
 // exact result, measured by `parity check --math` (f32 < 0.5 ulp, f64 <= 0.55
-// ulp on dense samples; tests/test_math.c asserts < 1). 1 ulp(y) <= 2u |y| +
+// ulp on dense samples; tests/unit/test_math.c asserts < 1). 1 ulp(y) <= 2u |y| +
 // tiny, so we use |F(x) - f(x)| <= 2u |f(x)| + 2 tiny.
 //
 // MPFR's own rounding (prec bits) is added to every bound: a sum of n terms

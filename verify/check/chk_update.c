@@ -2,7 +2,7 @@
 // nesterov and adam updates of one parameter element recomputed in MPFR and
 // bounded op by op (derivations below), and the coefficients they use.
 // Called by chk_step.c (dense and conv layers) and chk_bn.c (batchnorm).
-// Tests: tests/test_check_optim.c (every optimizer, the obeta and oswap faults).
+// Tests: tests/verify/test_check_optim.c (every optimizer, the obeta and oswap faults).
 #include <math.h>
 #include <mpfr.h>
 

@@ -9,30 +9,10 @@
 
 #include <jansson.h>
 #include <stddef.h>
-#include <sys/types.h>
 
 #include "par_status.h"
 #include "par_trainer.h"
 #include "vf_suite.h"
-
-// ---- processes --------------------------------------------------------------
-
-// Runs argv[0] with argv (NULL-terminated) in a new session (setsid), stdin
-// from /dev/null, stdout and stderr to the given files (NULL: /dev/null),
-// with extra environment "NAME=value" entries (NULL-terminated, may be NULL)
-// added. Kills the whole process group after timeout_s. *code = exit code,
-// 128 + signal if killed, 124 on timeout. PAR_ERR_IO if it cannot start.
-par_status vf_exec(const char *const *argv, const char *const *env, const char *out_path,
-                   const char *err_path, double timeout_s, int *code, double *wall_s);
-
-// The process (and process group) vf_exec is waiting for, 0 if none: for a
-// signal handler that ends the child's group before the harness exits.
-pid_t vf_exec_running(void);
-
-// While vf_exec waits for a child, it calls fn(ctx, seconds waited) about
-// once a second (the suite runner's heartbeat for its progress lines).
-// fn NULL: none (the default).
-void vf_exec_on_wait(void (*fn)(void *ctx, double waited_s), void *ctx);
 
 // ---- comparisons ------------------------------------------------------------
 
@@ -108,30 +88,13 @@ par_status vf_cpu_ticks_read(vf_cpu_ticks *t, const char *path);
 // when no tick passed.
 double vf_steal_percent(const vf_cpu_ticks *a, const vf_cpu_ticks *b);
 
-// The round trip of one cache line between two cores, in ns: two threads
-// pinned to the first two CPUs of the calling thread's affinity mask pass
-// it back and forth (C11 atomics, acquire/release) 200 times untimed, then
-// 5 x 2000 times timed (a few ms in all); the median of the 5. About 100 ns
-// between cores that share a cache, 400 between cores far apart: on a VM
-// whose host moves its virtual CPUs it tells which placement the timings
-// met. NAN when the mask holds fewer than two CPUs or a thread cannot be
-// pinned.
-double vf_core_round_trip_ns(void);
-
-// Probes of vf_core_round_trip_ns (NAN: not measured):
+// Probes of sm_core_round_trip_ns (sm_measure.h) (NAN: not measured):
 // {"probes": n, "measured": m} and, when m > 0, "min", "median", "max" of
 // the measured ones and "far": how many are above twice the fastest when
 // the slowest is (0 when the distance did not change by that much).
 json_t *vf_round_trip_summary(const double *ns, int n);
 // The same of a JSON array of probes (numbers; null: not measured).
 json_t *vf_round_trip_summary_json(const json_t *probes);
-
-// Which of n measurements met near cores, when rt[k] holds the round trips
-// read just before and just after measurement k: near[k] = 0 when either
-// is over twice the fastest of all 2n readings (as vf_round_trip_summary's
-// "far"); NAN readings tell nothing and count as near. Returns how many
-// are near.
-int vf_near_probes(const double (*rt)[2], int n, int near[]);
 
 // The keys of a run's phase_seconds, k in [0, VF_N_PHASES): par_phase_names,
 // then "other" (what no phase holds).

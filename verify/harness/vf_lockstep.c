@@ -1,8 +1,8 @@
 // Lockstep of a fast-mode trainer against the reference under the derived
 // bound; see vf_lockstep.h. Not a trajectory comparison: the trainer is
 // re-synced to the reference's weights (and optimizer state) before every step.
-// Tests: tests/test_trainers.c (omp), tests/test_mpi.c (mpi, hybrid, root),
-// tests/test_optim.c (momentum, nesterov, adam).
+// Tests: tests/unit/test_trainers.c (omp), tests/mpi/test_mpi.c (mpi, hybrid, root),
+// tests/unit/test_optim.c (momentum, nesterov, adam).
 #include "vf_lockstep.h"
 
 #include <math.h>

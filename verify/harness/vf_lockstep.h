@@ -1,7 +1,7 @@
 // Fast mode against the reference, one step at a time from the same weights
 // (lockstep with re-sync), under the derived per-element bound. Used by
-// `parity lockstep`, the harness (`parity verify`) and tests/test_trainers.c,
-// tests/test_mpi.c. No printing; MPI trainers run it on every rank.
+// `parity lockstep`, the harness (`parity verify`) and tests/unit/test_trainers.c,
+// tests/mpi/test_mpi.c. No printing; MPI trainers run it on every rank.
 #ifndef VF_LOCKSTEP_H
 #define VF_LOCKSTEP_H
 
@@ -97,5 +97,27 @@ typedef struct vf_lockstep_comm {
 par_status vf_lockstep(vf_lockstep_result *r, const par_trainer_ops *ops,
                        const par_run_cfg *cfg_fast, double lr_ref, const par_dataset *ds,
                        uint64_t seed, int epochs, long steps, const vf_lockstep_comm *comm);
+
+// `parity lockstep` as one call (vf_lockstep_run.c): the dataset and the
+// initial weights prepared, the flags checked against them, vf_lockstep run.
+typedef struct vf_lockstep_job {
+    const par_trainer_ops *ops;
+    par_run_cfg cfg;            // the trainer's; batch 0 with batch_full, init_params unset
+    int batch_full;             // 1: the batch is the whole training split
+    const char *dataset;        // a name or folder (par_dataset_open)
+    int upscale;                // resample the images to upscale x upscale (0: off)
+    const char *init_load;      // .npz of the initial weights (NULL: from seed)
+    uint64_t seed;
+    int epochs;
+    long steps;                 // 0: every step of `epochs` epochs
+    const vf_lockstep_comm *comm;   // as vf_lockstep's
+} vf_lockstep_job;
+
+// Opens job's dataset (resampled), checks that the model takes its images,
+// that the batch fits in its training split and that `steps` fit in
+// `epochs` (PAR_ERR_CONFIG, naming the flag), makes or loads the initial
+// weights and runs vf_lockstep; releases what it opened. *opening is 1 when
+// the dataset could not be opened (the caller's hint: fetch it), else 0.
+par_status vf_lockstep_run(vf_lockstep_result *r, const vf_lockstep_job *job, int *opening);
 
 #endif

@@ -1,9 +1,10 @@
-// Internals of the suite runner shared by verify/vf_run*.c (not a public
+// Internals of the suite runner shared by verify/harness/vf_run*.c (not a public
 // header): the runner's state, a case being run, child argument lists and
 // the helpers every step of a case uses. The public API is vf_harness.h.
 #ifndef VF_RUN_H
 #define VF_RUN_H
 
+#include "par_proc.h"
 #include "vf_harness.h"
 
 enum { VF_T_REF, VF_T_RUN, VF_T_LOCKSTEP, VF_T_CHECK, VF_T_TIME, VF_T_KINDS };
@@ -41,16 +42,8 @@ typedef struct vf_case_run {
                                     //   steps (0, 0: not timed)
 } vf_case_run;
 
-typedef struct vf_args {
-    char *a[80];
-    int n;
-} vf_args;
-
 // ---- helpers (vf_run_util.c) ----------------------------------------------------
 
-// Appends one printf-formatted argument (argument lists end with NULL).
-void vf_arg(vf_args *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void vf_args_free(vf_args *b);
 // snprintf for paths and keys (folder names are checked to be short first).
 void vf_fmt(char *buf, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
 const char *vf_mode_name(int mode);
@@ -58,8 +51,6 @@ const char *vf_mode_name(int mode);
 void vf_config_label(char *buf, size_t n, const vf_config *cf);
 // Reports progress ("what") with the time left estimated from the work done.
 void vf_note(vf_runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-// vf_exec's wait hook (ctx: the runner): the running task's progress again.
-void vf_heartbeat(void *ctx, double running_s);
 // Work accounting of the estimate: a task of `kind` done (its training steps
 // of the case, each weighing cr->step_work; seconds it took), or n tasks that
 // will not run.
@@ -67,24 +58,26 @@ void vf_task_done(vf_runner *r, const vf_case_run *cr, int kind, double steps, d
 void vf_task_skip(vf_runner *r, const vf_case_run *cr, int kind, double steps, long n);
 // First non-empty, non-hint line of a file ("" if none).
 void vf_first_line(char *buf, size_t n, const char *path);
-// Runs `parity` with b (b->a[0] is replaced by the binary's path), stdout
-// and stderr to files; *json = stdout parsed as a JSON object when json is
-// not NULL (NULL when it is not one). Oversubscribed runs get passive
-// OpenMP waiting unless OMP_WAIT_POLICY is set.
-par_status vf_run_parity(vf_runner *r, vf_args *b, const char *out_path, const char *err_path,
+// Runs `parity` with b (b->v[0] is replaced by the binary's path) in a
+// session of its own (par_proc.h), stdout and stderr to files (NULL:
+// /dev/null), ended after the suite's timeout, the running task's progress
+// reported again every second; *json = stdout parsed as a JSON object when
+// json is not NULL (NULL when it is not one). Oversubscribed runs get
+// passive OpenMP waiting unless OMP_WAIT_POLICY is set.
+par_status vf_run_parity(vf_runner *r, par_argv *b, const char *out_path, const char *err_path,
                          int oversubscribed, int *code, double *wall, json_t **json);
 // Training flags of the case for `steps` steps; trainer, mode, threads (and
 // --ranks for MPI trainers when with_ranks) of a config.
-void vf_case_flags(vf_args *b, const vf_case_run *cr, long steps);
-void vf_config_flags(vf_args *b, const vf_config *cf, int with_ranks);
+void vf_case_flags(par_argv *b, const vf_case_run *cr, long steps);
+void vf_config_flags(par_argv *b, const vf_config *cf, int with_ranks);
 // The model and data flags alone (dataset, upscale, model, act, dtype,
 // batch (a number or full), chunk), for commands that take no training
 // length (`parity model`; the suite refuses `predict` with upscale or batch
 // full); --optim and its hyperparameters (nothing for sgd); the case's
 // test-only fault (`--fault SPEC`, configs only), if it has one.
-void vf_setting_flags(vf_args *b, const vf_case *c);
-void vf_optim_flags(vf_args *b, const vf_case *c);
-void vf_fault_flag(vf_args *b, const vf_case_run *cr);
+void vf_setting_flags(par_argv *b, const vf_case *c);
+void vf_optim_flags(par_argv *b, const vf_case *c);
+void vf_fault_flag(par_argv *b, const vf_case_run *cr);
 json_t *vf_jnum(double x);                                  // null for NaN/Inf
 json_t *vf_losses_json(const double *l, long n);
 // Copies the fields of a `parity train --json` summary that results keep.

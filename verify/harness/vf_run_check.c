@@ -47,23 +47,21 @@ static par_status weights_before(vf_runner *r, vf_case_run *cr, const json_t *re
     else vf_fmt(path, size, "%s/ckpt-%010ld.npz", ckdir, S - 1);
     vf_fmt(err, sizeof err, "%s/reference-step%ld.err", cr->dir, S - 1);
     vf_note(r, "reference to step %ld (weights for the MPFR check of step %ld)", S - 1, S);
-    vf_args b = {0};
-    vf_arg(&b, "parity");
-    vf_arg(&b, "train");
+    par_argv b = {0};
+    par_argv_add(&b, "parity");
+    par_argv_add(&b, "train");
     vf_case_flags(&b, cr, S - 1);
-    vf_arg(&b, "--trainer");
-    vf_arg(&b, "reference");
-    vf_arg(&b, sgd ? "--save" : "--checkpoint-dir");
-    vf_arg(&b, "%s", sgd ? path : ckdir);
+    par_argv_opt(&b, "--trainer", "reference");
+    par_argv_add(&b, sgd ? "--save" : "--checkpoint-dir");
+    par_argv_add(&b, "%s", sgd ? path : ckdir);
     if (!sgd) {
-        vf_arg(&b, "--checkpoint-every");
-        vf_arg(&b, "%ld", S - 1);
+        par_argv_opt(&b, "--checkpoint-every", "%ld", S - 1);
     }
-    vf_arg(&b, "--quiet");
+    par_argv_add(&b, "--quiet");
     int code;
     double wall;
     par_status st = vf_run_parity(r, &b, NULL, err, 0, &code, &wall, NULL);
-    vf_args_free(&b);
+    par_argv_free(&b);
     PAR_TRY(st);
     vf_task_done(r, cr, VF_T_REF, (double)(S - 1), wall);
     if (code != 0) {
@@ -108,53 +106,38 @@ par_status vf_run_check(vf_runner *r, vf_case_run *cr, const json_t *ref, const 
            vf_mode_name(mode), threads, ranks, S);
     vf_note(r, "MPFR check: %s %s T=%d R=%d, step %ld", trainer, vf_mode_name(mode), threads, ranks,
             S);
-    vf_args b = {0};
-    vf_arg(&b, "parity");
-    vf_arg(&b, "check");
-    vf_arg(&b, "--dataset");
-    vf_arg(&b, "%s", c->dataset);
+    par_argv b = {0};
+    par_argv_add(&b, "parity");
+    par_argv_add(&b, "check");
+    par_argv_opt(&b, "--dataset", "%s", c->dataset);
     if (c->upscale > 0 && !cr->upscale_identity) {
-        vf_arg(&b, "--upscale");
-        vf_arg(&b, "%d", c->upscale);
+        par_argv_opt(&b, "--upscale", "%d", c->upscale);
     }
-    vf_arg(&b, "--weights");
-    vf_arg(&b, "%s", w);
-    vf_arg(&b, "--step");
-    vf_arg(&b, "%ld", S);
-    vf_arg(&b, "--seed");
-    vf_arg(&b, "%llu", (unsigned long long)c->seed);
-    vf_arg(&b, "--model");
-    vf_arg(&b, "%s", c->model);
+    par_argv_opt(&b, "--weights", "%s", w);
+    par_argv_opt(&b, "--step", "%ld", S);
+    par_argv_opt(&b, "--seed", "%llu", (unsigned long long)c->seed);
+    par_argv_opt(&b, "--model", "%s", c->model);
     if (strcmp(c->act, "relu") != 0) {
-        vf_arg(&b, "--act");
-        vf_arg(&b, "%s", c->act);
+        par_argv_opt(&b, "--act", "%s", c->act);
     }
-    vf_arg(&b, "--batch");   // batch = full: the whole training split, numbered
-    vf_arg(&b, "%zu", c->batch > 0 ? (size_t)c->batch : cr->n_train);
-    vf_arg(&b, "--chunk");
-    vf_arg(&b, "%d", c->chunk);
-    vf_arg(&b, "--lr");
-    vf_arg(&b, "%.17g", c->lr);
+    par_argv_add(&b, "--batch");   // batch = full: the whole training split, numbered
+    par_argv_add(&b, "%zu", c->batch > 0 ? (size_t)c->batch : cr->n_train);
+    par_argv_opt(&b, "--chunk", "%d", c->chunk);
+    par_argv_opt(&b, "--lr", "%.17g", c->lr);
     vf_optim_flags(&b, c);
-    vf_arg(&b, "--dtype");
-    vf_arg(&b, "%s", c->dtype);
-    vf_arg(&b, "--trainer");
-    vf_arg(&b, "%s", trainer);
-    vf_arg(&b, "--mode");
-    vf_arg(&b, "%s", vf_mode_name(mode));
-    vf_arg(&b, "--threads");
-    vf_arg(&b, "%d", threads);
+    par_argv_opt(&b, "--dtype", "%s", c->dtype);
+    par_argv_opt(&b, "--trainer", "%s", trainer);
+    par_argv_opt(&b, "--mode", "%s", vf_mode_name(mode));
+    par_argv_opt(&b, "--threads", "%d", threads);
     if (vf_trainer_is_mpi(trainer)) {
-        vf_arg(&b, "--ranks");
-        vf_arg(&b, "%d", ranks);
+        par_argv_opt(&b, "--ranks", "%d", ranks);
     }
-    vf_arg(&b, "--no-e2e");
-    vf_arg(&b, "--json");
+    par_argv_words(&b, "--no-e2e --json");
     int code;
     double wall;
     json_t *cj = NULL;
     par_status st = vf_run_parity(r, &b, out, err, vf_oversubscribed(r, k), &code, &wall, &cj);
-    vf_args_free(&b);
+    par_argv_free(&b);
     PAR_TRY(st);
     vf_task_done(r, cr, VF_T_CHECK, 1, wall);
     json_t *e = json_object();

@@ -1,7 +1,7 @@
 // The reference and the configs of a case (vf_run.h): each a `parity train`
 // run with a JSONL log and .npz weights; exact mode compared bit for bit
 // (losses, per-step weight digests, final weights), fast mode by `parity
-// lockstep` under the derived bound. Tests: tests/test_verify.sh.
+// lockstep` under the derived bound. Tests: tests/verify/test_verify.sh.
 #define _POSIX_C_SOURCE 200809L
 #include "vf_run.h"
 
@@ -39,25 +39,20 @@ par_status vf_run_reference(vf_runner *r, vf_case_run *cr, json_t **ref_out)
     vf_fmt(out, sizeof out, "%s/reference.json", cr->dir);
     vf_fmt(err, sizeof err, "%s/reference.err", cr->dir);
     vf_note(r, "reference (%ld step%s)", cr->N, cr->N == 1 ? "" : "s");
-    vf_args b = {0};
-    vf_arg(&b, "parity");
-    vf_arg(&b, "train");
+    par_argv b = {0};
+    par_argv_add(&b, "parity");
+    par_argv_add(&b, "train");
     vf_case_flags(&b, cr, cr->N);
-    vf_arg(&b, "--trainer");
-    vf_arg(&b, "reference");
-    vf_arg(&b, "--log");
-    vf_arg(&b, "%s", log);
-    vf_arg(&b, "--save");
-    vf_arg(&b, "%s", w);
-    vf_arg(&b, "--init-save");
-    vf_arg(&b, "%s", init);
-    vf_arg(&b, "--json");
-    vf_arg(&b, "--quiet");
+    par_argv_opt(&b, "--trainer", "reference");
+    par_argv_opt(&b, "--log", "%s", log);
+    par_argv_opt(&b, "--save", "%s", w);
+    par_argv_opt(&b, "--init-save", "%s", init);
+    par_argv_words(&b, "--json --quiet");
     int code;
     double wall;
     json_t *tj = NULL;
     par_status st = vf_run_parity(r, &b, out, err, 0, &code, &wall, &tj);
-    vf_args_free(&b);
+    par_argv_free(&b);
     PAR_TRY(st);
     vf_task_done(r, cr, VF_T_REF, (double)cr->N, wall);
     if (code != 0 || !tj) {
@@ -153,18 +148,18 @@ static par_status compare_fast(vf_runner *r, vf_case_run *cr, const vf_config *c
     vf_fmt(out, sizeof out, "%s.lockstep.json", base);
     vf_fmt(err, sizeof err, "%s.lockstep.err", base);
     vf_note(r, "%s: lockstep against the reference", label);
-    vf_args b = {0};
-    vf_arg(&b, "parity");
-    vf_arg(&b, "lockstep");
+    par_argv b = {0};
+    par_argv_add(&b, "parity");
+    par_argv_add(&b, "lockstep");
     vf_case_flags(&b, cr, cr->N);
     vf_config_flags(&b, cf, 1);
     vf_fault_flag(&b, cr);
-    vf_arg(&b, "--json");
+    par_argv_add(&b, "--json");
     int code;
     double wall;
     json_t *lj = NULL;
     par_status st = vf_run_parity(r, &b, out, err, oversubscribed, &code, &wall, &lj);
-    vf_args_free(&b);
+    par_argv_free(&b);
     PAR_TRY(st);
     vf_task_done(r, cr, VF_T_LOCKSTEP, (double)cr->N * cf->ranks, wall);
     json_object_set_new(corr, "method", json_string("bound"));
@@ -218,23 +213,20 @@ par_status vf_run_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, con
     vf_fmt(err, sizeof err, "%s.err", base);
     const int over = vf_oversubscribed(r, cf);
     vf_note(r, "%s: training run", label);
-    vf_args b = {0};
-    vf_arg(&b, "parity");
-    vf_arg(&b, "train");
+    par_argv b = {0};
+    par_argv_add(&b, "parity");
+    par_argv_add(&b, "train");
     vf_case_flags(&b, cr, cr->N);
     vf_config_flags(&b, cf, 1);
     vf_fault_flag(&b, cr);
-    vf_arg(&b, "--log");
-    vf_arg(&b, "%s", log);
-    vf_arg(&b, "--save");
-    vf_arg(&b, "%s", w);
-    vf_arg(&b, "--json");
-    vf_arg(&b, "--quiet");
+    par_argv_opt(&b, "--log", "%s", log);
+    par_argv_opt(&b, "--save", "%s", w);
+    par_argv_words(&b, "--json --quiet");
     int code;
     double wall;
     json_t *tj = NULL;
     par_status st = vf_run_parity(r, &b, out, err, over, &code, &wall, &tj);
-    vf_args_free(&b);
+    par_argv_free(&b);
     PAR_TRY(st);
     vf_task_done(r, cr, VF_T_RUN, (double)cr->N * cf->ranks, wall);
     json_t *run = json_object(), *corr = json_object();

@@ -41,19 +41,18 @@ par_status vf_predict_case(vf_runner *r, vf_case_run *cr, json_t *cres)
     char out[1200], err[1200];
     vf_fmt(out, sizeof out, "%s/model.json", cr->dir);
     vf_fmt(err, sizeof err, "%s/model.err", cr->dir);
-    vf_args b = {0};
-    vf_arg(&b, "parity");
-    vf_arg(&b, "model");
+    par_argv b = {0};
+    par_argv_add(&b, "parity");
+    par_argv_add(&b, "model");
     vf_setting_flags(&b, c);
-    vf_arg(&b, "--validate=");     // no runs of its own: the case's timings check it
-    vf_arg(&b, "--max-ranks");
-    vf_arg(&b, "1");
-    vf_arg(&b, "--json");
+    par_argv_add(&b, "--validate=");     // no runs of its own: the case's timings check it
+    par_argv_opt(&b, "--max-ranks", "1");
+    par_argv_add(&b, "--json");
     int code;
     double wall;
     json_t *mj = NULL;
     par_status st = vf_run_parity(r, &b, out, err, 0, &code, &wall, &mj);
-    vf_args_free(&b);
+    par_argv_free(&b);
     if (st != PAR_OK) return st;
 
     json_t *pr = json_object();

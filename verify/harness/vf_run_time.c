@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "par_sort.h"
 #include "par_trainer.h"
+#include "sm_measure.h"
 #include "vf_stats.h"
 
 // The step counts of a timed run: K warm-up steps, then the W-step window.
@@ -37,24 +39,22 @@ static par_status time_run(vf_runner *r, vf_case_run *cr, const vf_config *cf, t
     vf_case_run t = *cr;   // --epochs that hold K + W steps (the window may outrun the case)
     const long e = (p.K + p.W + cr->per_epoch - 1) / cr->per_epoch;
     t.epochs = e > t.epochs ? (int)e : t.epochs;
-    vf_args b = {0};
-    vf_arg(&b, "parity");
-    vf_arg(&b, "train");
+    par_argv b = {0};
+    par_argv_add(&b, "parity");
+    par_argv_add(&b, "train");
     vf_case_flags(&b, &t, p.K + p.W);
     vf_config_flags(&b, cf, 1);
     // A T-thread row times T threads: omp may not fall back to one
     // thread on a busy machine (the bits are the same either way).
-    if (strcmp(cf->trainer, "omp") == 0 && cf->threads > 1) vf_arg(&b, "--fixed-threads");
+    if (strcmp(cf->trainer, "omp") == 0 && cf->threads > 1) par_argv_add(&b, "--fixed-threads");
     if (p.K > 0) {
-        vf_arg(&b, "--warmup-steps");
-        vf_arg(&b, "%ld", p.K);
+        par_argv_opt(&b, "--warmup-steps", "%ld", p.K);
     }
-    vf_arg(&b, "--json");
-    vf_arg(&b, "--quiet");
+    par_argv_words(&b, "--no-eval --json --quiet");   // the window is timed: no accuracies after
     int code;
     json_t *tj = NULL;
     par_status st = vf_run_parity(r, &b, out, err, 0, &code, wall, &tj);
-    vf_args_free(&b);
+    par_argv_free(&b);
     PAR_TRY(st);
     vf_task_done(r, cr, VF_T_TIME, (double)(p.K + p.W) * cf->ranks, *wall);
     *sec = json_number_value(json_object_get(tj, "seconds"));
@@ -122,7 +122,7 @@ static void phase_medians(json_t *timing, json_t *const *phases, int n)
             const json_t *v = json_object_get(phases[i], name);
             if (json_is_number(v)) x[m++] = json_number_value(v);
         }
-        if (m == n) json_object_set_new(med, name, json_real(vf_median_sort(x, m)));
+        if (m == n) json_object_set_new(med, name, json_real(par_median_sort(x, m)));
     }
     free(x);
     if (json_object_size(med) == VF_N_PHASES)
@@ -222,7 +222,7 @@ int vf_case_calibrates(const vf_runner *r, const vf_case *c)
     return 0;
 }
 
-// The near flag of every timed run of the case so far (vf_near_probes over
+// The near flag of every timed run of the case so far (sm_near_probes over
 // all of them: "near" is against the case's fastest probe); near[j] has
 // rows[j].n entries.
 static par_status case_near(const row_runs *rows, int n_rows, int **near)
@@ -238,7 +238,7 @@ static par_status case_near(const row_runs *rows, int n_rows, int **near)
     }
     for (int j = 0, k = 0; j < n_rows; k += rows[j].n, j++)
         memcpy(rt + k, rows[j].rt, (size_t)rows[j].n * sizeof *rt);
-    vf_near_probes((const double(*)[2])rt, total, all);
+    sm_near_probes((const double(*)[2])rt, total, all);
     for (int j = 0, k = 0; j < n_rows; k += rows[j].n, j++)
         memcpy(near[j], all + k, (size_t)rows[j].n * sizeof *all);
     free(rt);
@@ -404,7 +404,7 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
                 busy += running - 1;
                 n_busy++;
             }
-            const double probe = vf_core_round_trip_ns();
+            const double probe = sm_core_round_trip_ns();
             json_array_append_new(probes, vf_jnum(probe));
             if (after) *after = probe;
             after = NULL;
@@ -436,7 +436,7 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
         if (n_open == 0) break;
     }
     if (after) {
-        *after = vf_core_round_trip_ns();
+        *after = sm_core_round_trip_ns();
         json_array_append_new(probes, vf_jnum(*after));
     }
     skip_closed(r, cr, rows, n, idx, p, rounds, 1);

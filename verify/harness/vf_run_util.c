@@ -19,17 +19,6 @@
 #include "par_io.h"
 #include "par_trainer.h"
 
-void vf_arg(vf_args *b, const char *fmt, ...)
-{
-    char buf[1200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (b->n < (int)(sizeof b->a / sizeof b->a[0]) - 1) b->a[b->n++] = strdup(buf);
-    b->a[b->n] = NULL;
-}
-
 // snprintf for paths and keys (truncation cannot happen at these sizes:
 // folder names are checked to be short when the run starts).
 void vf_fmt(char *buf, size_t n, const char *f, ...)
@@ -38,12 +27,6 @@ void vf_fmt(char *buf, size_t n, const char *f, ...)
     va_start(ap, f);
     vsnprintf(buf, n, f, ap);
     va_end(ap);
-}
-
-void vf_args_free(vf_args *b)
-{
-    for (int i = 0; i < b->n; i++) free(b->a[i]);
-    b->n = 0;
 }
 
 const char *vf_mode_name(int m) { return m == PAR_MODE_FAST ? "fast" : "exact"; }
@@ -91,8 +74,10 @@ void vf_note(vf_runner *r, const char *fmt, ...)
     report(r, 0);
 }
 
-void vf_heartbeat(void *ctx, double running_s)
+// par_proc_wait's tick (ctx: the runner): the running task's progress again.
+static void heartbeat(void *ctx, const par_proc *p, double running_s)
 {
+    (void)p;
     const vf_runner *r = ctx;
     if (r->o->progress && r->what[0]) report(r, running_s);
 }
@@ -138,19 +123,29 @@ void vf_first_line(char *buf, size_t n, const char *path)
     fclose(f);
 }
 
-// Runs `parity` with b (b->a[0] must be free for the binary path), stdout
-// to out_path, stderr to err_path; parses stdout as JSON into *json when
-// json is not NULL (NULL on no JSON). Oversubscribed runs get passive
-// OpenMP waiting unless the caller's environment says otherwise.
-par_status vf_run_parity(vf_runner *r, vf_args *b, const char *out_path, const char *err_path,
+// Runs `parity` with b (b->v[0] must be free for the binary path); see vf_run.h.
+par_status vf_run_parity(vf_runner *r, par_argv *b, const char *out_path, const char *err_path,
                              int oversubscribed, int *code, double *wall, json_t **json)
 {
-    free(b->a[0]);
-    b->a[0] = strdup(r->o->parity);
+    *code = -1;
+    PAR_FAIL_IF(b->n < 1 || b->oom, PAR_ERR_ALLOC, "out of memory");
+    free(b->v[0]);
+    b->v[0] = strdup(r->o->parity);
+    PAR_FAIL_IF(!b->v[0], PAR_ERR_ALLOC, "out of memory");
     const char *env_over[] = {"OMP_WAIT_POLICY=passive", NULL};
-    const char *const *env = oversubscribed && !getenv("OMP_WAIT_POLICY") ? env_over : NULL;
-    PAR_TRY(vf_exec((const char *const *)b->a, env, out_path, err_path, r->o->timeout_s, code,
-                    wall));
+    const par_proc_spec s = {
+        .argv = (const char *const *)b->v,
+        .env = oversubscribed && !getenv("OMP_WAIT_POLICY") ? env_over : NULL,
+        .out = out_path ? PAR_PROC_FILE : PAR_PROC_DEVNULL, .out_path = out_path,
+        .err = err_path ? PAR_PROC_FILE : PAR_PROC_DEVNULL, .err_path = err_path,
+        .group = PAR_PROC_OWN_SESSION};
+    const par_proc_wait_opts w = {.timeout_s = r->o->timeout_s, .on_tick = heartbeat,
+                                  .tick_s = 1, .ctx = r};
+    par_proc_result res;
+    const par_status st = par_proc_run(&s, &w, &res);
+    *wall = res.wall_s;
+    PAR_TRY(st);
+    *code = res.code;
     if (json) {
         json_error_t e;
         *json = json_load_file(out_path, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, &e);
@@ -164,74 +159,58 @@ par_status vf_run_parity(vf_runner *r, vf_args *b, const char *out_path, const c
 
 // The training flags of a case for `steps` steps: everything but trainer,
 // mode, threads, ranks.
-void vf_setting_flags(vf_args *b, const vf_case *c)
+void vf_setting_flags(par_argv *b, const vf_case *c)
 {
-    vf_arg(b, "--dataset");
-    vf_arg(b, "%s", c->dataset);
+    par_argv_opt(b, "--dataset", "%s", c->dataset);
     if (c->upscale > 0) {
-        vf_arg(b, "--upscale");
-        vf_arg(b, "%d", c->upscale);
+        par_argv_opt(b, "--upscale", "%d", c->upscale);
     }
-    vf_arg(b, "--model");
-    vf_arg(b, "%s", c->model);
-    vf_arg(b, "--act");
-    vf_arg(b, "%s", c->act);
-    vf_arg(b, "--dtype");
-    vf_arg(b, "%s", c->dtype);
-    vf_arg(b, "--batch");
-    if (c->batch > 0) vf_arg(b, "%d", c->batch);
-    else vf_arg(b, "full");
-    vf_arg(b, "--chunk");
-    vf_arg(b, "%d", c->chunk);
+    par_argv_opt(b, "--model", "%s", c->model);
+    par_argv_opt(b, "--act", "%s", c->act);
+    par_argv_opt(b, "--dtype", "%s", c->dtype);
+    par_argv_add(b, "--batch");
+    if (c->batch > 0) par_argv_add(b, "%d", c->batch);
+    else par_argv_add(b, "full");
+    par_argv_opt(b, "--chunk", "%d", c->chunk);
 }
 
-void vf_optim_flags(vf_args *b, const vf_case *c)
+void vf_optim_flags(par_argv *b, const vf_case *c)
 {
     if (strcmp(c->optim, "sgd") == 0) return;   // the default: SGD runs keep their flags as before
-    vf_arg(b, "--optim");
-    vf_arg(b, "%s", c->optim);
+    par_argv_opt(b, "--optim", "%s", c->optim);
     const char *const flags[4] = {"--momentum", "--beta1", "--beta2", "--eps"};
     const double v[4] = {c->momentum, c->beta1, c->beta2, c->eps};
     for (int i = 0; i < 4; i++)
         if (!isnan(v[i])) {
-            vf_arg(b, "%s", flags[i]);
-            vf_arg(b, "%.17g", v[i]);
+            par_argv_add(b, "%s", flags[i]);
+            par_argv_add(b, "%.17g", v[i]);
         }
 }
 
-void vf_case_flags(vf_args *b, const vf_case_run *cr, long steps)
+void vf_case_flags(par_argv *b, const vf_case_run *cr, long steps)
 {
     const vf_case *c = cr->c;
     vf_setting_flags(b, c);
-    vf_arg(b, "--lr");
-    vf_arg(b, "%.17g", c->lr);
+    par_argv_opt(b, "--lr", "%.17g", c->lr);
     vf_optim_flags(b, c);
-    vf_arg(b, "--seed");
-    vf_arg(b, "%llu", (unsigned long long)c->seed);
-    vf_arg(b, "--epochs");
-    vf_arg(b, "%d", cr->epochs);
-    vf_arg(b, "--steps");
-    vf_arg(b, "%ld", steps);
+    par_argv_opt(b, "--seed", "%llu", (unsigned long long)c->seed);
+    par_argv_opt(b, "--epochs", "%d", cr->epochs);
+    par_argv_opt(b, "--steps", "%ld", steps);
 }
 
-void vf_fault_flag(vf_args *b, const vf_case_run *cr)
+void vf_fault_flag(par_argv *b, const vf_case_run *cr)
 {
     if (!cr->c->fault[0]) return;
-    vf_arg(b, "--fault");
-    vf_arg(b, "%s", cr->c->fault);
+    par_argv_opt(b, "--fault", "%s", cr->c->fault);
 }
 
-void vf_config_flags(vf_args *b, const vf_config *cf, int with_ranks)
+void vf_config_flags(par_argv *b, const vf_config *cf, int with_ranks)
 {
-    vf_arg(b, "--trainer");
-    vf_arg(b, "%s", cf->trainer);
-    vf_arg(b, "--mode");
-    vf_arg(b, "%s", vf_mode_name(cf->mode));
-    vf_arg(b, "--threads");
-    vf_arg(b, "%d", cf->threads);
+    par_argv_opt(b, "--trainer", "%s", cf->trainer);
+    par_argv_opt(b, "--mode", "%s", vf_mode_name(cf->mode));
+    par_argv_opt(b, "--threads", "%d", cf->threads);
     if (with_ranks && vf_trainer_is_mpi(cf->trainer)) {
-        vf_arg(b, "--ranks");
-        vf_arg(b, "%d", cf->ranks);
+        par_argv_opt(b, "--ranks", "%d", cf->ranks);
     }
 }
 

@@ -74,10 +74,11 @@ static int check_in_build(const vf_run_opts *o)
     char path[1200];
     vf_fmt(path, sizeof path, "%s/runs/check-help.txt", o->out_dir);
     const char *argv[] = {o->parity, "check", "--help", NULL};
-    int code = -1;
-    double wall;
-    if (vf_exec(argv, NULL, path, NULL, 60, &code, &wall) != PAR_OK) code = -1;
-    return code == 0;
+    const par_proc_spec s = {.argv = argv, .out = PAR_PROC_FILE, .out_path = path,
+                             .group = PAR_PROC_OWN_SESSION};
+    const par_proc_wait_opts w = {.timeout_s = 60};
+    par_proc_result res;
+    return par_proc_run(&s, &w, &res) == PAR_OK && res.code == 0;
 }
 
 // Opens the dataset to learn the steps of the case; fills cr.
@@ -300,13 +301,11 @@ par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *
                                settings_json(&crs[i]), "dataset", dsj);
         json_array_append_new(cases, crs[i].res);
     }
-    vf_exec_on_wait(vf_heartbeat, &r);
     for (int i = 0; st == PAR_OK && i < s->n_cases; i++) {
         r.case_name = s->cases[i].name;
         r.i_case = i + 1;
         st = run_case(&r, &crs[i], crs[i].res);
     }
-    vf_exec_on_wait(NULL, NULL);
     free(crs);
     json_decref(r.cache);
     iso_time(finished, sizeof finished);

@@ -9,7 +9,7 @@
 //   signature:   "untrusted comment: ...", base64("ED" || key id || sig[64])
 //                with sig = Ed25519(BLAKE2b-512(file)), "trusted comment: T",
 //                base64(Ed25519(sig || T)).
-// Tests: tests/test_verify.sh (sign; minisign interop when installed).
+// Tests: tests/verify/test_verify.sh (sign; minisign interop when installed).
 #define _POSIX_C_SOURCE 200809L
 #include "vf_sign.h"
 

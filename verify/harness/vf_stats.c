@@ -8,17 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double vf_median_sort(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
+#include "par_sort.h"
 
 par_status vf_time_stats_of(vf_time_stats *st, const double *sec, int n)
 {
@@ -32,7 +22,7 @@ par_status vf_time_stats_of(vf_time_stats *st, const double *sec, int n)
     PAR_FAIL_IF(!x, PAR_ERR_ALLOC, "out of memory");
     memcpy(x, sec, (size_t)n * sizeof *x);
     st->n = n;
-    st->median = vf_median_sort(x, n);
+    st->median = par_median_sort(x, n);
     st->min = x[0];
     st->max = x[n - 1];
     // MLPerf Training drops the fastest and the slowest run before it
@@ -77,7 +67,7 @@ par_status vf_speedup_ci(double *speedup, double *lo, double *hi, const double *
     }
     memcpy(a, base, (size_t)n * sizeof *a);
     memcpy(b, x, (size_t)n * sizeof *b);
-    *speedup = vf_median_sort(a, n) / vf_median_sort(b, n);
+    *speedup = par_median_sort(a, n) / par_median_sort(b, n);
     uint64_t s = seed;
     for (int r = 0; r < resamples; r++) {
         for (int i = 0; i < n; i++) {
@@ -85,9 +75,9 @@ par_status vf_speedup_ci(double *speedup, double *lo, double *hi, const double *
             a[i] = base[k];
             b[i] = x[k];
         }
-        ratio[r] = vf_median_sort(a, n) / vf_median_sort(b, n);
+        ratio[r] = par_median_sort(a, n) / par_median_sort(b, n);
     }
-    qsort(ratio, (size_t)resamples, sizeof *ratio, cmp_double);
+    qsort(ratio, (size_t)resamples, sizeof *ratio, par_cmp_double);
     const int tail = (int)floor(0.025 * resamples);
     *lo = ratio[tail];
     *hi = ratio[resamples - 1 - tail];

@@ -7,7 +7,7 @@
 // the NOISY rule (an interval too wide to quote) and the stopping rule of
 // adaptive rounds. Pure functions of the runs, with a fixed seed: a table
 // can be recomputed from the raw seconds in results.json.
-// Tests: tests/test_timing.c.
+// Tests: tests/verify/test_timing.c.
 #ifndef VF_STATS_H
 #define VF_STATS_H
 
@@ -42,10 +42,6 @@ typedef struct vf_time_stats {
 // PAR_ERR_ALLOC when out of memory.
 par_status vf_time_stats_of(vf_time_stats *st, const double *sec, int n);
 
-// The median of x[0..n) (n >= 1): the middle value, or the mean of the two
-// middle values; x is reordered (sorted).
-double vf_median_sort(double *x, int n);
-
 // The speedup median(base) / median(x) and its two-sided 95% confidence
 // interval [*lo, *hi] by a paired percentile bootstrap: base[i] and x[i]
 // are the i-th round's runs (n >= 2 rounds each); each of `resamples`
@@ -71,7 +67,7 @@ typedef struct vf_speedup {
 // Which of a row's n rounds its speedup uses (use[k] = 1): all of them,
 // except for a row on two cores or more (cores >= 2) whose runs met both
 // placements of the cores (near[k]: run k's probes before and after it
-// read the nearest placement, vf_near_probes) with at least
+// read the nearest placement, sm_near_probes) with at least
 // VF_NEAR_MIN_ROUNDS near: then the near rounds alone. A far placement
 // slows every two-core run by a large factor, and a median over a mix of
 // the two says neither; the near rounds say what the code does where the

@@ -1,7 +1,7 @@
 // Suite file parser: `[case NAME]` sections, `key = value` lines, `#`
 // comments, comma-separated lists. Every mistake is reported as
 // "SUITE:LINE: key 'x': what was expected". Format: verify/suites/README.md.
-// Tests: tests/test_verify.sh (suite errors).
+// Tests: tests/verify/test_verify.sh (suite errors).
 #define _POSIX_C_SOURCE 200809L
 #include "vf_suite.h"
 
@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "par_engine.h"
 #include "par_hash.h"
@@ -560,4 +561,18 @@ par_status vf_suite_load(vf_suite *s, const char *path)
     fclose(f);
     if (st == PAR_OK) st = par_sha256_file(s->sha256, path);
     return st;
+}
+
+static int is_file(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+void vf_suite_path(char *path, size_t n, const char *name, const char *src_dir)
+{
+    snprintf(path, n, "%s", name);
+    if (is_file(path) || strchr(name, '/') || !src_dir || !src_dir[0]) return;
+    snprintf(path, n, "%s/verify/suites/%s", src_dir, name);
+    if (!is_file(path)) snprintf(path, n, "%s", name);
 }

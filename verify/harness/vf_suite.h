@@ -80,6 +80,11 @@ typedef struct vf_suite {
 // allocate it, don't put it on the stack.
 par_status vf_suite_load(vf_suite *s, const char *path);
 
+// The file of suite `name` into path (n bytes): name itself when it is a
+// file, else, for a name without '/', verify/suites/<name> of the source tree
+// src_dir when that is a file ("" or NULL: none), else name.
+void vf_suite_path(char *path, size_t n, const char *name, const char *src_dir);
+
 // Whether trainer `name` runs with T threads and R ranks: serial T=1,R=1;
 // omp R=1; mpi T=1; hybrid and root any; unknown names never.
 int vf_trainer_supports(const char *name, int threads, int ranks);

@@ -1,7 +1,7 @@
 // The scaling model of `parity model`: time per step of data-parallel
 // training on P ranks from measured costs, for exact and fast reductions and
 // for the mpi and root designs. Written down in docs/scaling.md.
-// Pure functions; the measurements are the CLI's (src/cli/cmd_model.c).
+// Pure functions; the measurements are sm_measure.h's. Tests: tests/verify/test_scaling.c.
 #ifndef SM_MODEL_H
 #define SM_MODEL_H
 
@@ -76,8 +76,8 @@ double sm_comm_seconds(const sm_costs *c, sm_design d, int P, size_t B);
 // Serial compute of one step of b samples: with n_points >= 2, linear between
 // the two measured points around b (along the first or last two beyond
 // them); else t0 + b t_sample. A straight line fitted through all the points
-// misses the middle ones where the time per sample changes with b (caches):
-// 2026-11-26, 0.331, 0.855, 3.22 ms at b = 16, 64, 256 put b = 24 4% off.
+// misses the middle ones where the time per sample changes with b (caches),
+// by several percent between the points.
 double sm_compute_seconds(const sm_costs *c, double b);
 
 // Seconds per step: (compute(samples of the busiest rank) + t_run) x

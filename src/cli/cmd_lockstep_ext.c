@@ -1,0 +1,138 @@
+// `parity lockstep --external CMD`: a trainer parity did not build, checked
+// step by step under the any-order bound (verify/external/ext_lockstep.h):
+// flags to a job, one call, one line (or JSON) of the result. Exit 0 within
+// every bound, 1 a violation or a narrower arithmetic's signature, 2 usage,
+// 3 the trainer failed or broke the protocol. Tests: tests/external/test_external.sh.
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "cmd_lockstep_ext.h"
+#include "ext_lockstep.h"
+
+static volatile int interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+// "exp=2,log=1.5": each FUNC=U in turn.
+static int parse_ulps(ext_ulps *u, const char *list)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save))
+        if (ext_ulps_parse(u, tok) != PAR_OK) return cli_fail("lockstep", PAR_ERR_CONFIG, NULL);
+    return 0;
+}
+
+static void worst_json(json_t *j, const char *key, const ext_worst *w)
+{
+    if (w->step == 0) {
+        json_object_set_new(j, key, json_null());
+        return;
+    }
+    json_object_set_new(j, key, json_pack("{s:I, s:s, s:s, s:f, s:f, s:f, s:f}", "step",
+                                          (json_int_t)w->step, "tensor", w->tensor, "index",
+                                          w->index, "trainer", w->got, "centre", w->centre,
+                                          "bound", w->bound, "ratio", w->ratio));
+}
+
+// |got - centre| in ulps of the run's dtype at the centre.
+static double ulps_of(const ext_worst *w, par_dtype dt)
+{
+    const double c = fabs(w->centre), u = dt == PAR_F32 ? 0x1p-23 : 0x1p-52;
+    int e;
+    frexp(c > 0 ? c : (dt == PAR_F32 ? 0x1p-126 : 0x1p-1022), &e);
+    return fabs(w->got - w->centre) / ldexp(u, e - 1);
+}
+
+static void print_human(const ext_lockstep_result *r, par_dtype dt, int pass)
+{
+    printf("lockstep external '%s' (world %d), %ld steps: %zu violations, worst |diff|/bound "
+           "%.3g (%s%s, step %ld), worst loss ratio %.3g", r->name, r->world, r->steps,
+           r->violations, r->worst.ratio, r->worst.tensor, r->worst.index, r->worst.step,
+           r->worst_loss_ratio);
+    if (r->intermediates)
+        printf("; its update from its own gradient: %zu violations, worst %.3g (%s%s, step %ld); "
+               "its gradient's rounding %.3gx parity's (%s, step %ld)", r->local_violations,
+               r->local_worst.ratio, r->local_worst.tensor, r->local_worst.index,
+               r->local_worst.step, r->signature, r->signature_tensor, r->signature_step);
+    else
+        printf("; no gradients sent: the update and the rounding's size are not checked");
+    printf(": %s\n", pass ? "PASS" : "FAIL");
+    const ext_worst *f = r->violations ? &r->first : r->local_violations ? &r->local_first : NULL;
+    if (f)
+        printf("first violation: step %ld, %s%s: the trainer has %.9g, the bound allows %.9g "
+               "+- %.3g (%.3g times the bound, %.3g ulps)%s\n", f->step, f->tensor, f->index,
+               f->got, f->centre, f->bound, f->ratio, ulps_of(f, dt),
+               f == &r->local_first ? " [its update from its own gradient]" : "");
+    if (r->signature_flagged)
+        printf("its gradient's rounding is %.3g times parity's on the same step (%s, step %ld): "
+               "not summed in %s (TF32, bf16 or another narrower arithmetic looks like this)\n",
+               r->signature, r->signature_tensor, r->signature_step, par_dtype_name(dt));
+}
+
+int cmd_lockstep_external(const lockstep_ext_flags *f)
+{
+    ext_lockstep_job job = {
+        .cfg = {.m = f->m, .act = f->act, .dt = f->dt, .batch = f->batch, .chunk = f->chunk,
+                .optim = {(int)f->optim->kind, f->lr, f->optim->momentum, f->optim->beta1,
+                          f->optim->beta2, f->optim->eps},
+                .seed = f->seed, .steps = f->steps, .ulps = ext_ulps_default(),
+                .want_intermediates = f->intermediates,
+                .proto = {.command = f->command, .timeout_s = f->timeout_s,
+                          .interrupted = &interrupted}},
+        .dataset = f->dataset, .init_load = f->init_load};
+    if (f->ulps) {
+        const int rc = parse_ulps(&job.cfg.ulps, f->ulps);
+        if (rc) return rc;
+    }
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    ext_lockstep_result r;
+    int opening = 0;
+    const par_status st = ext_lockstep_run(&r, &job, &opening);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (st != PAR_OK)
+        return cli_fail("lockstep", st,
+                        opening ? "run data/fetch.sh (or ci/setup.sh) to install the datasets"
+                        : st == PAR_ERR_EXTERNAL ? "docs/external.md says what a trainer must "
+                                                   "answer, and in which files"
+                                                 : NULL);
+    const int pass = r.violations == 0 && r.local_violations == 0 && !r.signature_flagged;
+    if (f->json) {
+        json_t *j = json_pack("{s:s, s:i, s:I, s:I, s:f, s:b, s:I, s:f, s:s, s:b, s:f, s:f, s:s}",
+                              "trainer", r.name, "world", r.world, "steps", (json_int_t)r.steps,
+                              "violations", (json_int_t)r.violations, "worst_loss_ratio",
+                              r.worst_loss_ratio, "intermediates", r.intermediates,
+                              "local_violations", (json_int_t)r.local_violations,
+                              "signature", r.signature, "signature_tensor", r.signature_tensor,
+                              "signature_flagged", r.signature_flagged, "seconds_waiting",
+                              r.seconds_wait, "seconds_parity", r.seconds_parity, "verdict",
+                              pass ? "pass" : "fail");
+        worst_json(j, "worst", &r.worst);
+        worst_json(j, "first_violation", &r.first);
+        worst_json(j, "local_worst", &r.local_worst);
+        worst_json(j, "local_first_violation", &r.local_first);
+        char *s = json_dumps(j, JSON_REAL_PRECISION(17));
+        if (s) printf("%s\n", s);
+        free(s);
+        json_decref(j);
+    } else {
+        print_human(&r, f->dt, pass);
+    }
+    return pass ? EXIT_OK : EXIT_VERIFY;
+}

@@ -1,0 +1,31 @@
+// `parity lockstep --external`: the flags cmd_lockstep.c resolved for it.
+#ifndef CMD_LOCKSTEP_EXT_H
+#define CMD_LOCKSTEP_EXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "par_model.h"
+#include "par_trainer.h"
+
+typedef struct lockstep_ext_flags {
+    const char *command;          // --external
+    const char *ulps;             // --ulps FUNC=U[,FUNC=U...] (NULL: 1 ulp each)
+    double timeout_s;             // --timeout
+    int intermediates;            // --intermediates: ask the trainer for its gradients
+    const par_model *m;
+    par_act act;
+    par_dtype dt;
+    const char *dataset, *init_load;
+    size_t batch, chunk;
+    double lr;
+    const par_optim *optim;
+    uint64_t seed;
+    long steps;
+    int json;
+} lockstep_ext_flags;
+
+// Runs it; the exit code.
+int cmd_lockstep_external(const lockstep_ext_flags *f);
+
+#endif

@@ -1,0 +1,434 @@
+// Dense kernels against naive loops that spell out the contract (written
+// here, independently of src/kernels and reference/): bitwise equality for
+// f32 and f64, every kernel set the CPU runs (par_kernels_available:
+// AVX-512VL, AVX2+FMA and portable on x86-64; NEON and portable on aarch64, where the cross build
+// runs this under qemu-aarch64, tests/tools/test_cross.sh), shapes
+// including 1, 7, 33, 784 and 785, any row/column sub-range, any chunk range,
+// fresh or continued folds, and 512 x 1024 and 1024 x 512 (rows 2 KB apart,
+// which the SIMD kernels copy first); ReLU and Adam likewise. A failure prints the
+// shape and seed to reproduce it.
+#include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "par_alloc.h"
+#include "par_kernels.h"
+#include "par_rng.h"
+#include "par_test.h"
+
+static double rnd(uint64_t seed, uint64_t i) { return par_rng_uniform(seed, 9, 0, i) * 2 - 1; }
+
+// The kernel sets this CPU runs, best first.
+enum { MAX_SETS = 8 };
+static size_t kernel_sets(const par_kernel_set **sets)
+{
+    const size_t n = par_kernels_available(sets, MAX_SETS);
+    return n < MAX_SETS ? n : MAX_SETS;
+}
+
+#define NAIVE(REAL, SFX, FMA)                                                                   \
+    static void naive_forward_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b,       \
+                                    size_t s0, size_t s1, size_t o0, size_t o1, size_t n_in,    \
+                                    size_t n_out)                                               \
+    {                                                                                           \
+        for (size_t s = s0; s < s1; s++)                                                        \
+            for (size_t o = o0; o < o1; o++) {                                                  \
+                REAL acc = b[o];                                                                \
+                for (size_t i = 0; i < n_in; i++) acc = FMA(x[s * n_in + i], W[o * n_in + i], acc); \
+                y[s * n_out + o] = acc;                                                         \
+            }                                                                                   \
+    }                                                                                           \
+    static void naive_bdata_##SFX(REAL *dx, const REAL *dz, const REAL *W, size_t s0, size_t s1, \
+                                  size_t n_in, size_t n_out)                                    \
+    {                                                                                           \
+        for (size_t s = s0; s < s1; s++)                                                        \
+            for (size_t i = 0; i < n_in; i++) {                                                 \
+                REAL acc = 0;                                                                   \
+                for (size_t o = 0; o < n_out; o++) acc = FMA(dz[s * n_out + o], W[o * n_in + i], acc); \
+                dx[s * n_in + i] = acc;                                                         \
+            }                                                                                   \
+    }                                                                                           \
+    static void naive_wgrad_##SFX(REAL *dW, REAL *db, const REAL *dz, const REAL *x, size_t B,   \
+                                  size_t C, size_t c0, size_t c1, size_t o0, size_t o1,         \
+                                  size_t n_in, size_t n_out, int cont)                          \
+    {                                                                                           \
+        for (size_t o = o0; o < o1; o++) {                                                      \
+            for (size_t i = 0; i <= n_in; i++) { /* i == n_in: the bias */                      \
+                REAL run = i < n_in ? dW[o * n_in + i] : db[o];                                 \
+                for (size_t c = c0; c < c1; c++) {                                              \
+                    REAL part = 0;                                                              \
+                    for (size_t s = c * C; s < B && s < (c + 1) * C; s++)                       \
+                        part = i < n_in ? FMA(dz[s * n_out + o], x[s * n_in + i], part)        \
+                                        : part + dz[s * n_out + o];                             \
+                    run = (c == c0 && !cont) ? part : run + part;                               \
+                }                                                                               \
+                if (i < n_in) dW[o * n_in + i] = run;                                           \
+                else db[o] = run;                                                               \
+            }                                                                                   \
+        }                                                                                       \
+    }
+
+NAIVE(float, f32, fmaf)
+NAIVE(double, f64, fma)
+
+#define RUN_CASE(REAL, SFX)                                                                     \
+    do {                                                                                        \
+        REAL *x = malloc(B * n_in * sizeof(REAL)), *W = malloc(n_out * n_in * sizeof(REAL));    \
+        REAL *WT = calloc(par_dense_wt_elems(n_in, n_out), sizeof(REAL));                       \
+        REAL *b = malloc(n_out * sizeof(REAL));                                                 \
+        REAL *dz = malloc(B * n_out * sizeof(REAL)), *y1 = calloc(B * n_out, sizeof(REAL));     \
+        REAL *y2 = calloc(B * n_out, sizeof(REAL)), *dx1 = calloc(B * n_in, sizeof(REAL));      \
+        REAL *dx2 = calloc(B * n_in, sizeof(REAL)), *g1 = malloc(n_out * n_in * sizeof(REAL));  \
+        REAL *g2 = malloc(n_out * n_in * sizeof(REAL)), *gb1 = malloc(n_out * sizeof(REAL));    \
+        REAL *gb2 = malloc(n_out * sizeof(REAL));                                               \
+        for (size_t i = 0; i < B * n_in; i++) x[i] = (REAL)rnd(seed, i);                        \
+        for (size_t i = 0; i < n_out * n_in; i++) W[i] = (REAL)rnd(seed + 1, i);                \
+        for (size_t i = 0; i < n_out; i++) b[i] = (REAL)rnd(seed + 2, i);                       \
+        for (size_t i = 0; i < B * n_out; i++) dz[i] = (REAL)rnd(seed + 3, i);                  \
+        for (size_t i = 0; i < n_out * n_in; i++) g1[i] = g2[i] = (REAL)rnd(seed + 4, i);       \
+        for (size_t i = 0; i < n_out; i++) gb1[i] = gb2[i] = (REAL)rnd(seed + 5, i);            \
+        /* transpose in two column ranges, as two threads would */                             \
+        par_dense_transpose_##SFX(WT, W, n_in, n_out, 0, o_mid);                                \
+        par_dense_transpose_##SFX(WT, W, n_in, n_out, o_mid, n_out);                            \
+        par_dense_forward_##SFX(y1, x, WT, b, s0, s1, o0, o1, n_in, n_out);                     \
+        naive_forward_##SFX(y2, x, W, b, s0, s1, o0, o1, n_in, n_out);                          \
+        ok_f &= memcmp(y1, y2, B * n_out * sizeof(REAL)) == 0;                                  \
+        par_dense_backward_data_##SFX(dx1, dz, W, s0, s1, n_in, n_out);                         \
+        naive_bdata_##SFX(dx2, dz, W, s0, s1, n_in, n_out);                                     \
+        ok_d &= memcmp(dx1, dx2, B * n_in * sizeof(REAL)) == 0;                                 \
+        par_dense_backward_weights_##SFX(g1, gb1, dz, x, B, C, c0, c1, o0, o1, n_in, n_out, cont); \
+        naive_wgrad_##SFX(g2, gb2, dz, x, B, C, c0, c1, o0, o1, n_in, n_out, cont);             \
+        ok_w &= memcmp(g1, g2, n_out * n_in * sizeof(REAL)) == 0 &&                             \
+                memcmp(gb1, gb2, n_out * sizeof(REAL)) == 0;                                    \
+        free(x); free(W); free(WT); free(b); free(dz); free(y1); free(y2); free(dx1);          \
+        free(dx2); free(g1); free(g2); free(gb1); free(gb2);                                    \
+    } while (0)
+
+// par_gemm_acc: C[s][j] continues from its own value, k ascending, against
+// the loop written out; strides larger than the widths (as conv2d passes them)
+// and row sub-ranges. Lanes past N must be neither stored nor read into C.
+#define GEMM_CASE(REAL, SFX, FMA)                                                               \
+    do {                                                                                        \
+        REAL *A = malloc(M * lda * sizeof(REAL)), *Bm = malloc((K ? K : 1) * ldb * sizeof(REAL)); \
+        REAL *C1 = malloc(M * ldc * sizeof(REAL)), *C2 = malloc(M * ldc * sizeof(REAL));        \
+        for (size_t i = 0; i < M * lda; i++) A[i] = (REAL)rnd(seed + 10, i);                    \
+        for (size_t i = 0; i < K * ldb; i++) Bm[i] = (REAL)rnd(seed + 11, i);                   \
+        for (size_t i = 0; i < M * ldc; i++) C1[i] = C2[i] = (REAL)rnd(seed + 12, i);           \
+        par_gemm_acc_##SFX(C1, ldc, A, lda, Bm, ldb, s0, s1, N, K);                              \
+        for (size_t r = s0; r < s1; r++)                                                        \
+            for (size_t j = 0; j < N; j++)                                                      \
+                for (size_t k = 0; k < K; k++)                                                  \
+                    C2[r * ldc + j] = FMA(A[r * lda + k], Bm[k * ldb + j], C2[r * ldc + j]);    \
+        ok &= memcmp(C1, C2, M * ldc * sizeof(REAL)) == 0;                                      \
+        free(A); free(Bm); free(C1); free(C2);                                                  \
+    } while (0)
+
+static void test_gemm_acc(void)
+{
+    const size_t sizes[] = {1, 7, 9, 16, 27, 33, 300};
+    char name[160];
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    for (size_t v = 0; v < n_sets; v++) {
+        par_kernels_use(sets[v]);
+        for (int d = 0; d < 2; d++) {
+            int all = 1;
+            for (uint64_t seed = 1; seed <= 40; seed++) {
+                const size_t M = sizes[par_rng_bits(seed, 8, 1, 0) % 7];
+                const size_t N = sizes[par_rng_bits(seed, 8, 1, 1) % 7];
+                const size_t K = sizes[par_rng_bits(seed, 8, 1, 2) % 7];
+                const size_t lda = K + par_rng_bits(seed, 8, 1, 3) % 3;
+                const size_t ldb = N + (seed % 2 ? 0 : 1 + par_rng_bits(seed, 8, 1, 4) % 20);
+                const size_t ldc = N + par_rng_bits(seed, 8, 1, 5) % 3;
+                const size_t s0 = par_rng_bits(seed, 8, 1, 6) % M;
+                const size_t s1 = s0 + 1 + par_rng_bits(seed, 8, 1, 7) % (M - s0);
+                int ok = 1;
+                if (d == 0) GEMM_CASE(float, f32, fmaf);
+                else GEMM_CASE(double, f64, fma);
+                if (!ok)
+                    printf("  seed %llu: M=%zu N=%zu K=%zu lda=%zu ldb=%zu ldc=%zu s=[%zu,%zu)\n",
+                           (unsigned long long)seed, M, N, K, lda, ldb, ldc, s0, s1);
+                all &= ok;
+            }
+            snprintf(name, sizeof name, "%s %s gemm_acc == contract loop (40 random shapes)",
+                     par_kernels_variant(), d ? "f64" : "f32");
+            par_check(all, name);
+        }
+    }
+    par_kernels_use(NULL);
+}
+
+// ReLU forward/backward and Adam (par_kernels.h's order, written out here) on
+// n in 1..40 elements, so that every vector width leaves every tail; inputs
+// include +0, -0 and exact zeros of the pre-activation.
+#define ELEM_CASE(REAL, SFX, SQRT)                                                              \
+    do {                                                                                        \
+        REAL y1[40], y2[40], dy1[40], dy2[40], w1[40], w2[40], m1[40], m2[40], v1[40], v2[40],  \
+            g[40];                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                        \
+            const double r = rnd(seed + 20, i);                                                 \
+            y1[i] = y2[i] = (REAL)(i % 5 == 0 ? 0.0 : i % 7 == 0 ? -0.0 : r);                   \
+            dy1[i] = dy2[i] = (REAL)rnd(seed + 21, i);                                          \
+            w1[i] = w2[i] = (REAL)rnd(seed + 22, i);                                            \
+            m1[i] = m2[i] = (REAL)rnd(seed + 23, i);                                            \
+            v1[i] = v2[i] = (REAL)fabs(rnd(seed + 24, i));                                      \
+            g[i] = (REAL)rnd(seed + 25, i);                                                     \
+        }                                                                                       \
+        par_act_backward_##SFX(dy1, y1, n, PAR_ACT_RELU);                                       \
+        par_act_forward_##SFX(y1, n, PAR_ACT_RELU);                                             \
+        for (size_t i = 0; i < n; i++) dy2[i] = y2[i] > 0 ? dy2[i] : 0;                         \
+        for (size_t i = 0; i < n; i++) y2[i] = y2[i] > 0 ? y2[i] : 0;                           \
+        ok_r &= memcmp(y1, y2, n * sizeof(REAL)) == 0 && memcmp(dy1, dy2, n * sizeof(REAL)) == 0; \
+        const par_optim_coef k = {PAR_UPDATE_ADAM, (REAL)0.01, 0, (REAL)0.9, (REAL)0.999,       \
+                                  (REAL)0.1, (REAL)(1 - (REAL)0.999), (REAL)0.19, (REAL)0.002,  \
+                                  (REAL)1e-8};                                                  \
+        par_optim_##SFX(w1, m1, v1, g, n, &k);                                                  \
+        const REAL lr = (REAL)k.lr, b1 = (REAL)k.b1, b2 = (REAL)k.b2, c1 = (REAL)k.c1;          \
+        const REAL c2 = (REAL)k.c2, bc1 = (REAL)k.bc1, bc2 = (REAL)k.bc2, eps = (REAL)k.eps;    \
+        for (size_t i = 0; i < n; i++) {                                                        \
+            REAL a = b1 * m2[i], t = c1 * g[i];                                                 \
+            a = a + t;                                                                          \
+            m2[i] = a;                                                                          \
+            REAL b = b2 * v2[i];                                                                \
+            t = c2 * g[i];                                                                      \
+            t = t * g[i];                                                                       \
+            b = b + t;                                                                          \
+            v2[i] = b;                                                                          \
+            const REAL mh = a / bc1, vh = b / bc2;                                              \
+            REAL dd = SQRT(vh);                                                                 \
+            dd = dd + eps;                                                                      \
+            t = lr * mh;                                                                        \
+            t = t / dd;                                                                         \
+            w2[i] = w2[i] - t;                                                                  \
+        }                                                                                       \
+        ok_a &= memcmp(w1, w2, n * sizeof(REAL)) == 0 && memcmp(m1, m2, n * sizeof(REAL)) == 0 && \
+                memcmp(v1, v2, n * sizeof(REAL)) == 0;                                          \
+    } while (0)
+
+static void test_elementwise(void)
+{
+    char name[160];
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    for (size_t v = 0; v < n_sets; v++) {
+        par_kernels_use(sets[v]);
+        for (int d = 0; d < 2; d++) {
+            int ok_r = 1, ok_a = 1;
+            for (size_t n = 1; n <= 40; n++) {
+                const uint64_t seed = 100 + n;
+                if (d == 0) ELEM_CASE(float, f32, sqrtf);
+                else ELEM_CASE(double, f64, sqrt);
+            }
+            snprintf(name, sizeof name, "%s %s relu forward/backward == contract loops (n 1..40)",
+                     par_kernels_variant(), d ? "f64" : "f32");
+            par_check(ok_r, name);
+            snprintf(name, sizeof name, "%s %s adam == contract loop (n 1..40)",
+                     par_kernels_variant(), d ? "f64" : "f32");
+            par_check(ok_a, name);
+        }
+    }
+    par_kernels_use(NULL);
+}
+
+// Every set's transpose against the definition WT[i][o] = W[o][i], on row
+// and column sub-ranges of odd shapes (tile edges): the range written, every
+// other value of WT (its padding included) left as it was.
+#define TRANSPOSE_CASE(REAL, SFX)                                                               \
+    do {                                                                                        \
+        const size_t ld = n_out + 5;                                                            \
+        REAL *W = malloc(n_out * n_in * sizeof(REAL)), *WT = malloc(n_in * ld * sizeof(REAL));  \
+        REAL *want = malloc(n_in * ld * sizeof(REAL));                                          \
+        for (size_t k = 0; k < n_out * n_in; k++) W[k] = (REAL)rnd(seed, k);                    \
+        for (size_t k = 0; k < n_in * ld; k++) WT[k] = want[k] = (REAL)rnd(seed + 1, k);        \
+        for (size_t i = i0; i < i1; i++)                                                        \
+            for (size_t o = o0; o < o1; o++) want[i * ld + o] = W[o * n_in + i];                \
+        sets[v]->SFX.transpose(WT, ld, W, n_in, o0, o1, i0, i1);                                \
+        ok &= memcmp(WT, want, n_in * ld * sizeof(REAL)) == 0;                                  \
+        free(W), free(WT), free(want);                                                          \
+    } while (0)
+
+static void test_transpose(void)
+{
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    const size_t sizes[] = {1, 3, 4, 8, 9, 33, 64, 70};
+    char name[160];
+    for (size_t v = 0; v < n_sets; v++)
+        for (int d = 0; d < 2; d++) {
+            int ok = 1;
+            for (uint64_t seed = 1; seed <= 60; seed++) {
+                const size_t n_out = sizes[par_rng_bits(seed, 11, 0, 0) % 8];
+                const size_t n_in = sizes[par_rng_bits(seed, 11, 0, 1) % 8];
+                size_t o0 = par_rng_bits(seed, 11, 0, 2) % n_out, o1 = par_rng_bits(seed, 11, 0, 3) % n_out;
+                size_t i0 = par_rng_bits(seed, 11, 0, 4) % n_in, i1 = par_rng_bits(seed, 11, 0, 5) % n_in;
+                if (seed % 3 == 0) o0 = 0, o1 = n_out, i0 = 0, i1 = n_in;   // whole
+                if (o0 > o1) { size_t t = o0; o0 = o1; o1 = t; }
+                if (i0 > i1) { size_t t = i0; i0 = i1; i1 = t; }
+                if (d == 0) TRANSPOSE_CASE(float, f32);
+                else TRANSPOSE_CASE(double, f64);
+            }
+            snprintf(name, sizeof name, "%s %s transpose == WT[i][o] = W[o][i], sub-ranges, rest kept",
+                     sets[v]->name, d ? "f64" : "f32");
+            par_check(ok, name);
+        }
+}
+
+// The weight gradient where every product underflows to -0 (dz = -2^-100,
+// x = 2^-100 in f32; -2^-600 and 2^-600 in f64): by hand, each chunk's
+// chain is fma(d, x, +0) = -0, then fma(d, x, -0) = -0, and the fold
+// -0 + -0 = -0, so every dW is -0; a fold that started from +0 would give
+// +0 (+0 + -0 = +0 under round to nearest). The bias chain starts from +0
+// and adds dz: with dz = -0 every db is +0.
+#define ZERO_CASE(REAL, SFX, TINY)                                                              \
+    do {                                                                                        \
+        const size_t B = 20, C = 8, n_in = 37, n_out = 13;                                      \
+        REAL x[20 * 37], dz[20 * 13], dzb[20 * 13], dW[13 * 37], db[13];                         \
+        for (size_t i = 0; i < B * n_in; i++) x[i] = (REAL)(TINY);                               \
+        for (size_t i = 0; i < B * n_out; i++) dz[i] = -(REAL)(TINY), dzb[i] = -(REAL)0;         \
+        par_dense_backward_weights_##SFX(dW, db, dz, x, B, C, 0, 3, 0, n_out, n_in, n_out, 0);   \
+        for (size_t i = 0; i < n_out * n_in; i++) ok &= dW[i] == 0 && signbit(dW[i]);             \
+        par_dense_backward_weights_##SFX(dW, db, dzb, x, B, C, 0, 3, 0, n_out, n_in, n_out, 0);  \
+        for (size_t i = 0; i < n_out; i++) ok &= db[i] == 0 && !signbit(db[i]);                   \
+    } while (0)
+
+static void test_signed_zero_fold(void)
+{
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    for (size_t v = 0; v < n_sets; v++) {
+        par_kernels_use(sets[v]);
+        int ok = 1;
+        ZERO_CASE(float, f32, 0x1p-100);
+        ZERO_CASE(double, f64, 0x1p-600);
+        char name[160];
+        snprintf(name, sizeof name, "%s backward_weights: products underflowing to -0 fold to -0",
+                 sets[v]->name);
+        par_check(ok, name);
+    }
+    par_kernels_use(NULL);
+}
+
+// par_calloc_big zeroes by dropping pages on Linux: memory that malloc hands
+// back after a free (filled with 0xAB here) must read as zero again, for a
+// size under the huge page (calloc), one over it, and one not a multiple of it.
+// glibc maps big blocks afresh (already zero) unless told to keep them in
+// its heap, where a freed block's bytes stay as they were: so it is told.
+static void test_calloc_big(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+    const size_t sizes[] = {1000, (size_t)3 << 20, ((size_t)5 << 20) + 12};
+    int ok = 1;
+    for (int round = 0; round < 3; round++)
+        for (size_t k = 0; k < 3; k++) {
+            unsigned char *p = par_calloc_big(sizes[k], 1);
+            ok &= p != NULL;
+            for (size_t i = 0; p && i < sizes[k]; i++) ok &= p[i] == 0;
+            if (p) memset(p, 0xAB, sizes[k]);
+            free(p);
+        }
+    par_check(ok && par_calloc_big(SIZE_MAX / 2, 4) == NULL,
+              "par_calloc_big: zeroed after reuse (1000 B, 3 MiB, 5 MiB + 12), NULL on overflow");
+}
+
+int main(void)
+{
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    par_check(n_sets >= 1 && strcmp(sets[n_sets - 1]->name, "portable") == 0,
+              "kernel sets: portable is available, last");
+    par_check(par_kernels_active() == sets[0] && strcmp(par_kernels_variant(), sets[0]->name) == 0,
+              "kernel sets: the best available is active by default");
+    printf("kernel sets available: %zu (best: %s)\n", n_sets, sets[0]->name);
+    // par_kernels_find (the CLI's PARITY_KERNELS): every available set by its
+    // name and by the part before '+'; nothing for a set this CPU lacks.
+    int found = par_kernels_find("nosuchset") == NULL && par_kernels_find("") == NULL &&
+                par_kernels_find(NULL) == NULL && par_kernels_find("avx") == NULL;
+    for (size_t v = 0; v < n_sets; v++) {
+        char stem[32];
+        snprintf(stem, sizeof stem, "%.*s", (int)strcspn(sets[v]->name, "+"), sets[v]->name);
+        found &= par_kernels_find(sets[v]->name) == sets[v] && par_kernels_find(stem) == sets[v];
+    }
+    const char *all_names[] = {"avx512vl", "avx2+fma", "neon", "portable"};
+    for (size_t i = 0; i < sizeof all_names / sizeof all_names[0]; i++) {
+        int runs = 0;
+        for (size_t v = 0; v < n_sets; v++) runs |= strcmp(sets[v]->name, all_names[i]) == 0;
+        found &= (par_kernels_find(all_names[i]) != NULL) == runs;
+    }
+    par_check(found, "kernel sets: par_kernels_find by name and stem, NULL for others");
+    test_gemm_acc();
+    test_elementwise();
+    test_transpose();
+    test_signed_zero_fold();
+    test_calloc_big();
+    const size_t sizes[] = {1, 7, 16, 33, 128, 784, 785};
+    const size_t n_sizes = sizeof sizes / sizeof sizes[0];
+    char name[200];
+    for (size_t v = 0; v < n_sets; v++) {
+        par_kernels_use(sets[v]);
+        par_check(par_kernels_active() == sets[v], "kernel sets: par_kernels_use selects a set");
+        for (int d = 0; d < 2; d++) {
+            int all_f = 1, all_d = 1, all_w = 1, cases = 0;
+            for (uint64_t seed = 1; seed <= 40; seed++) {
+                // A random shape from the list, sub-ranges and chunking from the seed.
+                const size_t n_in = sizes[par_rng_bits(seed, 8, 0, 0) % n_sizes];
+                const size_t n_out = sizes[par_rng_bits(seed, 8, 0, 1) % n_sizes];
+                const size_t B = 1 + par_rng_bits(seed, 8, 0, 2) % 70;
+                const size_t C = 1 + par_rng_bits(seed, 8, 0, 3) % 9;
+                const size_t nch = (B + C - 1) / C;
+                const size_t s0 = par_rng_bits(seed, 8, 0, 4) % B, s1 = s0 + 1 + par_rng_bits(seed, 8, 0, 5) % (B - s0);
+                const size_t o0 = par_rng_bits(seed, 8, 0, 6) % n_out, o1 = o0 + 1 + par_rng_bits(seed, 8, 0, 7) % (n_out - o0);
+                const size_t c0 = par_rng_bits(seed, 8, 0, 8) % nch, c1 = c0 + 1 + par_rng_bits(seed, 8, 0, 9) % (nch - c0);
+                const size_t o_mid = par_rng_bits(seed, 8, 0, 10) % (n_out + 1);
+                const int cont = (int)(seed % 2);
+                int ok_f = 1, ok_d = 1, ok_w = 1;
+                if (d == 0) RUN_CASE(float, f32);
+                else RUN_CASE(double, f64);
+                if (!(ok_f && ok_d && ok_w))
+                    printf("  seed %llu: B=%zu n_in=%zu n_out=%zu C=%zu s=[%zu,%zu) o=[%zu,%zu) "
+                           "c=[%zu,%zu) cont=%d: forward %s, backward_data %s, weights %s\n",
+                           (unsigned long long)seed, B, n_in, n_out, C, s0, s1, o0, o1, c0, c1,
+                           cont, ok_f ? "ok" : "DIFF", ok_d ? "ok" : "DIFF", ok_w ? "ok" : "DIFF");
+                all_f &= ok_f;
+                all_d &= ok_d;
+                all_w &= ok_w;
+                cases++;
+            }
+            // Rows 2 KB apart (512 or 1024 values of f32 or f64): the AVX2
+            // kernels copy such panels before use; every row tile, full range.
+            for (size_t k = 0; k < 2; k++) {
+                const size_t n_in = k ? 512 : 1024, n_out = k ? 1024 : 512, B = 64, C = 8;
+                const size_t s0 = k, s1 = B, o0 = 0, o1 = n_out, c0 = 0, c1 = B / C, o_mid = 13;
+                const int cont = (int)k;
+                const uint64_t seed = 100 + k;
+                int ok_f = 1, ok_d = 1, ok_w = 1;
+                if (d == 0) RUN_CASE(float, f32);
+                else RUN_CASE(double, f64);
+                if (!(ok_f && ok_d && ok_w))
+                    printf("  n_in=%zu n_out=%zu: forward %s, backward_data %s, weights %s\n", n_in,
+                           n_out, ok_f ? "ok" : "DIFF", ok_d ? "ok" : "DIFF", ok_w ? "ok" : "DIFF");
+                all_f &= ok_f;
+                all_d &= ok_d;
+                all_w &= ok_w;
+                cases++;
+            }
+            const char *dn = d ? "f64" : "f32";
+            snprintf(name, sizeof name, "%s %s forward == contract loops (%d random shapes)",
+                     par_kernels_variant(), dn, cases);
+            par_check(all_f, name);
+            snprintf(name, sizeof name, "%s %s backward_data == contract loops", par_kernels_variant(), dn);
+            par_check(all_d, name);
+            snprintf(name, sizeof name, "%s %s backward_weights (chunk fold) == contract loops",
+                     par_kernels_variant(), dn);
+            par_check(all_w, name);
+        }
+    }
+    par_kernels_use(NULL);
+    return par_test_exit();
+}

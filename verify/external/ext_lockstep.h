@@ -1,0 +1,84 @@
+// A trainer parity did not build, checked step by step (`parity lockstep
+// --external`; docs/external.md): before each step it gets the state of
+// parity's own trajectory (serial exact, which is the reference bit for
+// bit), trains one step on the step's batch, and hands back its new weights,
+// optimizer state and loss; each is held to the any-order bound of that step
+// (ext_bound.h). When the trainer also hands back its gradient and
+// intermediates, parity checks its update op by op from its own gradient
+// (tight: a few roundings) and compares the size of its gradient's rounding
+// with parity's own (a signature of arithmetic narrower than the dtype:
+// TF32, bf16). No printing. Tests: tests/external/test_external.sh.
+#ifndef EXT_LOCKSTEP_H
+#define EXT_LOCKSTEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ext_bound.h"
+#include "ext_proto.h"
+#include "par_data.h"
+#include "par_model.h"
+
+typedef struct ext_lockstep_cfg {
+    const par_model *m;
+    par_act act;                  // the hidden activation of an mlp: spec
+    par_dtype dt;
+    const par_dataset *ds;
+    size_t batch, chunk;
+    ext_optim optim;
+    uint64_t seed;                // the batch order's (par_epoch_order)
+    long steps;                   // >= 1
+    const void *init;             // initial weights, n_params of dt
+    ext_ulps ulps;
+    int want_intermediates;       // ask the trainer for them (it may decline)
+    ext_opts proto;
+} ext_lockstep_cfg;
+
+// One element's comparison: the trainer's value, the centre, the bound.
+typedef struct ext_worst {
+    long step;                    // 0: none
+    char tensor[64];              // "layer0.weight", "opt.m.layer1.bias", "loss", ...
+    char index[48];               // "[3,17]"; "" for a scalar
+    double got, centre, bound, ratio;
+} ext_worst;
+
+typedef struct ext_lockstep_result {
+    long steps;                   // steps checked
+    size_t violations;            // elements (and losses) over their bound, all steps
+    ext_worst worst, first;       // the largest |got - centre| / bound; the first violation
+    double worst_loss_ratio;
+    int intermediates;            // the trainer sent its gradients
+    size_t local_violations;      // its update, from its own gradient, over its bound
+    ext_worst local_worst, local_first;
+    double signature;             // largest over steps and views of median |g - centre| over
+                                  //   the trainer's gradient / over parity's (0: no gradients)
+    char signature_tensor[64];
+    long signature_step;
+    int signature_flagged;        // signature > EXT_SIGNATURE_LIMIT
+    char name[64];                // from the trainer's hello
+    int world;
+    double seconds_wait, seconds_parity;   // waiting for the trainer; parity's own work
+} ext_lockstep_result;
+
+// A gradient whose rounding is this many times parity's own, at the median
+// element, was not summed in the dtype (TF32's 10-bit mantissa gives ~2^13).
+#define EXT_SIGNATURE_LIMIT 64.0
+
+// `parity lockstep --external` as one call: the dataset by name or folder
+// (opening: set when that failed, for the CLI's hint), the batch checked
+// against it, the initial weights drawn from the seed or loaded, then
+// ext_lockstep. c->ds and c->init are filled here.
+typedef struct ext_lockstep_job {
+    ext_lockstep_cfg cfg;
+    const char *dataset;
+    const char *init_load;        // NULL: par_model_init(seed)
+} ext_lockstep_job;
+par_status ext_lockstep_run(ext_lockstep_result *r, ext_lockstep_job *job, int *opening);
+
+// Runs the check. PAR_OK when it ran (r->violations, local_violations and
+// signature_flagged say whether the trainer passed); PAR_ERR_EXTERNAL when
+// the trainer failed or broke the protocol (a wrong shape, a NaN, a missing
+// array, a wrong step), with one line naming the step and the array.
+par_status ext_lockstep(ext_lockstep_result *r, const ext_lockstep_cfg *c);
+
+#endif
