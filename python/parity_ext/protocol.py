@@ -103,11 +103,16 @@ class Request:
         if fill_optimizer:
             for n, (shape, dt) in layout.items():
                 arrays.setdefault(n, np.zeros(shape, dt))
+        self.check(arrays, layout, f"{where}: {path}")
+        return arrays
+
+    @staticmethod
+    def check(arrays, layout, where, exact=True):
+        """npz.check, its failure a ProtocolError."""
         try:
-            npz.check(arrays, layout, f"{where}: {path}")
+            npz.check(arrays, layout, where, exact)
         except npz.NpzError as e:
             raise ProtocolError(str(e)) from e
-        return arrays
 
     def _send(self, reply):
         if self.replied:
@@ -144,12 +149,9 @@ class StepRequest(Request):
             b = npz.load(path)
             feats = self.session.hello.model.n_inputs
             B = len(b.get("labels", ()))
-            try:
-                npz.check(b, {"x": ((B, feats), npz.dtype_of(self.session.hello.dtype)),
-                              "labels": ((B,), np.int32), "records": ((B,), np.int64)},
-                          f"step {self.step}: {path}")
-            except npz.NpzError as e:
-                raise ProtocolError(str(e)) from e
+            self.check(b, {"x": ((B, feats), npz.dtype_of(self.session.hello.dtype)),
+                           "labels": ((B,), np.int32), "records": ((B,), np.int64)},
+                       f"step {self.step}: {path}")
             self._batch = b
         return self._batch
 
@@ -184,13 +186,6 @@ class StepRequest(Request):
                                             "intermediate of this model")
                 npz.save(self.path("intermediates"), intermediates)
         self._send({"op": "step", "step": self.step, "loss": loss})
-
-    @staticmethod
-    def check(arrays, layout, where, exact=True):
-        try:
-            npz.check(arrays, layout, where, exact)
-        except npz.NpzError as e:
-            raise ProtocolError(str(e)) from e
 
 
 class TrainRequest(Request):
@@ -256,7 +251,7 @@ class TrainRequest(Request):
         self._saved.add(step)
 
     def check_state(self, state, where):
-        StepRequest.check(state, self.session.hello.state_layout(), f"{where}: state")
+        self.check(state, self.session.hello.state_layout(), f"{where}: state")
 
     def reply(self):
         """Rank 0: closes the log (renamed from .part) and tells parity it is done."""
