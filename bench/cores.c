@@ -2,7 +2,8 @@
 // process's affinity mask, in ns (sm_core_round_trip_ns), or "nan" when
 // there are fewer than two. On a VM whose host moves its virtual CPUs the
 // figure tells whether two-core timings ran on cores that share a cache
-// (about 100 ns here) or far apart (about 400 ns, 1.3-1.45x slower runs).
+// (the faster round trips) or far apart (several times slower, and so are
+// two-core runs: bench/results/trainers.md).
 // bench/trainers.sh records it before every round. A benchmark helper.
 #include <stdio.h>
 

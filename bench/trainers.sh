@@ -7,10 +7,12 @@
 # against 2 N sizeof(f32) of a ring allreduce; then where each config's step
 # goes (phase_seconds, microseconds per step), and the cores' distance
 # before each round (bench_cores: a VM's cores far apart slow two-core runs).
-# Prints figures; it is a benchmark, not a test.
+# Writes bench/results/trainers.md (bench/results_lib.sh); a benchmark, not a test.
 # Usage: bench/trainers.sh [ROUNDS] [EPOCHS]   (3 rounds of 1 epoch)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/results_lib.sh
+bench_begin trainers "Trainers: seconds per epoch, speedup, where a step goes" "$@"
 ROUNDS=${1:-3}
 EPOCHS=${2:-1}
 # No config here has more threads than cores, so OpenMP keeps parity's own
@@ -20,8 +22,6 @@ EPOCHS=${2:-1}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 P=./build/parity
 [ -x "$P" ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 
 CONFIGS=("serial" "omp --threads 2" "mpi --ranks 2" "hybrid --ranks 1 --threads 2"
          "hybrid --ranks 2 --threads 1" "root --ranks 2")
@@ -39,51 +39,75 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "round $r of $ROUNDS done" >&2
 done
 
+report() {
 python3 - "$T" "$ROUNDS" "$EPOCHS" "${CONFIGS[@]}" <<'PY'
 import json, statistics, sys
 d, rounds, epochs, configs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
-N = 235146
 def runs(i, mode):
     return [json.load(open(f"{d}/{i}.{mode}.{r}.json")) for r in range(1, rounds + 1)]
-sec = {(i, m): statistics.median(j["seconds"] / epochs for j in runs(i, m))
+N = runs(0, "exact")[0]["n_params"]
+def s_epoch(j):
+    return j["seconds"] / epochs
+sec = {(i, m): statistics.median(s_epoch(j) for j in runs(i, m))
        for i in range(len(configs)) for m in ("exact", "fast")}
 base = sec[(0, "exact")]
-print(f"medians of {rounds} interleaved rounds, {epochs} epoch(s) each")
+print(f"`parity train --epochs {epochs}` on Fashion-MNIST, {runs(0, 'exact')[0]['model']}, "
+      f"batch 64, f32: the median of {rounds} interleaved rounds (every round runs every "
+      "config once), the fastest round in brackets; speedup over serial exact; exact / fast "
+      "is fast's seconds over exact's (above 1: exact is the faster); bytes one rank sends "
+      f"per step, and that over 2 N sizeof(f32) = {2 * N * 4:,} (a ring allreduce's).")
+print()
 # A VM's host may move its two virtual CPUs apart (no shared cache): two-core
 # runs are then slower. A round is "far" when its probe is over twice the
 # fastest probe's; the medians of the near rounds alone follow when some were.
 ns = [float(open(f"{d}/cores.{r}").read()) for r in range(1, rounds + 1)]
 fin = [x for x in ns if x == x]
 far = [x > 2 * min(fin) for x in ns] if fin else [False] * rounds
-print("core-to-core round trip before each round (ns): " + ", ".join("%.0f" % x for x in ns) +
-      ("; far rounds: %d of %d" % (sum(far), rounds) if any(far) else ""))
+print("Core-to-core round trip before each round (`bench_cores`): " +
+      ", ".join("%.0f ns" % x for x in ns) +
+      ("; far rounds (over twice the fastest): %d of %d." % (sum(far), rounds) if any(far)
+       else "; every round near." if len(fin) > 1 else "."))
+print()
+print("| config | exact s/epoch | fast s/epoch | speedup, exact | speedup, fast "
+      "| exact / fast | bytes/step, exact | bytes/step, fast |")
+print("|---|--:|--:|--:|--:|--:|--:|--:|")
+def cell(i, m):
+    return "%.3f (%.3f)" % (sec[(i, m)], min(s_epoch(j) for j in runs(i, m)))
+def sent(i, m):
+    b = runs(i, m)[0].get("bytes_sent_per_step", 0)
+    return "%s (%.3fx)" % (f"{b:,.0f}", b / (2 * N * 4)) if b else "0"
+for i, c in enumerate(configs):
+    print("| %s | %s | %s | %.2fx | %.2fx | %.2f | %s | %s |" % (
+        c, cell(i, "exact"), cell(i, "fast"), base / sec[(i, "exact")],
+        base / sec[(i, "fast")], sec[(i, "fast")] / sec[(i, "exact")],
+        sent(i, "exact"), sent(i, "fast")))
 near = [r for r in range(rounds) if not far[r]]
 if any(far) and near:
-    print("near rounds only (%d), s/epoch:" % len(near))
+    nb = statistics.median(s_epoch(runs(0, "exact")[r]) for r in near)
+    print()
+    print("The near rounds alone (%d of %d), medians:" % (len(near), rounds))
+    print()
+    print("| config | exact s/epoch | fast s/epoch | speedup, exact |")
+    print("|---|--:|--:|--:|")
     for i, c in enumerate(configs):
-        print("  %-30s" % c + "".join(
-            "  %s %.3f" % (m, statistics.median(runs(i, m)[r]["seconds"] / epochs for r in near))
-            for m in ("exact", "fast")))
-print("%-30s %-6s %9s %9s %9s %13s %9s" % ("config", "mode", "s/epoch", "min", "speedup",
-                                           "bytes/step", "vs 2N*4"))
-for i, c in enumerate(configs):
-    for m in ("exact", "fast"):
-        js = runs(i, m)
-        b = js[0].get("bytes_sent_per_step", 0)
-        lo = min(j["seconds"] / epochs for j in js)
-        print("%-30s %-6s %9.3f %9.3f %8.2fx %13.0f %8.3fx" % (c, m, sec[(i, m)], lo,
-              base / sec[(i, m)], b, b / (2 * N * 4)))
-    print("%-30s exact/fast speed ratio %.2f" % (c, sec[(i, "fast")] / sec[(i, "exact")]))
+        e, f = (statistics.median(s_epoch(runs(i, m)[r]) for r in near) for m in ("exact", "fast"))
+        print("| %s | %.3f | %.3f | %.2fx |" % (c, e, f, nb / e))
 
 # Where a step goes: the median over the rounds of each phase of
 # phase_seconds (rank 0's, the master thread's), in microseconds per step.
 phases = list(runs(0, "exact")[0]["phase_seconds"])
-print("\nper-phase profile, us per step (medians; %s)" % ", ".join(phases))
-print("%-30s %-6s" % ("config", "mode") + "".join(" %7s" % p[:7] for p in phases))
+print()
+print("Where a step goes: `phase_seconds` of rank 0's master thread, microseconds per step, "
+      "medians over the rounds.")
+print()
+print("| config | mode | " + " | ".join(phases) + " |")
+print("|---|---|" + "--:|" * len(phases))
 for i, c in enumerate(configs):
     for m in ("exact", "fast"):
         js = runs(i, m)
         us = [statistics.median(1e6 * j["phase_seconds"][p] / j["steps"] for j in js)
               for p in phases]
-        print("%-30s %-6s" % (c, m) + "".join(" %7.1f" % u for u in us))
+        print("| %s | %s | " % (c, m) + " | ".join("%.1f" % u for u in us) + " |")
 PY
+}
+bench_write report

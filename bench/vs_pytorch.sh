@@ -12,7 +12,9 @@
 #        CIFAR_STEPS (100) steps of the epoch, timed and scaled to the epoch.
 # PyTorch's best 2-core setups: torch 1 thread + OPENBLAS_NUM_THREADS=2, and
 # torch 2 threads with OMP_WAIT_POLICY=passive; its default 2-thread setup is
-# listed too. Prints figures; not a test. Usage: bench/vs_pytorch.sh [REPEATS] [mlp|cnn|cifar]
+# listed too. Writes bench/results/vs_pytorch.md (mlp) or vs_pytorch_cnn.md,
+# vs_pytorch_cifar.md (bench/results_lib.sh); not a test.
+# Usage: bench/vs_pytorch.sh [REPEATS] [mlp|cnn|cifar]   (3 mlp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=${1:-3}
@@ -23,27 +25,28 @@ cnn) P_ARGS=(--dataset mnist --model cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10 --opti
 cifar) ;;   # below, once parity is built
 *) echo "usage: bench/vs_pytorch.sh [REPEATS] [mlp|cnn|cifar]" >&2; exit 2 ;;
 esac
+. bench/results_lib.sh
+bench_begin "vs_pytorch$([ "$WHAT" = mlp ] || echo "_$WHAT")" "parity against PyTorch: $WHAT" "$@"
 # python3-torch depends on "libblas.so.3", which apt satisfies with the
 # reference BLAS (10x slower here); OpenBLAS (pthread build) must be asked for.
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null ||
-   ! dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed"; then
-    echo "installing python3-torch and OpenBLAS (libopenblas0-pthread)"
+# BENCH_NO_INSTALL=1 runs with what is installed (the results name the BLAS).
+if [ "${BENCH_NO_INSTALL:-0}" != 1 ] && { ! /usr/bin/python3 -c 'import torch' 2>/dev/null ||
+   ! dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed"; }; then
+    echo "installing python3-torch and OpenBLAS (libopenblas0-pthread)" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch libopenblas0-pthread >/dev/null
 fi
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
-echo "BLAS behind PyTorch: ${blas:-unknown}"
+torch=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
 [ -x build/parity ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
 T_ARGS=("$WHAT")
 if [ "$WHAT" = cifar ]; then
     steps=${CIFAR_STEPS:-100}
-    data=$(mktemp -d)
-    trap 'rm -rf "$data"' EXIT
+    data=$T/cifar
     ./build/parity data make-cifar "$data" --records 10000 >/dev/null
     P_ARGS=(--dataset "$data" --steps "$steps" --lr 0.01
             --model cnn:3x32x32-c32k3p1-bn-r-m2-c64k3p1-bn-r-m2-c128k3p1-bn-r-m2-f-fc256-r-fc10)
     T_ARGS=(cifar "$data" "$steps")
     PER_EPOCH=704   # ceil(45,000 / 64)
-    echo "CIFAR-format data: 50,000 generated training records (45,000 after the validation split); $steps steps timed, scaled to 704 a epoch"
 fi
 
 median() { python3 -c "import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
@@ -66,16 +69,39 @@ for i in $(seq "$R"); do
 done
 declare -A m
 for k in "${!t[@]}"; do m[$k]=$(median ${t[$k]}); done
-best2=$(python3 -c "print(min(${m[torch1_blas2]}, ${m[torch2_passive]}))")
-printf '%-44s %10s\n' "$WHAT: configuration (median of $R)" "s/epoch"
-printf '%-44s %10.3f\n' "parity serial exact" "${m[p_serial_exact]}" "parity serial fast" "${m[p_serial_fast]}" \
-    "parity omp T=2 exact" "${m[p_omp2_exact]}" "pytorch 1 thread" "${m[torch1]}" \
-    "pytorch 1 thread + OPENBLAS_NUM_THREADS=2" "${m[torch1_blas2]}" \
-    "pytorch 2 threads, OMP_WAIT_POLICY=passive" "${m[torch2_passive]}" \
-    "pytorch 2 threads, default" "${m[torch2_default]}"
-python3 - "${m[p_serial_exact]}" "${m[torch1]}" "${m[p_omp2_exact]}" "$best2" <<'PY'
+
+report() {
+    python3 - "$WHAT" "$R" "$torch" "${blas:-unknown}" "${steps:-}" \
+        "${m[p_serial_exact]}" "${m[p_serial_fast]}" "${m[p_omp2_exact]}" "${m[torch1]}" \
+        "${m[torch1_blas2]}" "${m[torch2_passive]}" "${m[torch2_default]}" <<'PY'
 import sys
-ps, t1, p2, t2 = map(float, sys.argv[1:])
-print(f"parity serial exact vs pytorch 1 thread:      {t1 / ps:.2f}x faster")
-print(f"parity omp T=2 exact vs pytorch's best 2-core: {t2 / p2:.2f}x faster")
+what, R, torch, blas, steps = sys.argv[1:6]
+ps, pf, p2, t1, t1b2, t2p, t2d = map(float, sys.argv[6:13])
+setting = {"mlp": "Fashion-MNIST, MLP 784-256-128-10, SGD lr 0.01",
+           "cnn": "MNIST, CNN conv 1->32 3x3 padding 1, ReLU, fc 128, ReLU, fc 10, Adam lr 0.001",
+           "cifar": "CIFAR-format data of CIFAR-10's size made by `parity data make-cifar` "
+                    "(45,000 training records after the validation split), CNN of three blocks "
+                    "conv 3x3 -> bn -> ReLU -> max-pool 2 (3->32->64->128), fc 256, fc 10, "
+                    f"SGD lr 0.01; the first {steps} steps timed and scaled to the epoch's 704"}[what]
+print(f"One epoch, f32, batch 64: {setting}. Seconds per epoch of the training loop, the "
+      f"median of {R} runs each; PyTorch {torch} on the BLAS `{blas}`" +
+      ("." if "openblas" in blas else ": the reference BLAS, on which PyTorch runs about 10x "
+       "slower than on OpenBLAS, so the ratios below do not compare parity with PyTorch as "
+       "it is meant to run (`apt-get install libopenblas0-pthread`)."))
+print()
+print("| configuration | s/epoch |")
+print("|---|--:|")
+for name, v in (("parity serial exact", ps), ("parity serial fast", pf),
+                ("parity omp T=2 exact", p2), ("PyTorch 1 thread", t1),
+                ("PyTorch 1 thread + OPENBLAS_NUM_THREADS=2", t1b2),
+                ("PyTorch 2 threads, OMP_WAIT_POLICY=passive", t2p),
+                ("PyTorch 2 threads, default", t2d)):
+    print(f"| {name} | {v:.3f} |")
+print()
+print("| ratio (above 1: parity is the faster) | |")
+print("|---|--:|")
+print(f"| PyTorch 1 thread / parity serial exact | {t1 / ps:.2f}x |")
+print(f"| PyTorch's best 2-core setup / parity omp T=2 exact | {min(t1b2, t2p) / p2:.2f}x |")
 PY
+}
+bench_write report

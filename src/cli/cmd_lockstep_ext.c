@@ -41,10 +41,10 @@ static void worst_json(json_t *j, const char *key, const ext_worst *w)
         json_object_set_new(j, key, json_null());
         return;
     }
-    json_object_set_new(j, key, json_pack("{s:I, s:s, s:s, s:f, s:f, s:f, s:f}", "step",
+    json_object_set_new(j, key, json_pack("{s:I, s:s, s:s, s:s, s:f, s:f, s:f, s:f}", "step",
                                           (json_int_t)w->step, "tensor", w->tensor, "index",
-                                          w->index, "trainer", w->got, "centre", w->centre,
-                                          "bound", w->bound, "ratio", w->ratio));
+                                          w->index, "op", w->op, "trainer", w->got, "centre",
+                                          w->centre, "bound", w->bound, "ratio", w->ratio));
 }
 
 // |got - centre| in ulps of the run's dtype at the centre.
@@ -63,21 +63,27 @@ static void print_human(const ext_lockstep_result *r, par_dtype dt, int pass)
            r->violations, r->worst.ratio, r->worst.tensor, r->worst.index, r->worst.step,
            r->worst_loss_ratio);
     if (r->intermediates)
-        printf("; its update from its own gradient: %zu violations, worst %.3g (%s%s, step %ld); "
-               "its gradient's rounding %.3gx parity's (%s, step %ld)", r->local_violations,
+        printf("; %s from its own values: %zu violations, worst %.3g (%s%s, step %ld); its "
+               "rounding %.3gx parity's (%s, step %ld)",
+               r->layers_checked ? "every op" : "its update", r->local_violations,
                r->local_worst.ratio, r->local_worst.tensor, r->local_worst.index,
                r->local_worst.step, r->signature, r->signature_tensor, r->signature_step);
     else
         printf("; no gradients sent: the update and the rounding's size are not checked");
     printf(": %s\n", pass ? "PASS" : "FAIL");
-    const ext_worst *f = r->violations ? &r->first : r->local_violations ? &r->local_first : NULL;
-    if (f)
-        printf("first violation: step %ld, %s%s: the trainer has %.9g, the bound allows %.9g "
-               "+- %.3g (%.3g times the bound, %.3g ulps)%s\n", f->step, f->tensor, f->index,
-               f->got, f->centre, f->bound, f->ratio, ulps_of(f, dt),
-               f == &r->local_first ? " [its update from its own gradient]" : "");
+    const ext_worst *firsts[2] = {r->local_violations ? &r->local_first : NULL,
+                                  r->violations ? &r->first : NULL};
+    for (int k = 0; k < 2; k++) {   // the op the trainer got wrong first, then the step's bound
+        const ext_worst *f = firsts[k];
+        if (!f) continue;
+        printf("first violation%s: step %ld, %s%s: the trainer has %.9g, the bound allows %.9g "
+               "+- %.3g (%.3g times the bound, %.3g ulps)%s%s%s\n",
+               k ? " of the step's bound" : " of its own ops", f->step, f->tensor, f->index,
+               f->got, f->centre, f->bound, f->ratio, ulps_of(f, dt), f->op[0] ? " [" : "",
+               f->op, f->op[0] ? "]" : "");
+    }
     if (r->signature_flagged)
-        printf("its gradient's rounding is %.3g times parity's on the same step (%s, step %ld): "
+        printf("its rounding is %.3g times parity's on the same op (%s, step %ld): "
                "not summed in %s (TF32, bf16 or another narrower arithmetic looks like this)\n",
                r->signature, r->signature_tensor, r->signature_step, par_dtype_name(dt));
 }

@@ -4,11 +4,12 @@
 // environment, and tests linking them keep libgomp's defaults. Tested by
 // tests/cli/test_omp_wait.sh (through OMP_DISPLAY_ENV).
 //
-// libgomp spins GOMP_SPINCOUNT = 300000 pauses (about 12 ms on the 2-core
-// EPYC of docs/performance.md) before a waiting thread sleeps, whenever the
-// threads fit the cores. On a machine shared with a busy process a thread
-// waiting at a barrier for a descheduled partner then burns the core the
-// partner could have run on: 2 threads ran up to 10x slower than 1.
+// libgomp spins GOMP_SPINCOUNT = 300000 pauses (milliseconds) before a
+// waiting thread sleeps, whenever the threads fit the cores. On a machine
+// shared with a busy process a thread waiting at a barrier for a
+// descheduled partner then burns the core the partner could have run on,
+// and 2 threads run several times slower than 1 (bench/contention.sh
+// measures it).
 //
 // libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, in its load-time
 // constructor, before main(); setenv() in main() is too late, and so is

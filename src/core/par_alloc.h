@@ -1,9 +1,9 @@
 // Large zeroed buffers for the engine (weights, gradients, optimizer state,
 // activations): aligned to 2 MiB and, on Linux, marked for transparent huge
 // pages. A 3.2M-parameter layer's weights span 3,200 4-KiB pages, more than
-// the TLB holds, and streaming them cold cost the MNIST CNN's dense kernels
-// about a third of their time (bench: cold forward 5.1 -> 3.9 ms). Contents
-// and arithmetic do not change. On Linux the zeroing leaves the pages
+// the TLB holds, and streaming them cold costs the dense kernels a large
+// share of their time (bench/kernels.sh). Contents and arithmetic do not
+// change. On Linux the zeroing leaves the pages
 // unmapped until first written (madvise MADV_DONTNEED), so a buffer costs
 // memory only for what is used. Free with free().
 #ifndef PAR_ALLOC_H

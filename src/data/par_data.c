@@ -591,8 +591,8 @@ par_status par_dataset_open(par_dataset *ds, const char *what, int val_fraction_
 }
 
 // The records of a batch are scattered over the dataset (tens of MB): each
-// row's first cache lines missed, the batch cost 7% of a serial step. The
-// row AHEAD records on is requested while this one is converted.
+// row's first cache lines would miss. The row AHEAD records on is requested
+// while this one is converted.
 enum { AHEAD = 2 };
 static void prefetch_row(const uint8_t *p, size_t n)
 {

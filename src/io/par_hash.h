@@ -28,8 +28,8 @@ void par_sha256_parts(char out[65], const void *const *parts, const size_t *size
 // SHA-256 of a file's bytes.
 par_status par_sha256_file(char out[65], const char *path);
 // XXH3-128 (seed 0) of n bytes as 32 lowercase hex chars + NUL (libxxhash),
-// in the canonical byte order `xxh128sum` prints. Fast (about 10 us for the
-// default MLP's 0.94 MB) but not cryptographic: for the per-step digests of
+// in the canonical byte order `xxh128sum` prints. Fast (memory speed:
+// bench/log.sh) but not cryptographic: for the per-step digests of
 // the step log only; artefacts (weights, checkpoints, .npz, results) keep
 // SHA-256. data may be NULL when n is 0.
 void par_xxh128_hex(char out[33], const void *data, size_t n);

@@ -36,7 +36,7 @@ check "nothing left behind: no private folder, no trainer process" \
 "$P" lockstep --external "$(liar still)" --steps 1 --model mlp:784-16-10 >"$T/out" 2>"$T/err"
 rc=$?
 check "a trainer that does not train: exit 1, a violation named ($(tail -n 1 "$T/out"))" \
-    test $rc = 1 -a "$(grep -c '^first violation: step 1, ' "$T/out")" = 1
+    test $rc = 1 -a "$(grep -c "^first violation of the step's bound: step 1, " "$T/out")" = 1
 expect 2 "^parity lockstep: --trainer: not with --external \(the command is the trainer\)$" \
     lockstep --external "$(liar still)" --trainer omp --steps 1
 expect 2 "^parity lockstep: --external needs --steps K >= 1" lockstep --external "$(liar still)"

@@ -7,6 +7,7 @@
 // then backward to the gradient. Plain loops, one layer kind at a time; no
 // threads (the foreign trainer's step is the slower side).
 #include "ext_bound.h"
+#include "ext_sums.h"
 
 #include <errno.h>
 #include <float.h>
@@ -117,94 +118,6 @@ par_status ext_bound_create(ext_bound **out, const par_model *m, par_dtype dt, s
     return PAR_OK;
 }
 
-// ---- the sums of a dense or conv layer, as plain loops -------------------------------
-// A dense layer is a conv of 1 x 1 images with K = 1. Each function takes
-// `absw`: use |W| (and |b|) for a bound, W for a centre.
-
-// Input element (ci, iy, ix) of a sample for output position (oh, ow) and
-// tap (kh, kw); -1 for a padding tap.
-static long tap(const par_layer *ly, size_t ci, size_t oh, size_t ow, size_t kh, size_t kw)
-{
-    const long iy = (long)(oh * ly->stride + kh) - (long)ly->pad;
-    const long ix = (long)(ow * ly->stride + kw) - (long)ly->pad;
-    if (iy < 0 || ix < 0 || iy >= (long)ly->h_in || ix >= (long)ly->w_in) return -1;
-    return (long)((ci * ly->h_in + (size_t)iy) * ly->w_in + (size_t)ix);
-}
-
-// y[s][co][p] = b[co] + sum W[co][ci][kh][kw] x[s][tap] (b NULL: no bias).
-static void conv_fwd(const par_layer *ly, double *y, const double *x, const double *W,
-                     const double *bias, size_t B, int absw)
-{
-    const size_t K = ly->K, P = ly->h_out * ly->w_out;
-    for (size_t s = 0; s < B; s++) {
-        const double *xs = x + s * ly->n_in;
-        for (size_t co = 0; co < ly->c_out; co++)
-            for (size_t oh = 0; oh < ly->h_out; oh++)
-                for (size_t ow = 0; ow < ly->w_out; ow++) {
-                    double acc = bias ? (absw ? fabs(bias[co]) : bias[co]) : 0;
-                    for (size_t ci = 0; ci < ly->c_in; ci++)
-                        for (size_t kh = 0; kh < K; kh++)
-                            for (size_t kw = 0; kw < K; kw++) {
-                                const long t = tap(ly, ci, oh, ow, kh, kw);
-                                if (t < 0) continue;
-                                const double wv = W[((co * ly->c_in + ci) * K + kh) * K + kw];
-                                acc += (absw ? fabs(wv) : wv) * xs[t];
-                            }
-                    y[s * ly->n_out + co * P + oh * ly->w_out + ow] = acc;
-                }
-    }
-}
-
-// dx[s][tap] = sum over (co, p, kh, kw) reaching it of W dz[s][co][p].
-static void conv_bwd(const par_layer *ly, double *dx, const double *dz, const double *W, size_t B,
-                     int absw)
-{
-    const size_t K = ly->K, P = ly->h_out * ly->w_out;
-    memset(dx, 0, B * ly->n_in * sizeof *dx);
-    for (size_t s = 0; s < B; s++) {
-        double *dxs = dx + s * ly->n_in;
-        const double *dzs = dz + s * ly->n_out;
-        for (size_t co = 0; co < ly->c_out; co++)
-            for (size_t oh = 0; oh < ly->h_out; oh++)
-                for (size_t ow = 0; ow < ly->w_out; ow++) {
-                    const double d = dzs[co * P + oh * ly->w_out + ow];
-                    if (d == 0) continue;
-                    for (size_t ci = 0; ci < ly->c_in; ci++)
-                        for (size_t kh = 0; kh < K; kh++)
-                            for (size_t kw = 0; kw < K; kw++) {
-                                const long t = tap(ly, ci, oh, ow, kh, kw);
-                                if (t < 0) continue;
-                                const double wv = W[((co * ly->c_in + ci) * K + kh) * K + kw];
-                                dxs[t] += (absw ? fabs(wv) : wv) * d;
-                            }
-                }
-    }
-}
-
-// g[co][ci][kh][kw] += sum_s sum_p dz[s][co][p] x[s][tap]; gb[co] += sum dz.
-static void conv_grad(const par_layer *ly, double *g, double *gb, const double *dz,
-                      const double *x, size_t B)
-{
-    const size_t K = ly->K, P = ly->h_out * ly->w_out;
-    for (size_t s = 0; s < B; s++) {
-        const double *dzs = dz + s * ly->n_out, *xs = x + s * ly->n_in;
-        for (size_t co = 0; co < ly->c_out; co++)
-            for (size_t oh = 0; oh < ly->h_out; oh++)
-                for (size_t ow = 0; ow < ly->w_out; ow++) {
-                    const double d = dzs[co * P + oh * ly->w_out + ow];
-                    gb[co] += d;
-                    if (d == 0) continue;
-                    double *gr = g + co * ly->row_len;
-                    for (size_t ci = 0; ci < ly->c_in; ci++)
-                        for (size_t kh = 0; kh < K; kh++)
-                            for (size_t kw = 0; kw < K; kw++) {
-                                const long t = tap(ly, ci, oh, ow, kh, kw);
-                                if (t >= 0) gr[(ci * K + kh) * K + kw] += d * xs[t];
-                            }
-                }
-    }
-}
-
 // ---- forward -------------------------------------------------------------------------
 
 // Layer l's pre-activation z and its bound from its input a[l], Ea[l]:
@@ -217,10 +130,10 @@ static void forward_sum(ext_bound *b, int l, size_t B)
     const double *bias = b->w + b->m->views[ly->b_view].offset;
     const size_t n_in = B * ly->n_in, n_out = B * ly->n_out;
     const double n = (double)(ly->c_in * ly->K * ly->K + 1), g = gam(b, n);
-    conv_fwd(ly, b->z[l], b->a[l], W, bias, B, 0);
+    ext_conv_fwd(ly, b->z[l], b->a[l], W, bias, B, 0);
     for (size_t i = 0; i < n_in; i++) b->t1[i] = fabs(b->a[l][i]) + b->Ea[l][i];
-    conv_fwd(ly, b->Ez[l], b->t1, W, bias, B, 1);    // |b| + sum |W| (|a| + Ea)
-    conv_fwd(ly, b->t2, b->Ea[l], W, NULL, B, 1);    // sum |W| Ea
+    ext_conv_fwd(ly, b->Ez[l], b->t1, W, bias, B, 1);    // |b| + sum |W| (|a| + Ea)
+    ext_conv_fwd(ly, b->t2, b->Ea[l], W, NULL, B, 1);    // sum |W| Ea
     for (size_t j = 0; j < n_out; j++)
         b->Ez[l][j] = (g * b->Ez[l][j] + b->t2[j] + n * b->tiny) * SLACK;
 }
@@ -349,13 +262,13 @@ static void grad_bound(ext_bound *b, int l, size_t B, ext_step_bound *o)
     }
     memset(gc, 0, (nw + nb) * 4 * sizeof *gc);
     double *q1 = gc + (nw + nb), *q2 = q1 + (nw + nb), *q3 = q2 + (nw + nb);
-    conv_grad(ly, gc, gc + nw, b->dz, b->a[l], B);                 // the centre
+    ext_conv_grad(ly, gc, gc + nw, b->dz, b->a[l], B);                 // the centre
     for (size_t j = 0; j < n_out; j++) b->t1[j] = fabs(b->dz[j]) + b->Edz[j];
     for (size_t i = 0; i < n_in; i++) b->t2[i] = fabs(b->a[l][i]) + b->Ea[l][i];
-    conv_grad(ly, q1, q1 + nw, b->t1, b->t2, B);                   // sum DZ A
-    conv_grad(ly, q2, q2 + nw, b->Edz, b->t2, B);                  // sum Edz A
+    ext_conv_grad(ly, q1, q1 + nw, b->t1, b->t2, B);                   // sum DZ A
+    ext_conv_grad(ly, q2, q2 + nw, b->Edz, b->t2, B);                  // sum Edz A
     for (size_t j = 0; j < n_out; j++) b->t1[j] = fabs(b->dz[j]);
-    conv_grad(ly, q3, q3 + nw, b->t1, b->Ea[l], B);                // sum |dz| Ea
+    ext_conv_grad(ly, q3, q3 + nw, b->t1, b->Ea[l], B);                // sum |dz| Ea
     for (size_t i = 0; i < nw + nb; i++) {
         const size_t at = i < nw ? ow + i : ob + (i - nw);
         const double e = i < nw ? g * q1[i] + q2[i] + q3[i] : g * q1[i] + q2[i];
@@ -374,10 +287,10 @@ static void input_grad(ext_bound *b, int l, size_t B)
     const double *W = b->w + b->m->views[ly->w_view].offset;
     const size_t n_in = B * ly->n_in, n_out = B * ly->n_out;
     const double n = (double)(ly->c_out * ly->K * ly->K), g = gam(b, n);
-    conv_bwd(ly, b->dx, b->dz, W, B, 0);
+    ext_conv_bwd(ly, b->dx, b->dz, W, B, 0);
     for (size_t j = 0; j < n_out; j++) b->t1[j] = fabs(b->dz[j]) + b->Edz[j];
-    conv_bwd(ly, b->t2, b->t1, W, B, 1);
-    conv_bwd(ly, b->Edx, b->Edz, W, B, 1);
+    ext_conv_bwd(ly, b->t2, b->t1, W, B, 1);
+    ext_conv_bwd(ly, b->Edx, b->Edz, W, B, 1);
     for (size_t i = 0; i < n_in; i++)
         b->Edx[i] = (g * b->t2[i] + b->Edx[i] + n * b->tiny) * SLACK;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "chk_check.h"
+#include "ext_local.h"
 #include "par_io.h"
 #include "par_sort.h"
 #include "par_time.h"
@@ -76,70 +77,65 @@ static par_status write_batch(loop *L, const char *path, size_t B)
     return par_npz_write(path, a, 3);
 }
 
-// The array `name` of z, with view v's shape and the run's dtype, every
-// value finite: else one line naming the step, the file and the array.
 static par_status get_array(const par_array **out, const par_npz *z, const char *name,
                             const par_view *v, par_dtype dt, long step, const char *file)
 {
-    *out = NULL;
-    const par_array *a = NULL;
-    for (size_t i = 0; i < z->n && !a; i++)
-        if (strcmp(z->arrays[i].name, name) == 0) a = &z->arrays[i];
-    PAR_FAIL_IF(!a, PAR_ERR_EXTERNAL, "step %ld: the trainer's %s has no array '%s'", step, file,
-                name);
-    int same = a->ndim == v->ndim && !a->int_bytes;
-    for (int d = 0; same && d < v->ndim; d++) same = a->shape[d] == v->shape[d];
-    char want[64] = "(", have[64] = "(";
-    for (int d = 0; d < v->ndim; d++)
-        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%zu", d ? ", " : "",
-                 v->shape[d]);
-    for (int d = 0; d < a->ndim; d++)
-        snprintf(have + strlen(have), sizeof have - strlen(have), "%s%zu", d ? ", " : "",
-                 a->shape[d]);
-    PAR_FAIL_IF(!same, PAR_ERR_EXTERNAL, "step %ld: the trainer's %s: array '%s' has shape %s), "
-                "expected %s)", step, file, name, have, want);
-    PAR_FAIL_IF(a->dtype != dt, PAR_ERR_EXTERNAL, "step %ld: the trainer's %s: array '%s' is %s, "
-                "the run is %s", step, file, name, par_dtype_name(a->dtype), par_dtype_name(dt));
-    for (size_t i = 0; i < a->count; i++)
-        PAR_FAIL_IF(!isfinite(par_get_real(dt, a->data, i)), PAR_ERR_EXTERNAL,
-                    "step %ld: the trainer's %s: array '%s' holds %g at element %zu", step, file,
-                    name, par_get_real(dt, a->data, i), i);
-    *out = a;
-    return PAR_OK;
+    return ext_get_array(out, z, name, v->ndim, v->shape, dt, step, file, 0);
 }
 
 // ---- comparing --------------------------------------------------------------------
 
-static void index_of(char *buf, size_t n, const par_view *v, size_t i)
+static void index_of(char *buf, size_t n, int ndim, const size_t *shape, size_t i)
 {
-    if (v->ndim == 0 || v->count == 1) {
+    size_t count = 1;
+    for (int d = 0; d < ndim; d++) count *= shape[d];
+    if (ndim == 0 || count == 1) {
         buf[0] = '\0';
         return;
     }
     size_t idx[4], rest = i;
-    for (int d = v->ndim - 1; d >= 0; d--) {
-        idx[d] = rest % v->shape[d];
-        rest /= v->shape[d];
+    for (int d = ndim - 1; d >= 0; d--) {
+        idx[d] = rest % shape[d];
+        rest /= shape[d];
     }
     buf[0] = '[';
     buf[1] = '\0';
-    for (int d = 0; d < v->ndim; d++)
+    for (int d = 0; d < ndim; d++)
         snprintf(buf + strlen(buf), n - strlen(buf), "%s%zu", d ? "," : "", idx[d]);
     snprintf(buf + strlen(buf), n - strlen(buf), "]");
 }
 
 // Records one comparison into (worst, first, count).
+static void note_cmp(ext_worst *worst, ext_worst *first, size_t *count, long step,
+                     const ext_cmp *c)
+{
+    const double d = fabs(c->got - c->centre), q = d == 0 ? 0 : d / c->bound;   // NaN: over
+    const int over = !(q <= 1);
+    if (!over && !(q > worst->ratio)) return;
+    ext_worst w = {step, "", "", "", c->got, c->centre, c->bound, over && !(q == q) ? INFINITY : q};
+    snprintf(w.tensor, sizeof w.tensor, "%s", c->tensor);
+    snprintf(w.op, sizeof w.op, "%s", c->op ? c->op : "");
+    index_of(w.index, sizeof w.index, c->ndim, c->shape, c->i);
+    if (over && ++*count == 1) *first = w;
+    if (!(w.ratio <= worst->ratio)) *worst = w;
+}
+
 static void note(ext_worst *worst, ext_worst *first, size_t *count, long step, const char *tensor,
                  const par_view *v, size_t i, double got, double centre, double bound)
 {
-    const double d = fabs(got - centre), q = d == 0 ? 0 : d / bound;   // NaN bound: over
-    const int over = !(q <= 1);
-    if (!over && !(q > worst->ratio)) return;
-    ext_worst w = {step, "", "", got, centre, bound, over && !(q == q) ? INFINITY : q};
-    snprintf(w.tensor, sizeof w.tensor, "%s", tensor);
-    if (v) index_of(w.index, sizeof w.index, v, i);
-    if (over && ++*count == 1) *first = w;
-    if (!(w.ratio <= worst->ratio)) *worst = w;
+    const ext_cmp c = {tensor, NULL, v ? v->ndim : 0, v ? v->shape : NULL, i, got, centre, bound};
+    note_cmp(worst, first, count, step, &c);
+}
+
+typedef struct local_sink {
+    ext_lockstep_result *r;
+    long step;
+} local_sink;
+
+static void on_local(void *ctx, const ext_cmp *c)
+{
+    local_sink *k = ctx;
+    note_cmp(&k->r->local_worst, &k->r->local_first, &k->r->local_violations, k->step, c);
 }
 
 // The trainer's new weights and state against the step's bound; with its
@@ -174,13 +170,17 @@ static void compare_state(loop *L, long step, const par_npz *out, const par_npz 
             if (!ga) continue;
             const double g = par_get_real(c->dt, ga[v]->data, k);
             ext_update_bound(&c->optim, c->dt, L->opt_t + 1, w, s0, s1, g, 0, cen, E);
-            note(&r->local_worst, &r->local_first, &r->local_violations, step, vw->name, vw, k,
-                 par_get_real(c->dt, wa[v]->data, k), cen[0], E[0]);
+            const char *op = "the update, from its own gradient";
+            const ext_cmp cw = {vw->name, op, vw->ndim, vw->shape, k,
+                                par_get_real(c->dt, wa[v]->data, k), cen[0], E[0]};
+            note_cmp(&r->local_worst, &r->local_first, &r->local_violations, step, &cw);
             for (int j = 0; j < L->n_state; j++) {
                 char name[64];
                 snprintf(name, sizeof name, "opt.%s.%s", state_name(&c->optim, j), vw->name);
-                note(&r->local_worst, &r->local_first, &r->local_violations, step, name, vw, k,
-                     par_get_real(c->dt, sa[j * m->n_views + v]->data, k), cen[1 + j], E[1 + j]);
+                const ext_cmp cs = {name, op, vw->ndim, vw->shape, k,
+                                    par_get_real(c->dt, sa[j * m->n_views + v]->data, k),
+                                    cen[1 + j], E[1 + j]};
+                note_cmp(&r->local_worst, &r->local_first, &r->local_violations, step, &cs);
             }
         }
     }
@@ -317,6 +317,22 @@ static par_status one_step(loop *L, long step)
             st = L->ops->grad(L->serial, &gp);
             if (st == PAR_OK) signature(L, step, ga, gp);
         }
+    }
+    if (st == PAR_OK && r->intermediates) {   // its every op, from its own values
+        local_sink k = {r, step};
+        const ext_local_in li = {m, c->dt, B, L->w, L->x, L->labels, &zi, loss, &c->ulps, step,
+                                 on_local, &k};
+        int checked;
+        double q;
+        char qt[64];
+        st = ext_local_check(&li, &checked, &q, qt, sizeof qt);
+        r->layers_checked = checked;
+        if (st == PAR_OK && !(q <= r->signature)) {
+            r->signature = q;
+            r->signature_step = step;
+            snprintf(r->signature_tensor, sizeof r->signature_tensor, "%s", qt);
+        }
+        r->signature_flagged = !(r->signature <= EXT_SIGNATURE_LIMIT);
     }
     par_npz_free(&zo);
     par_npz_free(&zi);

@@ -39,6 +39,7 @@ typedef struct ext_worst {
     long step;                    // 0: none
     char tensor[64];              // "layer0.weight", "opt.m.layer1.bias", "loss", ...
     char index[48];               // "[3,17]"; "" for a scalar
+    char op[112];                 // the op a local check recomputed ("" for the step's bound)
     double got, centre, bound, ratio;
 } ext_worst;
 
@@ -48,7 +49,9 @@ typedef struct ext_lockstep_result {
     ext_worst worst, first;       // the largest |got - centre| / bound; the first violation
     double worst_loss_ratio;
     int intermediates;            // the trainer sent its gradients
-    size_t local_violations;      // its update, from its own gradient, over its bound
+    int layers_checked;           // ... and every layer's output and output gradient
+    size_t local_violations;      // its ops from its own values (its update from its own
+                                  //   gradient; with the layers, every op) over their bounds
     ext_worst local_worst, local_first;
     double signature;             // largest over steps and views of median |g - centre| over
                                   //   the trainer's gradient / over parity's (0: no gradients)

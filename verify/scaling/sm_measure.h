@@ -115,8 +115,8 @@ int sm_n_predictions(int max_ranks);
 // The round trip of one cache line between two cores, in ns: two threads
 // pinned to the first two CPUs of the calling thread's affinity mask pass
 // it back and forth (C11 atomics, acquire/release) 200 times untimed, then
-// 5 x 2000 times timed (a few ms in all); the median of the 5. About 100 ns
-// between cores that share a cache, 400 between cores far apart: on a VM
+// 5 x 2000 times timed (a few ms in all); the median of the 5. Cores that
+// share a cache pass it several times faster than cores far apart: on a VM
 // whose host moves its virtual CPUs it tells which placement the timings
 // met. NAN when the mask holds fewer than two CPUs or a thread cannot be
 // pinned. (sm_cores.c)
