@@ -7,7 +7,9 @@
 # (data/fetch.sh). Idempotent: installs only what is missing, and works
 # offline once everything is there.
 # Usage: ci/setup.sh [--ci]   (--ci, as ci/test.sh asks: also python3-torch
-# for the PyTorch cross-checks of ctest's torch label, clang with LLVM's
+# for the PyTorch cross-checks of ctest's torch label, with
+# libopenblas0-pthread (without it PyTorch runs on the reference BLAS, 20x
+# slower), python3-mpi4py for the external label's mpi4py example, clang with LLVM's
 # libomp for the clang build, slurm-wlm with munge for ctest's slurm
 # label: its test runs daemons of its own, not the packages' services; and
 # for ctest's cross label the aarch64 cross compiler, qemu-user and the arm64
@@ -21,7 +23,7 @@ pkgs=(build-essential cmake pkg-config zlib1g-dev libmpfr-dev libgmp-dev libopen
       openmpi-bin libjansson-dev libzip-dev libsodium-dev libxxhash-dev xxhash gcovr
       python3-numpy gnuplot-nox minisign)
 if [ "${1:-}" = --ci ]; then
-    pkgs+=(python3-torch clang libomp-14-dev slurm-wlm munge)
+    pkgs+=(python3-torch libopenblas0-pthread python3-mpi4py clang libomp-14-dev slurm-wlm munge)
     # tests/tools/test_cross.sh aarch64 (cmake/aarch64-linux-gnu.cmake): no MPI there.
     pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user zlib1g-dev:arm64 libmpfr-dev:arm64
            libgmp-dev:arm64 libjansson-dev:arm64 libzip-dev:arm64 libsodium-dev:arm64

@@ -33,176 +33,35 @@ Example:
       --optim adam --lr 0.001 --batch 64 --steps 20 --seed 1 --dataset mnist
 """
 import argparse
-import gzip
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 try:
     import numpy as np
     import torch
+    from parity_ext import data, torch_helper
+    from parity_ext.spec import SpecError
 except ImportError as e:   # the test is skipped without them
     print(f"skip: {e} (apt-get install python3-torch)")
     sys.exit(77)
 
 # par_optim_default (src/train/par_trainers.c): momentum, beta1, beta2, eps.
 DEFAULTS = {"momentum": 0.9, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
-VAL_PCT = 10   # par_dataset_open(..., 10) in parity train and parity data order
-
-IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
-CIFAR_FILES = tuple(f"data_batch_{i}.bin" for i in range(1, 6)) + ("test_batch.bin",)
-CIFAR_SUB = "cifar-10-batches-bin"
-CIFAR_RECORD = 1 + 3 * 32 * 32
 
 
 class Setup(Exception):
     """Not a disagreement: the check could not run (exit 2)."""
 
 
-# ---------------------------------------------------------------- the data
-
-def find_file(d, base):
-    """d/base, else d/base.gz (raw preferred, as parity's find_file), else None."""
-    for p in (os.path.join(d, base), os.path.join(d, base + ".gz")):
-        if os.path.isfile(p):
-            return p
-    return None
-
-
-def complete(d, files):
-    return all(find_file(d, f) for f in files)
-
-
-def dataset_dir(what):
-    """(folder, 'idx' | 'cifar') as parity's par_dataset_open resolves it."""
-    if "/" in what:
-        if not os.path.isdir(what):
-            raise Setup(f"{what}: no such folder")
-        if complete(what, IDX_FILES):
-            return what, "idx"
-        if any(find_file(what, f) for f in CIFAR_FILES):
-            return what, "cifar"
-        sub = os.path.join(what, CIFAR_SUB)
-        if os.path.isdir(sub):
-            return sub, "cifar"
-        raise Setup(f"{what}: neither the four IDX files nor the CIFAR-10 binary files")
-    fmt, files = ("cifar", CIFAR_FILES) if what == "cifar10" else ("idx", IDX_FILES)
-    places = []
-    for base in (os.environ.get("PARITY_DATA"),
-                 os.path.join(os.environ["HOME"], ".cache/parity/data") if os.environ.get("HOME")
-                 else None):
-        if base:
-            places.append(os.path.join(base, what))
-            if fmt == "cifar":
-                places.append(os.path.join(base, what, CIFAR_SUB))
-    if what == "fashion-mnist":
-        places.append("/usr/share/datasets/fashion-mnist")
-    for p in places:
-        if os.path.isdir(p) and complete(p, files):
-            return p, fmt
-    raise Setup(f"dataset {what}: not found in {', '.join(places)} (run data/fetch.sh)")
-
-
-def read_bytes(path):
-    with (gzip.open(path) if path.endswith(".gz") else open(path, "rb")) as f:
-        return f.read()
-
-
-def idx_array(path, magic, ndim):
-    b = read_bytes(path)
-    head = np.frombuffer(b, ">u4", count=1 + ndim)
-    if head[0] != magic:
-        raise Setup(f"{path}: IDX magic {head[0]:#x}, expected {magic:#x}")
-    dims = [int(v) for v in head[1:]]
-    data = np.frombuffer(b, np.uint8, offset=4 * (1 + ndim))
-    if data.size != int(np.prod(dims)):
-        raise Setup(f"{path}: {data.size} bytes of data, the header says {dims}")
-    return data.reshape(dims)
-
-
-def training_file(what):
-    """The training file's pixels (n, features) as uint8, labels (n,), and the
-    image shape (C, H, W); the features in (c, h, w) order."""
-    d, fmt = dataset_dir(what)
-    if fmt == "idx":
-        x = idx_array(find_file(d, IDX_FILES[0]), 0x803, 3)
-        y = idx_array(find_file(d, IDX_FILES[1]), 0x801, 1)
-        if len(x) != len(y):
-            raise Setup(f"{d}: {len(x)} training images but {len(y)} labels")
-        return x.reshape(len(x), -1), y, (1,) + x.shape[1:], d
-    recs = []
-    for f in CIFAR_FILES[:5]:
-        b = read_bytes(find_file(d, f))
-        if len(b) % CIFAR_RECORD:
-            raise Setup(f"{d}/{f}: {len(b)} bytes, not a multiple of {CIFAR_RECORD}")
-        recs.append(np.frombuffer(b, np.uint8).reshape(-1, CIFAR_RECORD))
-    r = np.concatenate(recs)
-    return r[:, 1:], r[:, 0], (3, 32, 32), d
-
-
-# ---------------------------------------------------------------- the model
-
-def build(spec, act):
-    """torch.nn.Sequential for a parity model spec (mlp:... or cnn:...), the
-    modules with parameters by parity's layer number {i: module}, the input
-    shape, and the layer numbers whose output feeds a batchnorm."""
-    acts = {"relu": torch.nn.ReLU, "sigmoid": torch.nn.Sigmoid, "tanh": torch.nn.Tanh,
-            "r": torch.nn.ReLU, "sg": torch.nn.Sigmoid, "th": torch.nn.Tanh}
-    layers, params, feeds_bn = [], {}, set()
-    if spec.startswith("mlp:"):
-        sizes = [int(v) for v in spec[4:].split("-")]
-        for i in range(len(sizes) - 1):
-            params[i] = torch.nn.Linear(sizes[i], sizes[i + 1])
-            layers.append(params[i])
-            if i + 2 < len(sizes):
-                layers.append(acts[act]())
-        return torch.nn.Sequential(*layers), params, (sizes[0],), feeds_bn
-    if not spec.startswith("cnn:"):
-        raise Setup(f"--model {spec}: expected mlp:... or cnn:...")
-    toks = spec[4:].split("-")
-    c, h, w = (int(v) for v in toks[0].split("x"))
-    shape, n, last = (c, h, w), 0, None   # last: the latest conv/fc layer number
-    for t in toks[1:]:
-        if t in ("r", "sg", "th"):
-            layers.append(acts[t]())
-            last = None   # a bias before a nonlinearity is no longer removed by a batchnorm
-        elif t == "f":
-            layers.append(torch.nn.Flatten())
-            c, h, w = c * h * w, 1, 1
-        elif t == "bn":
-            image = not isinstance(layers[-1], torch.nn.Linear)
-            params[n] = torch.nn.BatchNorm2d(c) if image else torch.nn.BatchNorm1d(c)
-            layers.append(params[n])
-            if last is not None:   # directly, or through max-pool / flatten
-                feeds_bn.add(last)
-            last, n = None, n + 1
-        elif re.fullmatch(r"fc\d+", t):
-            params[n] = torch.nn.Linear(c, int(t[2:]))
-            layers.append(params[n])
-            c, last, n = int(t[2:]), n, n + 1
-        elif re.fullmatch(r"m\d+", t):
-            k = int(t[1:])
-            layers.append(torch.nn.MaxPool2d(k))   # stride k, floor: parity drops the rest too
-            h, w, n = h // k, w // k, n + 1
-        elif re.fullmatch(r"c\d+(k\d+)?(p\d+)?(s\d+)?", t):
-            m = re.fullmatch(r"c(\d+)(?:k(\d+))?(?:p(\d+))?(?:s(\d+))?", t)
-            co, k, p, s = int(m[1]), int(m[2] or 3), int(m[3] or 0), int(m[4] or 1)
-            params[n] = torch.nn.Conv2d(c, co, k, stride=s, padding=p)
-            layers.append(params[n])
-            c, h, w = co, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
-            last, n = n, n + 1
-        else:
-            raise Setup(f"--model {spec}: unknown token {t}")
-    return torch.nn.Sequential(*layers), params, shape, feeds_bn
-
-
-def state(params):
-    """{'layer<i>.<name>': tensor} of the torch modules, as parity names its views."""
-    return {f"layer{i}.{name}": t for i, mod in params.items() for name, t in mod.state_dict().items()}
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        raise Setup(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr.strip()}")
+    return r.stdout
 
 
 # ---------------------------------------------------------------- the run
@@ -235,21 +94,15 @@ def parse(argv):
     return o
 
 
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        raise Setup(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr.strip()}")
-    return r.stdout
-
-
 def crosscheck(o, tmp):
     torch.set_default_dtype(torch.float64)
-    X, Y, img_shape, data_dir = training_file(o.dataset)
-    n_train = len(X) - len(X) * VAL_PCT // 100
-    _, _, shape, feeds_bn = build(o.model, o.act)
-    if int(np.prod(shape)) != X.shape[1]:
-        raise Setup(f"--model {o.model} takes {int(np.prod(shape))} inputs; {data_dir} has "
-                    f"{X.shape[1]} features per image {img_shape}")
+    ds = data.Dataset(o.dataset, "f64")
+    n_train = ds.n_train
+    model = torch_helper.model_from_spec(o.model, o.act).model
+    feeds_bn = model.feeds_bn()
+    if model.n_inputs != ds.pixels.shape[1]:
+        raise Setup(f"--model {o.model} takes {model.n_inputs} inputs; {ds.dir} has "
+                    f"{ds.pixels.shape[1]} features per image {ds.shape}")
     per_epoch = -(-n_train // o.batch)
     epochs = -(-o.steps // per_epoch)
 
@@ -271,23 +124,14 @@ def crosscheck(o, tmp):
         steps = [s for s in map(json.loads, f) if s.get("type") == "step"]
 
     # The batches, in parity's order.
-    batches = []
-    for e in range(epochs):
-        order = np.array(run([o.parity, "data", "order", "--dataset", o.dataset, "--seed",
-                              str(o.seed), "--epoch", str(e)]).split(), dtype=np.int64)
-        if len(order) != n_train or len(np.unique(order)) != n_train or order.max() >= n_train:
-            raise Setup(f"parity data order --epoch {e}: {len(order)} records, expected a "
-                        f"permutation of 0..{n_train - 1}")
-        for pos in range(0, n_train, o.batch):
-            batches.append((e, order[pos:pos + o.batch]))
-    batches = batches[:o.steps]
+    batches = data.batches(o.parity, o.dataset, o.seed, o.batch, o.steps, n_train)
     if [(s["epoch"], s["step"]) for s in steps] != [(e, k + 1) for k, (e, _) in enumerate(batches)]:
         raise Setup(f"{log}: step lines (epoch, step) do not match {o.steps} steps of "
                     f"{per_epoch} per epoch")
 
     # PyTorch from parity's initial weights, then against parity.
     w0 = np.load(init)
-    losses, w = train_torch(o, X, Y, batches, w0, reverse=False)
+    losses, w = train_torch(o, ds, batches, w0, reverse=False)
     print(f"{o.model} {o.optim} lr {o.lr:g}, batch {o.batch}, {o.steps} steps "
           f"({epochs} epoch{'s' if epochs > 1 else ''} of {per_epoch}), {o.dataset} "
           f"({n_train} training records), seed {o.seed}, f64; tolerance {o.tol:g}")
@@ -298,39 +142,36 @@ def crosscheck(o, tmp):
         # same mathematics, other roundings (the sums over the batch run the
         # other way). How far two correct f64 runs drift apart here.
         print("torch against torch with each batch reversed (the rounding floor):")
-        losses_r, w_r = train_torch(o, X, Y, batches, w0, reverse=True)
+        losses_r, w_r = train_torch(o, ds, batches, w0, reverse=True)
         compare(o, losses_r, losses, w_r, w, feeds_bn, verdict=False)
     return 0 if err <= o.tol else 1
 
 
-def train_torch(o, X, Y, batches, w0, reverse):
+def train_torch(o, ds, batches, w0, reverse):
     """PyTorch f64 from the weights w0 over the batches: (losses, {name: array})."""
-    net, params, shape, _ = build(o.model, o.act)
-    mine = state(params)
+    net = torch_helper.model_from_spec(o.model, o.act)
+    mine = net.state_dict()
     if set(w0.files) != set(mine):
         raise Setup(f"init.npz holds {sorted(w0.files)}, the torch model {sorted(mine)}")
-    with torch.no_grad():
-        for k, t in mine.items():
-            if w0[k].shape != tuple(t.shape) and not (w0[k].size == 1 and t.dim() == 0):
-                raise Setup(f"{k}: parity's shape {w0[k].shape}, torch's {tuple(t.shape)}")
-            t.copy_(torch.from_numpy(w0[k].astype(np.float64)).reshape(t.shape))
-    ps = list(net.parameters())
-    opt = {"sgd": lambda: torch.optim.SGD(ps, lr=o.lr),
-           "momentum": lambda: torch.optim.SGD(ps, lr=o.lr, momentum=o.momentum),
-           "nesterov": lambda: torch.optim.SGD(ps, lr=o.lr, momentum=o.momentum, nesterov=True),
-           "adam": lambda: torch.optim.Adam(ps, lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps)}[o.optim]()
+    try:
+        torch_helper.load_weights(net, w0)
+    except ValueError as e:
+        raise Setup(str(e)) from e
+    opt = torch_helper.make_optimizer(net, {"name": o.optim, "lr": o.lr, "momentum": o.momentum,
+                                            "beta1": o.beta1, "beta2": o.beta2, "eps": o.eps},
+                                      "f64")
     net.train()
     losses = []
     for _, idx in batches:
-        idx = idx[::-1] if reverse else idx
-        x = torch.from_numpy(X[idx].astype(np.float64) / 255.0).reshape((len(idx),) + shape)
-        y = torch.from_numpy(Y[idx].astype(np.int64))
+        b = ds.batch(idx[::-1] if reverse else idx)
+        x = torch.from_numpy(b["x"])
+        y = torch.from_numpy(b["labels"].astype(np.int64))
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(net(x), y)
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    return losses, {k: t.detach().numpy().astype(np.float64) for k, t in state(params).items()}
+    return losses, torch_helper.weights(net, "f64")
 
 
 def compare(o, losses, ref_losses, w, ref_w, feeds_bn, verdict=True):
@@ -383,7 +224,7 @@ def main(argv):
             return crosscheck(o, os.path.abspath(o.keep))
         with tempfile.TemporaryDirectory(prefix="torch_crosscheck.") as tmp:
             return crosscheck(o, tmp)
-    except Setup as e:
+    except (Setup, data.DataError, SpecError) as e:
         print(f"torch_crosscheck: {e}", file=sys.stderr)
         print("ERROR: the cross-check could not run")
         return 2

@@ -34,6 +34,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_crosscheck as tc   # exits 77 without numpy/PyTorch
+from parity_ext import data, torch_helper
 
 import numpy as np
 import torch
@@ -76,38 +77,33 @@ def parity_runs(o, tmp):
 
 def batches(o):
     """parity's batches in its order (one epoch is enough for --steps here)."""
-    X, Y, _, _ = tc.training_file(o.dataset)
-    n_train = len(X) - len(X) * tc.VAL_PCT // 100
-    if o.steps * o.batch > n_train:
+    ds = data.Dataset(o.dataset, "f64")
+    if o.steps * o.batch > ds.n_train:
         raise tc.Setup(f"--steps {o.steps} x --batch {o.batch} is more than one epoch")
-    order = np.array(tc.run([o.parity, "data", "order", "--dataset", o.dataset, "--seed",
-                             str(o.seed), "--epoch", "0"]).split(), dtype=np.int64)
-    return X, Y, [order[k * o.batch:(k + 1) * o.batch] for k in range(o.steps)]
+    return ds, [r for _, r in data.batches(o.parity, o.dataset, o.seed, o.batch, o.steps,
+                                           ds.n_train)]
 
 
 def torch_run(o, init, rank=0, world=1):
     """SGD in f64 from parity's init; under DDP when world > 1, rank taking
     the rank-th contiguous part of each batch. Returns {tensor: array}."""
     torch.set_default_dtype(torch.float64)
-    X, Y, bs = batches(o)
-    net, params, shape, _ = tc.build(o.model, "relu")
-    w0 = np.load(init)
-    with torch.no_grad():
-        for k, t in tc.state(params).items():
-            t.copy_(torch.from_numpy(w0[k].astype(np.float64)).reshape(t.shape))
+    ds, bs = batches(o)
+    net = torch_helper.model_from_spec(o.model, "relu")
+    torch_helper.load_weights(net, np.load(init))
     model = torch.nn.parallel.DistributedDataParallel(net) if world > 1 else net
     opt = torch.optim.SGD(model.parameters(), lr=o.lr)
     model.train()
     for idx in bs:
-        part = np.array_split(idx, world)[rank]
-        x = torch.from_numpy(X[part].astype(np.float64) / 255.0).reshape((len(part),) + shape)
-        y = torch.from_numpy(Y[part].astype(np.int64))
+        b = ds.batch(np.array_split(idx, world)[rank])
+        x = torch.from_numpy(b["x"])
+        y = torch.from_numpy(b["labels"].astype(np.int64))
         opt.zero_grad()
         # The batch mean of the loss: DDP averages the per-rank gradients, so
         # each rank's mean over its equal part gives the whole batch's mean.
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-    return {k: t.detach().numpy().copy() for k, t in tc.state(params).items()}
+    return torch_helper.weights(net, "f64")
 
 
 def ddp_worker(rank, world, port, o, init, out):
@@ -171,7 +167,7 @@ def study(o, tmp):
     print(f"{o.model}, SGD lr {o.lr:g}, batch {o.batch}, {o.steps} steps, {o.dataset}, "
           f"seed {o.seed}, f64")
     par, init = parity_runs(o, tmp)
-    feeds_bn = tc.build(o.model, "relu")[3]
+    feeds_bn = torch_helper.model_from_spec(o.model, "relu").model.feeds_bn()
     ok = True
     for name in ("mpi R=2", "mpi R=3"):
         same = bits_equal(par[name], par["reference"])
@@ -195,8 +191,8 @@ def study(o, tmp):
             ok = False
 
     # The all-reduce of per-rank partial sums (what SyncBatchNorm shares).
-    X, _, bs = batches(o)
-    x = X[bs[0]].astype(np.float64) / 255.0
+    ds, bs = batches(o)
+    x = ds.batch(bs[0])["x"]
     sums = {}
     for world in (1, 2, 3):
         out = os.path.join(tmp, f"sum{world}.npy")
@@ -218,7 +214,7 @@ def main(argv):
     try:
         with tempfile.TemporaryDirectory(prefix="torch_ddp_bn.") as tmp:
             return study(o, tmp)
-    except tc.Setup as e:
+    except (tc.Setup, data.DataError) as e:
         print(f"torch_ddp_bn: {e}", file=sys.stderr)
         print("ERROR: the study could not run")
         return 2

@@ -1,0 +1,74 @@
+"""The examples under the real `parity lockstep --external` (f64, 3 steps of
+batch 32, mlp:784-32-10): each passes (exit 0, PASS) in one process, under
+mpirun at world 3 and under torchrun at world 2, with and without
+intermediates; each negative control fails it (exit 1, a first violation
+named), the ones about ranks at world 2."""
+import os
+import subprocess
+import tempfile
+import unittest
+
+from util import EXAMPLES, HAVE_MPI4PY, HAVE_TORCH, PARITY, PYTHON, need_parity, mnist_missing
+
+RUN = ["lockstep", "--dataset", "mnist", "--model", "mlp:784-32-10", "--act", "tanh",
+       "--dtype", "f64", "--steps", "3", "--lr", "0.1", "--batch", "32"]
+SERIAL = f"{PYTHON} {EXAMPLES}/numpy_serial.py"
+MPI = f"mpirun --oversubscribe --bind-to none -n {{w}} {PYTHON} {EXAMPLES}/mpi4py_fullbatch.py"
+# Debian's torchrun needs --redirects/--tee other than 0 (see test_examples_torch.py).
+DDP = (f"torchrun --standalone --nproc_per_node {{w}} --redirects 1 --tee 1 "
+       f"{EXAMPLES}/torch_ddp.py")
+
+
+@unittest.skipIf(mnist_missing(), mnist_missing())
+@need_parity
+class UnderParity(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()   # TMPDIR of the trainers (torchrun's logs)
+        cls.env = dict(os.environ, TMPDIR=cls.tmp.name, OMP_NUM_THREADS="1",
+                       OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
+                       OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                       OMPI_MCA_btl_vader_single_copy_mechanism="none")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def lockstep(self, cmd, *extra):
+        r = subprocess.run([PARITY, *RUN, "--external", cmd, *extra], capture_output=True,
+                           text=True, env=self.env, timeout=600)
+        return r.returncode, r.stdout + r.stderr
+
+    def passes(self, cmd, *extra):
+        rc, out = self.lockstep(cmd, *extra)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("0 violations", out)
+        self.assertIn(": PASS", out)
+
+    def fails(self, cmd, *extra):
+        rc, out = self.lockstep(cmd, *extra)
+        self.assertEqual(rc, 1, out)
+        self.assertIn(": FAIL", out)
+        self.assertIn("first violation", out)
+
+    def test_numpy_serial(self):
+        self.passes(SERIAL)
+        self.passes(SERIAL, "--intermediates")
+        for bug in ("world", "lr", "stale", "drop"):
+            with self.subTest(bug=bug):
+                self.fails(f"{SERIAL} --bug {bug}")
+        self.fails(f"{SERIAL} --bug tf32", "--intermediates")
+
+    @unittest.skipUnless(HAVE_MPI4PY, "python3-mpi4py is not installed")
+    def test_mpi4py(self):
+        self.passes(MPI.format(w=3), "--intermediates")
+        self.fails(MPI.format(w=2) + " --bug unreduced")
+
+    @unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed")
+    def test_torch_ddp(self):
+        self.passes(DDP.format(w=2), "--intermediates")
+        self.fails(DDP.format(w=2) + " --bug unreduced")
+
+
+if __name__ == "__main__":
+    unittest.main()
