@@ -11,11 +11,8 @@ cd "$(dirname "$0")/.."
 SUITE=${1:-default}
 . bench/results_lib.sh
 bench_begin verify "The main job: \`parity verify $SUITE\`" "$@"
-P=$(readlink -f ./build/parity)
-[ -x "$P" ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-key=${PARITY_KEY:-$HOME/.config/parity/parity.key}
-[ -e "$key" ] || "$P" table keygen --key "$key"
+bench_parity
+bench_key
 t0=$(date +%s)
 "$P" verify "$SUITE" --out "$T/out" --key "$key" >&2
 secs=$(($(date +%s) - t0))
