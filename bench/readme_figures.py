@@ -57,9 +57,9 @@ def verify_figure(text):
 
 def external_figure(text):
     r = row(text, "ddp-cnn-2")
-    if not r or len(r) < 9:
+    if not r or len(r) < 10:
         return MISSING
-    return "%s; %s s" % (r[3], r[8])
+    return "%s; %s s" % (r[4], r[9])
 
 
 def main():
