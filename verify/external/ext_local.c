@@ -102,7 +102,7 @@ static const char *kind_name(const par_layer *ly)
 // The signature sizes a trainer's deviations on at most this many outputs
 // of a layer, spread evenly: a median needs no more, and the in-order f32
 // dot it compares with costs as much as the layer's forward pass.
-enum { SIG_SAMPLES = 4096 };
+enum { SIG_SAMPLES = 1024 };
 
 // Layer l's output from the trainer's own input; the signature's ratio into
 // *ratio (0 where nothing sizes it).
