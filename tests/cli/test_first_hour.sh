@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# What a new user meets in the first hour (issue 36), each through the exact
+# command: the END-TO-END summary of `parity check` (weights apart from the
+# optimizer state), the done line of `parity train` (threads, ranks, resumed
+# runs, the busy machine's one-thread steps), a --resume that leaves nothing
+# behind, help that names what the binary takes, errors that say what was
+# meant, and `parity bisect` of two learning rates. Not the arithmetic (test_cli,
+# test_resume and the verify tests); help against docs/: test_help_docs.py.
+# Usage: test_first_hour.sh PATH/TO/parity [summary ...]
+# (default: all). Needs fashion-mnist (data/fetch.sh). A few seconds a part.
+set -u
+. "$(dirname "$0")/../common/test_lib.sh"
+P=$1
+shift
+parts=${*:-summary}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
+unset OMP_NUM_THREADS
+py=/usr/bin/python3
+
+# ratio column is headed err/bound.
+part_summary() {
+    "$P" check --optim adam --batch 16 >"$T/c.txt" 2>"$T/err" </dev/null
+    check "parity check --optim adam: exit 0" test $? = 0
+    "$P" check --optim adam --batch 16 --json >"$T/c.json" 2>/dev/null </dev/null
+    $py - "$T/c.json" "$T/c.txt" <<'PY'
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+txt = open(sys.argv[2]).read()
+e2e = [t for t in j["tensors"] if t["view"] == "E2E" and t["tensor"].endswith(".new")]
+w = [t for t in e2e if re.fullmatch(r"layer\d+\.(weight|bias)\.new", t["tensor"])]
+s = [t for t in e2e if t not in w]
+assert len(w) == 6 and len(s) == 12, (len(w), len(s))   # 3 layers; m and v of each
+def g(x): return "%.3g" % x
+want_w = "END-TO-END: new weights within %s ulp (max rel %s) of exact adam" % (
+    g(max(t["max_ulp"] for t in w)), g(max(t["max_rel"] for t in w)))
+want_s = "END-TO-END: new state (m, v) within %s ulp (max rel %s) of exact" % (
+    g(max(t["max_ulp"] for t in s)), g(max(t["max_rel"] for t in s)))
+assert want_w in txt, (want_w, txt[-600:])
+assert want_s in txt, (want_s, txt[-600:])
+# the state is the worse of the two here (v of a first step): the weights line must not carry it
+assert max(t["max_ulp"] for t in s) > max(t["max_ulp"] for t in w)
+PY
+    check "... END-TO-END: weights and state (m, v) each with their own worst (from --json)" test $? = 0
+    check "... the ratio column is headed err/bound" \
+        grep -Eq '^view +tensor +n +max abs +max rel +max ulp +err/bound +verdict +worst$' "$T/c.txt"
+    "$P" check --batch 16 >"$T/c.txt" 2>/dev/null </dev/null
+    check "parity check (sgd): a weights line and no state line" test \
+        "$(grep -c '^END-TO-END: new weights within' "$T/c.txt")" = 1 -a \
+        "$(grep -c '^END-TO-END: new state' "$T/c.txt")" = 0
+}
+
+for p in $parts; do "part_$p"; done
+finish
