@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,17 +305,44 @@ static par_session_cfg session_cfg(train_run *t)
     return c;
 }
 
+// Appends printf(fmt, ...) to the string line (cap bytes), cut at its end.
+static void add(char *line, size_t cap, const char *fmt, ...)
+{
+    const size_t n = strlen(line);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+// The human summary of a finished run (stderr): its steps, loss and accuracy;
+// a resumed run's own steps and seconds apart from the whole run's loss.
+static void print_done(const train_run *t, const par_session_result *r)
+{
+    char s[600] = "";
+    const size_t n = sizeof s;
+    const long ran = r->resumed_from >= 0 ? r->steps - r->resumed_from : r->steps;
+    if (r->resumed_from < 0)
+        add(s, n, "done: %ld steps, loss %.4f", r->steps, r->last_loss);
+    else if (ran > 0)
+        add(s, n, "done: resumed at step %ld: %ld steps in %.1f s; final loss %.4f (the run's)",
+            r->resumed_from, ran, r->seconds, r->last_loss);
+    else
+        add(s, n, "done: resumed at step %ld: 0 steps (the run had finished)", r->resumed_from);
+    if (isnan(r->val_acc))
+        add(s, n, ", not evaluated");
+    else
+        add(s, n, ", val acc %.4f, test acc %.4f", r->val_acc, r->test_acc);
+    if (r->resumed_from < 0) add(s, n, ", %.1f s", r->seconds);
+    fprintf(stderr, "parity train: %s\n", s);
+}
+
 // What the run ends with on stdout and stderr, and its exit code.
 static int finish(const train_run *t, par_status st, const par_session_result *r)
 {
     const int rank = t->rank;
     if (st == PAR_OK && t->o.json && rank == 0) print_json(t, r);
-    if (st == PAR_OK && t->view.plain && isnan(r->val_acc))
-        fprintf(stderr, "parity train: done: %ld steps, loss %.4f, not evaluated, %.1f s\n",
-                r->steps, r->last_loss, r->seconds);
-    else if (st == PAR_OK && t->view.plain)
-        fprintf(stderr, "parity train: done: %ld steps, loss %.4f, val acc %.4f, test acc %.4f, "
-                        "%.1f s\n", r->steps, r->last_loss, r->val_acc, r->test_acc, r->seconds);
+    if (st == PAR_OK && t->view.plain) print_done(t, r);
     if (st == PAR_OK) return EXIT_OK;
     if (st == PAR_RUN_STOP && (t->peer_failed || r->peer_failed))
         return EXIT_OK;   // another rank failed and says why; the exit codes are combined

@@ -6,19 +6,21 @@
 # behind, help that names what the binary takes, errors that say what was
 # meant, and `parity bisect` of two learning rates. Not the arithmetic (test_cli,
 # test_resume and the verify tests); help against docs/: test_help_docs.py.
-# Usage: test_first_hour.sh PATH/TO/parity [summary ...]
+# Usage: test_first_hour.sh PATH/TO/parity [summary|train ...]
 # (default: all). Needs fashion-mnist (data/fetch.sh). A few seconds a part.
 set -u
 . "$(dirname "$0")/../common/test_lib.sh"
 P=$1
 shift
-parts=${*:-summary}
+parts=${*:-summary train}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 unset OMP_NUM_THREADS
 py=/usr/bin/python3
 
+# parity check with adam: the END-TO-END weights line holds the worst of the
+# E2E weight and bias rows, the state line the worst of m and v; the table's
 # ratio column is headed err/bound.
 part_summary() {
     "$P" check --optim adam --batch 16 >"$T/c.txt" 2>"$T/err" </dev/null
@@ -49,6 +51,28 @@ PY
     check "parity check (sgd): a weights line and no state line" test \
         "$(grep -c '^END-TO-END: new weights within' "$T/c.txt")" = 1 -a \
         "$(grep -c '^END-TO-END: new state' "$T/c.txt")" = 0
+}
+
+done_line() { grep '^parity train: done: ' "$T/err"; }
+
+# The done line of a resumed run: its own part, the run's loss; an empty folder
+# left as it was.
+part_train() {
+    local M=(--model mlp:784-32-10 --no-eval)
+    # --resume: the resumed part's steps and seconds, the run's final loss.
+    "$P" train --steps 6 --seed 3 "${M[@]}" --json --quiet >"$T/full.json" 2>/dev/null </dev/null
+    "$P" train --steps 3 --seed 3 "${M[@]}" --checkpoint-dir "$T/ck" --quiet 2>/dev/null </dev/null
+    "$P" train --resume "$T/ck" --steps 6 --no-eval >/dev/null 2>"$T/err" </dev/null
+    local loss
+    loss=$($py -c "import json,sys; print('%.4f' % json.load(open(sys.argv[1]))['final_loss'])" "$T/full.json")
+    check "train --resume at step 3 of 6: 'resumed at step 3: 3 steps in T s; final loss $loss (the run's)'" \
+        grep -Eqx "parity train: done: resumed at step 3: 3 steps in [0-9.]+ s; final loss $loss \(the run's\), not evaluated" "$T/err"
+    "$P" train --resume "$T/ck" --no-eval >/dev/null 2>"$T/err" </dev/null
+    check "train --resume of a finished run: '0 steps (the run had finished)', no loss 0" \
+        grep -qx "parity train: done: resumed at step 6: 0 steps (the run had finished), not evaluated" "$T/err"
+    mkdir "$T/empty"
+    expect 3 "^parity train: no checkpoint in $T/empty" train --resume "$T/empty"
+    check "... and leaves the empty folder empty (no .lock)" test -z "$(ls -A "$T/empty")"
 }
 
 for p in $parts; do "part_$p"; done
