@@ -40,6 +40,8 @@ typedef struct train_run {
     par_dataset ds;
     const char *hint;              // how to fix a failure of the preparation
     int peer_failed;               // another rank's preparation failed
+    const char *threads_from;      // why the thread count, when --threads was not typed
+    int ranks_typed;               // --ranks was typed (else one rank, or mpirun's count)
     train_view view;
 } train_run;
 
@@ -177,9 +179,14 @@ static int resolve(train_run *t, int argc, char **argv)
     int rc = cli_numerics_resolve("train", &nf, &t->nu);
     if (!rc) rc = cli_train_extras(o);
     if (rc) return rc;
+    t->ranks_typed = cli_flag_given(argc, argv, "--ranks") || o->cfg.resume;
     if ((t->nu.tr->caps & PAR_CAP_THREADS) && !cli_flag_given(argc, argv, "--threads") &&
-        !o->cfg.resume && (rc = cli_threads_from_env(&o->cfg.run.cfg.threads)))
-        return rc;
+        !o->cfg.resume) {
+        const char *env = getenv("OMP_NUM_THREADS");
+        t->threads_from = env && env[0] ? "from OMP_NUM_THREADS" : "neither --threads nor "
+                                                                   "OMP_NUM_THREADS given";
+        if ((rc = cli_threads_from_env(&o->cfg.run.cfg.threads))) return rc;
+    }
     return cli_train_check_flags(o);
 }
 
@@ -316,7 +323,9 @@ static void add(char *line, size_t cap, const char *fmt, ...)
 }
 
 // The human summary of a finished run (stderr): its steps, loss and accuracy;
-// a resumed run's own steps and seconds apart from the whole run's loss.
+// a resumed run's own steps and seconds apart from the whole run's loss; the
+// steps a busy machine ran on one thread; the thread and rank counts that
+// were not typed, and where they came from.
 static void print_done(const train_run *t, const par_session_result *r)
 {
     char s[600] = "";
@@ -334,6 +343,16 @@ static void print_done(const train_run *t, const par_session_result *r)
     else
         add(s, n, ", val acc %.4f, test acc %.4f", r->val_acc, r->test_acc);
     if (r->resumed_from < 0) add(s, n, ", %.1f s", r->seconds);
+    const int threads = t->o.cfg.run.cfg.threads;
+    if (r->stats.threads_adaptive && r->stats.steps_one_thread > 0)
+        add(s, n, "; %ld of %ld steps on one thread (busy machine; --fixed-threads to pin)",
+            (long)r->stats.steps_one_thread, ran);
+    if (t->threads_from)
+        add(s, n, "; %s: %d thread%s (%s)", t->nu.tr->name, threads, threads == 1 ? "" : "s",
+            t->threads_from);
+    if ((t->nu.tr->caps & PAR_CAP_RANKS) && !t->ranks_typed)
+        add(s, n, "; %s: %d rank%s (%s)", t->nu.tr->name, t->size, t->size == 1 ? "" : "s",
+            t->size == 1 ? "no --ranks given" : "from mpirun -n");
     fprintf(stderr, "parity train: %s\n", s);
 }
 

@@ -55,10 +55,33 @@ PY
 
 done_line() { grep '^parity train: done: ' "$T/err"; }
 
-# The done line of a resumed run: its own part, the run's loss; an empty folder
-# left as it was.
+# The done line: the thread and rank counts a run took without being told,
+# the steps the governor ran on one thread, a resumed run's own part.
 part_train() {
     local M=(--model mlp:784-32-10 --no-eval)
+    "$P" train --trainer omp --steps 2 "${M[@]}" >/dev/null 2>"$T/err" </dev/null
+    check "train --trainer omp: done line says 1 thread, and why" test \
+        "$(done_line | grep -c '; omp: 1 thread (neither --threads nor OMP_NUM_THREADS given)$')" = 1
+    OMP_NUM_THREADS=2 "$P" train --trainer omp --steps 2 "${M[@]}" >/dev/null 2>"$T/err" </dev/null
+    check "OMP_NUM_THREADS=2 train --trainer omp: 2 threads (from OMP_NUM_THREADS)" test \
+        "$(done_line | grep -c '; omp: 2 threads (from OMP_NUM_THREADS)$')" = 1
+    "$P" train --trainer omp --threads 2 --fixed-threads --steps 2 "${M[@]}" >/dev/null 2>"$T/err" </dev/null
+    check "train --trainer omp --threads 2: no note" grep -Eqx \
+        'parity train: done: 2 steps, loss [0-9.]+, not evaluated, [0-9.]+ s' "$T/err"
+    if "$P" train --trainer mpi --steps 2 "${M[@]}" >/dev/null 2>"$T/err" </dev/null; then
+        check "train --trainer mpi: done line says 1 rank (no --ranks given)" test \
+            "$(done_line | grep -c '; mpi: 1 rank (no --ranks given)$')" = 1
+    else
+        echo "note: no MPI trainers in this build"
+    fi
+    # Two threads on one CPU: the governor runs most steps on one; the line says how many.
+    taskset -c 0 "$P" train --trainer omp --threads 2 --steps 60 "${M[@]}" --json \
+        >"$T/g.json" 2>"$T/err" </dev/null
+    local n
+    n=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['steps_one_thread'])" "$T/g.json")
+    check "taskset -c 0 train --threads 2: $n of 60 steps on one thread, in the done line" test \
+        "$n" -gt 0 -a "$(done_line | grep -c "; $n of 60 steps on one thread (busy machine; --fixed-threads to pin)$")" = 1
+
     # --resume: the resumed part's steps and seconds, the run's final loss.
     "$P" train --steps 6 --seed 3 "${M[@]}" --json --quiet >"$T/full.json" 2>/dev/null </dev/null
     "$P" train --steps 3 --seed 3 "${M[@]}" --checkpoint-dir "$T/ck" --quiet 2>/dev/null </dev/null
