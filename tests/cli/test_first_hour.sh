@@ -6,13 +6,13 @@
 # behind, help that names what the binary takes, errors that say what was
 # meant, and `parity bisect` of two learning rates. Not the arithmetic (test_cli,
 # test_resume and the verify tests); help against docs/: test_help_docs.py.
-# Usage: test_first_hour.sh PATH/TO/parity [summary|train ...]
+# Usage: test_first_hour.sh PATH/TO/parity [summary|train|help ...]
 # (default: all). Needs fashion-mnist (data/fetch.sh). A few seconds a part.
 set -u
 . "$(dirname "$0")/../common/test_lib.sh"
 P=$1
 shift
-parts=${*:-summary train}
+parts=${*:-summary train help}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
@@ -96,6 +96,26 @@ part_train() {
     mkdir "$T/empty"
     expect 3 "^parity train: no checkpoint in $T/empty" train --resume "$T/empty"
     check "... and leaves the empty folder empty (no .lock)" test -z "$(ls -A "$T/empty")"
+}
+
+# Help that matches the binary.
+part_help() {
+    expect 0 "" version -h
+    check "parity version -h: the usage on stdout" grep -q '^usage: parity version' "$T/out"
+    expect 2 "^parity version: unexpected argument 'x'$" version x
+    "$P" check --help >"$T/h" 2>/dev/null </dev/null
+    check "check --help: --trainer names every trainer" \
+        grep -Eq '^  --trainer +NAME +reference, serial, omp, mpi, hybrid or root \(reference\)$' "$T/h"
+    "$P" verify --help >"$T/h" 2>/dev/null </dev/null
+    local want
+    want=$(cd "$(dirname "$0")/../../verify/suites" && ls | grep -v '\.' | sort | tr '\n' ' ')
+    local got
+    got=$(sed -n 4p "$T/h" | tr -d ',' | tr ' ' '\n' | grep . | sort | tr '\n' ' ')
+    check "verify --help lists every suite of verify/suites/ ($want)" test "$got" = "$want"
+    expect 0 "" table keygen --key "$T/k.key"
+    check "table keygen --key k.key writes k.pub, as its help says" test -s "$T/k.pub" -a ! -e "$T/k.key.pub"
+    "$P" table keygen --help >"$T/h" 2>/dev/null </dev/null
+    check "... keygen --help: public key FILE's stem + .pub" grep -q "public key: FILE's stem + .pub" "$T/h"
 }
 
 for p in $parts; do "part_$p"; done
