@@ -4,6 +4,7 @@
 #ifndef PAR_CLI_H
 #define PAR_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "par_model.h"
@@ -37,6 +38,11 @@ void cli_omp_wait(char **argv);
 // naming it and what was expected, then a hint, and returns EXIT_USAGE.
 int cli_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *opts,
               const char **pos, int max_pos, int *n_pos);
+
+// The name of names[0..n) nearest to word[0..len) by edit distance, when it is
+// near enough to be what was meant (a few edits); else NULL. The did-you-mean
+// of every unknown flag (cli_parse) and of anything else a user misspells.
+const char *cli_nearest(const char *word, size_t len, const char *const *names, size_t n);
 
 // Prints the flag table of opts to stdout.
 void cli_usage(const char *synopsis, const cli_opt *opts);

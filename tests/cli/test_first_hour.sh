@@ -6,13 +6,13 @@
 # behind, help that names what the binary takes, errors that say what was
 # meant, and `parity bisect` of two learning rates. Not the arithmetic (test_cli,
 # test_resume and the verify tests); help against docs/: test_help_docs.py.
-# Usage: test_first_hour.sh PATH/TO/parity [summary|train|help ...]
+# Usage: test_first_hour.sh PATH/TO/parity [summary|train|help|errors ...]
 # (default: all). Needs fashion-mnist (data/fetch.sh). A few seconds a part.
 set -u
 . "$(dirname "$0")/../common/test_lib.sh"
 P=$1
 shift
-parts=${*:-summary train help}
+parts=${*:-summary train help errors}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
@@ -116,6 +116,16 @@ part_help() {
     check "table keygen --key k.key writes k.pub, as its help says" test -s "$T/k.pub" -a ! -e "$T/k.key.pub"
     "$P" table keygen --help >"$T/h" 2>/dev/null </dev/null
     check "... keygen --help: public key FILE's stem + .pub" grep -q "public key: FILE's stem + .pub" "$T/h"
+}
+
+# Errors that say what was meant.
+part_errors() {
+    expect 2 "^parity train: unknown flag '--step'; did you mean --steps\?$" train --step 5
+    expect 2 "^parity check: unknown flag '--steps'; did you mean --step\?$" check --steps 5
+    expect 2 "^parity verify: unknown flag '--time-out'; did you mean --timeout\?$" verify quick --time-out 5
+    expect 2 "^parity table sign: unknown flag '--kye'; did you mean --key\?$" table sign "$T" --kye k
+    expect 2 "^parity lockstep: unknown flag '--treads'; did you mean --threads\?$" lockstep --treads 2
+    expect 2 "^parity train: unknown flag '--frobnicate'$" train --frobnicate
 }
 
 for p in $parts; do "part_$p"; done
