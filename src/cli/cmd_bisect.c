@@ -736,6 +736,18 @@ int cmd_bisect(int argc, char **argv)
         return fail_usage("expected two run configurations A and B, e.g. "
                           "parity bisect \"--trainer serial\" \"--trainer omp --threads 2\"",
                           "run 'parity bisect --help'");
+    // `bisect "--trainer serial" --steps 5`: the second word is a flag of both runs
+    // ("--steps", not a quoted configuration such as "--steps=5 --trainer omp").
+    for (int k = 0; opts[k].name; k++)
+        if (strcmp(argv[3], opts[k].name) == 0 &&
+            (opts[k].kind != CLI_FLAG || k >= N_SIDE_OPTS)) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "configuration B is missing: '%s' after A is a flag of "
+                     "both runs", argv[3]);
+            return fail_usage(msg, "give A and B first, each one quoted string, e.g. parity "
+                                   "bisect \"--trainer serial\" \"--trainer omp\" --steps 5 "
+                                   "(\"\" for the defaults)");
+        }
     const char *pos[1];
     int n_pos;
     int rc = cli_parse("bisect", argc, argv, 4, opts, pos, 0, &n_pos);

@@ -126,6 +126,9 @@ part_errors() {
     expect 2 "^parity table sign: unknown flag '--kye'; did you mean --key\?$" table sign "$T" --kye k
     expect 2 "^parity lockstep: unknown flag '--treads'; did you mean --threads\?$" lockstep --treads 2
     expect 2 "^parity train: unknown flag '--frobnicate'$" train --frobnicate
+    expect 2 "^parity bisect: configuration B is missing: '--steps' after A is a flag of both runs$" \
+        bisect "--trainer serial" --steps 5
+    check "... hint: A and B first, each quoted" grep -q '^hint: give A and B first, each one quoted string' "$T/err"
 }
 
 for p in $parts; do "part_$p"; done
