@@ -96,6 +96,12 @@ part_train() {
     mkdir "$T/empty"
     expect 3 "^parity train: no checkpoint in $T/empty" train --resume "$T/empty"
     check "... and leaves the empty folder empty (no .lock)" test -z "$(ls -A "$T/empty")"
+    # A used folder: the hint names --resume DIR.
+    expect 2 "^parity train: checkpoint folder $T/ck already holds checkpoints \(newest: step 6\)$" \
+        train --steps 2 --checkpoint-dir "$T/ck"
+    check "... hint: continue that run with --resume DIR" \
+        grep -qx "hint: continue that run with --resume $T/ck, or give --checkpoint-dir an empty or new folder" "$T/err"
+    check "... and the folder keeps its lock file" test -e "$T/ck/.lock"
 }
 
 # Help that matches the binary.
