@@ -135,6 +135,12 @@ part_errors() {
     expect 2 "^parity bisect: configuration B is missing: '--steps' after A is a flag of both runs$" \
         bisect "--trainer serial" --steps 5
     check "... hint: A and B first, each quoted" grep -q '^hint: give A and B first, each one quoted string' "$T/err"
+    expect 2 "^parity data: unknown subcommand 'foo': expected order or make-cifar$" data foo
+    check "... then the usage on stdout" grep -q '^usage: parity data order' "$T/out"
+    expect 2 "^parity data: unknown subcommand 'ordr'; did you mean order\?$" data ordr
+    expect 2 "^parity data: expected a subcommand: order or make-cifar$" data
+    expect 2 "^parity train: --model cnn:3x32x32-c4k3-m2-f-fc10 takes 3072 inputs but dataset fashion-mnist has 784" \
+        train --model cnn:3x32x32-c4k3-m2-f-fc10 --steps 1
 }
 
 for p in $parts; do "part_$p"; done
