@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "par_data.h"
 #include "par_model.h"
 #include "par_status.h"
 #include "par_trainer.h"
@@ -80,6 +81,11 @@ typedef struct cli_numerics {
 // line naming the flag and what was expected (and a hint) and returns the
 // exit code.
 int cli_numerics_resolve(const char *cmd, const cli_numerics_flags *f, cli_numerics *out);
+
+// The hint for a --model whose input size is not that of ds's samples, in the
+// model's own grammar: "cnn:1x28x28-..." for a CNN, "mlp:784-..." for an MLP.
+// Static buffer.
+const char *cli_input_hint(const par_model *m, const par_dataset *ds);
 
 // --optim NAME and its hyperparameters as given (NAN: not given, the
 // default applies), shared by train, check and lockstep.

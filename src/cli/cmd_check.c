@@ -400,6 +400,8 @@ static int open_data(par_dataset *ds, const check_opts *o, const par_model *m, p
                 "parity check: --model %s takes %zu inputs and %zu classes, dataset %s "
                 "has %zu and %zu\n",
                 m->spec, m->n_inputs, m->n_classes, ds->name, ds->train.n_features, ds->n_classes);
+        if (ds->train.n_features != m->n_inputs)
+            fprintf(stderr, "hint: %s\n", cli_input_hint(m, ds));
         par_dataset_free(ds);
         return EXIT_USAGE;
     }

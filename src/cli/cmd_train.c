@@ -269,7 +269,7 @@ static par_status open_data(train_run *t)
         if (c->upscale > 0)
             snprintf(up, sizeof up, " (--upscale %d: %d x %d x %zu)", c->upscale, c->upscale,
                      c->upscale, ds->train.channels);
-        t->hint = "leave out --model for the default MLP, or make its first number the input size";
+        t->hint = cli_input_hint(m, ds);
         PAR_FAIL_IF(1, PAR_ERR_CONFIG, "--model %s takes %zu inputs but dataset %s has %zu "
                     "features per sample%s; expected an input size of %zu", m->spec, m->n_inputs,
                     ds->name, ds->train.n_features, up, ds->train.n_features);

@@ -141,6 +141,12 @@ part_errors() {
     expect 2 "^parity data: expected a subcommand: order or make-cifar$" data
     expect 2 "^parity train: --model cnn:3x32x32-c4k3-m2-f-fc10 takes 3072 inputs but dataset fashion-mnist has 784" \
         train --model cnn:3x32x32-c4k3-m2-f-fc10 --steps 1
+    check "... hint in the CNN grammar: cnn:1x28x28-..." grep -qx \
+        "hint: begin the CNN with the image shape of fashion-mnist, channels x height x width: cnn:1x28x28-..." "$T/err"
+    expect 2 "^parity check: --model cnn:3x32x32" check --model cnn:3x32x32-c4k3-m2-f-fc10
+    check "... check gives the same hint" grep -q "^hint: begin the CNN with the image shape of fashion-mnist" "$T/err"
+    expect 2 "takes 100 inputs" train --model mlp:100-10 --steps 1
+    check "... an MLP's hint in the MLP grammar: mlp:784-..." grep -q "the input size: mlp:784-...$" "$T/err"
 }
 
 for p in $parts; do "part_$p"; done
