@@ -6,13 +6,13 @@
 # behind, help that names what the binary takes, errors that say what was
 # meant, and `parity bisect` of two learning rates. Not the arithmetic (test_cli,
 # test_resume and the verify tests); help against docs/: test_help_docs.py.
-# Usage: test_first_hour.sh PATH/TO/parity [summary|train|help|errors ...]
+# Usage: test_first_hour.sh PATH/TO/parity [summary|train|help|errors|bisect ...]
 # (default: all). Needs fashion-mnist (data/fetch.sh). A few seconds a part.
 set -u
 . "$(dirname "$0")/../common/test_lib.sh"
 P=$1
 shift
-parts=${*:-summary train help errors}
+parts=${*:-summary train help errors bisect}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
@@ -147,6 +147,21 @@ part_errors() {
     check "... check gives the same hint" grep -q "^hint: begin the CNN with the image shape of fashion-mnist" "$T/err"
     expect 2 "takes 100 inputs" train --model mlp:100-10 --steps 1
     check "... an MLP's hint in the MLP grammar: mlp:784-..." grep -q "the input size: mlp:784-...$" "$T/err"
+}
+
+# bisect of two learning rates: different mathematics, said so.
+part_bisect() {
+    "$P" bisect "--lr 0.01" "--lr 0.02" --steps 1 >"$T/out" 2>"$T/err" </dev/null
+    check "bisect \"--lr 0.01\" \"--lr 0.02\": exit 1 (they differ)" test $? = 1
+    check "... says the runs compute different mathematics, MPFR's verdict for a's setting" grep -qx \
+        "note: --lr 0.01 (a) and 0.02 (b) compute different mathematics, not the same sums in another order; MPFR's verdict applies to a's setting only" "$T/out"
+    check "... and at the verdict" grep -qx \
+        "  closer to exact: a (exact for a's --lr: b computes other mathematics)" "$T/out"
+    "$P" bisect "--lr 0.01" "--lr 0.02" --steps 1 --json >"$T/out" 2>/dev/null </dev/null
+    check "... --json: same_mathematics false" grep -q '"same_mathematics": false' "$T/out"
+    "$P" bisect "--trainer serial" "--trainer omp --threads 2" --steps 1 >"$T/out" 2>/dev/null </dev/null
+    check "bisect serial vs omp: the same mathematics, no note" test $? = 0 -a \
+        "$(grep -c '^note:' "$T/out")" = 0
 }
 
 for p in $parts; do "part_$p"; done
