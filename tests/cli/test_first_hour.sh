@@ -4,15 +4,16 @@
 # optimizer state), the done line of `parity train` (threads, ranks, resumed
 # runs, the busy machine's one-thread steps), a --resume that leaves nothing
 # behind, help that names what the binary takes, errors that say what was
-# meant, and `parity bisect` of two learning rates. Not the arithmetic (test_cli,
-# test_resume and the verify tests); help against docs/: test_help_docs.py.
-# Usage: test_first_hour.sh PATH/TO/parity [summary|train|help|errors|bisect ...]
+# meant, `parity bisect` of two learning rates, and the time `parity verify`
+# says it needs. Not the arithmetic (test_cli, test_resume and the verify
+# tests); help against docs/: test_help_docs.py.
+# Usage: test_first_hour.sh PATH/TO/parity [summary|train|help|errors|bisect|estimate ...]
 # (default: all). Needs fashion-mnist (data/fetch.sh). A few seconds a part.
 set -u
 . "$(dirname "$0")/../common/test_lib.sh"
 P=$1
 shift
-parts=${*:-summary train help errors bisect}
+parts=${*:-summary train help errors bisect estimate}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
@@ -162,6 +163,31 @@ part_bisect() {
     "$P" bisect "--trainer serial" "--trainer omp --threads 2" --steps 1 >"$T/out" 2>/dev/null </dev/null
     check "bisect serial vs omp: the same mathematics, no note" test $? = 0 -a \
         "$(grep -c '^note:' "$T/out")" = 0
+}
+
+# parity verify's estimate of its time never promises less than the cases not
+# yet started take (their window-timed runs, 1.1 x the window each). Two cases of 6 timed runs of 0.3 s windows.
+part_estimate() {
+    "$P" table keygen --key "$T/k.key" >/dev/null 2>&1 </dev/null
+    local c
+    c=$(printf 'steps = 2\nmodel = mlp:784-16-10\ntrainers = serial, omp\nthreads = 1, 2\nrepeats = 2\nwarmup = 0\nwindow = 0.3\ncheck_steps = none')
+    printf '[case a]\n%s\n\n[case b]\n%s\n' "$c" "$c" >"$T/suite"
+    "$P" verify "$T/suite" --out "$T/v" --key "$T/k.key" --every 1 >/dev/null 2>"$T/err" </dev/null
+    check "parity verify (2 cases of 0.3 s windows): exit 0" test $? = 0
+    # omp T=2 is timed where there are 2 cores: 3 or 2 configs a case, 2 rounds each
+    local per=3
+    [ "$(nproc)" -ge 2 ] || per=2
+    # Case a's lines promise at least case b's windows (per x 2 runs of 0.33 s).
+    local floor=$(( (per * 2 * 33 + 50) / 100 ))
+    check "... while case 1 runs, never less than case 2's windows (0:0$floor)" test -z "$($py - "$T/err" "$floor" <<'PY'
+import re, sys
+floor = int(sys.argv[2])
+for line in open(sys.argv[1]):
+    m = re.match(r"parity verify: case 1/2 .*about (\d+):(\d+) left", line)
+    if m and int(m.group(1)) * 60 + int(m.group(2)) < floor:
+        print(line)
+PY
+)" -a "$(grep -c '^parity verify: case 1/2 .*about [0-9:]* left' "$T/err")" -ge 5
 }
 
 for p in $parts; do "part_$p"; done
