@@ -257,6 +257,21 @@ static int run_suite(int argc, char **argv, const vf_suite *s, const verify_run 
         .timeout_s = v->timeout > 0 ? v->timeout : 3600, .ctx = (void *)&v->every,
         .progress = v->quiet ? NULL : tty ? show_progress : show_progress_plain,
     };
+    if (!v->quiet) {   // what the suite itself says of its time, before anything runs
+        long runs, configs = 0;
+        const double win = vf_suite_window_s(s, ro.cores, &runs);
+        for (int i = 0; i < s->n_cases; i++) configs += s->cases[i].n_configs;
+        char t[32];
+        fmt_time(t, sizeof t, win);
+        if (runs > 0)
+            fprintf(stderr, "parity verify: suite %s: %d cases, %ld configs; its %ld timed runs "
+                            "take about %s (their windows); the rest is estimated from the first "
+                            "runs of each kind\n", s->name, s->n_cases, configs, runs, t);
+        else
+            fprintf(stderr, "parity verify: suite %s: %d cases, %ld configs; the time left is "
+                            "estimated from the first runs of each kind\n", s->name, s->n_cases,
+                    configs);
+    }
     json_t *res = NULL;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);

@@ -165,8 +165,9 @@ part_bisect() {
         "$(grep -c '^note:' "$T/out")" = 0
 }
 
-# parity verify's estimate of its time never promises less than the cases not
-# yet started take (their window-timed runs, 1.1 x the window each). Two cases of 6 timed runs of 0.3 s windows.
+# parity verify's time: at the start what the suite itself says (its window-timed
+# runs, 1.1 x the window each), then an estimate that never promises less than
+# the cases not yet started take. Two cases of 6 timed runs of 0.3 s windows.
 part_estimate() {
     "$P" table keygen --key "$T/k.key" >/dev/null 2>&1 </dev/null
     local c
@@ -177,6 +178,10 @@ part_estimate() {
     # omp T=2 is timed where there are 2 cores: 3 or 2 configs a case, 2 rounds each
     local per=3
     [ "$(nproc)" -ge 2 ] || per=2
+    local runs=$((2 * per * 2))
+    check "... its first line: $runs timed runs of about 0:0$(( (runs * 33 + 50) / 100 ))" grep -qx \
+        "parity verify: suite suite: 2 cases, $((2 * per)) configs; its $runs timed runs take about 0:0$(( (runs * 33 + 50) / 100 )) (their windows); the rest is estimated from the first runs of each kind" \
+        <(head -n 1 "$T/err")
     # Case a's lines promise at least case b's windows (per x 2 runs of 0.33 s).
     local floor=$(( (per * 2 * 33 + 50) / 100 ))
     check "... while case 1 runs, never less than case 2's windows (0:0$floor)" test -z "$($py - "$T/err" "$floor" <<'PY'

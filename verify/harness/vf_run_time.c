@@ -221,6 +221,21 @@ int vf_timed_runs(const vf_case *c, const vf_config *cf, int cores)
     return cf->threads * cf->ranks > cores || c->repeats == 0 ? 0 : c->warmup + c->repeats;
 }
 
+double vf_suite_window_s(const vf_suite *s, int cores, long *runs)
+{
+    double sec = 0;
+    *runs = 0;
+    for (int i = 0; i < s->n_cases; i++) {
+        const vf_case *c = &s->cases[i];
+        for (int j = 0; c->window > 0 && j < c->n_configs; j++) {
+            const int n = vf_timed_runs(c, &c->configs[j], cores);
+            *runs += n;
+            sec += n * vf_window_run_s(c);
+        }
+    }
+    return sec;
+}
+
 void vf_time_row_skip(vf_runner *r, vf_case_run *cr, const vf_config *cf)
 {
     const vf_case *c = cr->c;
