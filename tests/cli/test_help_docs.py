@@ -58,6 +58,10 @@ def commands(text):
             if sub == "table" and m.group(2):
                 sub, rest = "table " + m.group(2), m.group(3)
             if sub in helpflags:
+                # a quoted word is a value (--external 'torchrun --nproc ...'), but
+                # bisect's quoted A and B are parity train flags
+                if sub != "bisect":
+                    rest = re.sub(r"'[^']*'|\"[^\"]*\"", "", rest)
                 found.append((sub, rest))
     return found
 
