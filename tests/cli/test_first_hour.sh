@@ -14,9 +14,7 @@ set -u
 P=$1
 shift
 parts=${*:-summary train help errors bisect estimate}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
+test_tmp
 unset OMP_NUM_THREADS
 py=/usr/bin/python3
 
