@@ -11,12 +11,15 @@ The PTX of src/cuda/cuda_kernels.cu (built with -fmad=false) must hold:
   - fma.rn only in the kernels whose bodies write fma (forward, backward_data,
     grad_update), and at least one there.
 Where cuobjdump runs (CUDA toolkit with it; the GPU machine has it), the SASS of
-LIBRARY.a too: in every kernel whose PTX has no division, square root or reciprocal
-(their IEEE expansions use fma internally), the FFMA + DFMA count equals the PTX's
-fma.rn count, so ptxas added none. Exit 0 if all hold, 1 with the failures listed.
+LIBRARY.a too: in every kernel whose PTX has no float division, square root or
+reciprocal (their IEEE expansions bring multiplies, adds and fmas of their own),
+at least as many FMUL/DMUL as the PTX has mul.rn and as many FADD/DADD as it has
+add.rn and sub.rn. ptxas fusing a multiply and an add into an fma removes one of
+each; unrolling a loop only adds. Exit 0 if all hold, 1 with the failures listed.
 
---control compiles SOURCE to PTX twice (-fmad=false, then -fmad=true) and checks
-that the first passes and the second fails: the check can fail.
+--control compiles SOURCE twice (-fmad=false, then -fmad=true) and checks that
+the first passes and the second fails, in the PTX and, with cuobjdump, in the
+SASS (there ptxas fuses the unrounded mul and add): the check can fail.
 """
 import collections
 import os
@@ -49,8 +52,9 @@ def demangle(name):
 
 
 def check_ptx(ptx):
+    """Failures, and per kernel its PTX counts (fma, mul, add + sub, has division/sqrt)."""
     bad = []
-    fma_count = {}
+    counts = {}
     for name, lines in entries(ptx).items():
         short = demangle(name)
         text = "\n".join(lines)
@@ -61,13 +65,18 @@ def check_ptx(ptx):
         for op in re.findall(r"\b(?:min|max)(?:\.\w+)*\.f(?:32|64)\b", text):
             bad.append(f"{short}: {op} (a float min/max)")
         n = len(re.findall(r"\bfma\.rn\.f(?:32|64)\b", text))
-        fma_count[short] = (n, bool(re.search(r"\b(?:div|sqrt|rcp)(?:\.\w+)*\.f(?:32|64)\b", text)))
+        counts[short] = {
+            "fma": n,
+            "mul": len(re.findall(r"\bmul(?:\.rn)?\.f(?:32|64)\b", text)),
+            "add": len(re.findall(r"\b(?:add|sub)(?:\.rn)?\.f(?:32|64)\b", text)),
+            "expands": bool(re.search(r"\b(?:div|sqrt|rcp)(?:\.\w+)*\.f(?:32|64)\b", text)),
+        }
         writes_fma = short.startswith(FMA_KERNELS)
         if n and not writes_fma:
             bad.append(f"{short}: {n} fma.rn where the source writes none")
         if writes_fma and n == 0:
             bad.append(f"{short}: no fma.rn where the source writes fma chains")
-    return bad, fma_count
+    return bad, counts
 
 
 def find_cuobjdump():
@@ -77,43 +86,63 @@ def find_cuobjdump():
     return None
 
 
-def check_sass(lib, fma_count):
+def check_sass(binary, counts, quiet=False):
+    """Failures of the SASS of binary (an object, library or cubin) against the PTX counts."""
     tool = find_cuobjdump()
     if not tool:
         print("SASS: not checked (no cuobjdump on this machine)")
         return []
-    sass = subprocess.run([tool, "-sass", lib], capture_output=True, text=True, check=True).stdout
+    sass = subprocess.run([tool, "-sass", binary], capture_output=True, text=True,
+                          check=True).stdout
     bad, seen = [], 0
     for block in re.split(r"\n\s*Function : ", sass)[1:]:
         short = demangle(block.split()[0])
-        if short not in fma_count:
+        if short not in counts:
             continue
-        ptx_n, expands = fma_count[short]
-        sass_n = len(re.findall(r"\b[DF]FMA\b", block))
-        print(f"SASS {short}: {sass_n} FFMA/DFMA, PTX {ptx_n} fma.rn"
-              + (" (division/sqrt expansions: not compared)" if expands else ""))
-        if not expands:
-            seen += 1
-            if sass_n != ptx_n:
-                bad.append(f"{short}: SASS has {sass_n} FFMA/DFMA, the PTX {ptx_n} fma.rn")
+        c = counts[short]
+        fma = len(re.findall(r"\b[DF]FMA\b", block))
+        mul = len(re.findall(r"\b[DF]MUL\b", block))
+        add = len(re.findall(r"\b[DF]ADD\b", block))
+        if not quiet:
+            print(f"SASS {short}: {fma} FFMA/DFMA, {mul} FMUL/DMUL, {add} FADD/DADD; PTX "
+                  f"{c['fma']} fma, {c['mul']} mul, {c['add']} add/sub"
+                  + (" (division/sqrt expansions: not compared)" if c["expands"] else ""))
+        if c["expands"]:
+            continue
+        seen += 1
+        if mul < c["mul"] or add < c["add"] or fma < c["fma"]:
+            bad.append(f"{short}: SASS has {mul} multiplies, {add} adds, {fma} fmas; the PTX "
+                       f"{c['mul']}, {c['add']}, {c['fma']}: a multiply and an add fused")
     if seen == 0:
         bad.append("SASS: no kernel compared (cuobjdump output not understood)")
     return bad
 
 
 def control(nvcc, src, flags):
+    """-fmad=false passes; -fmad=true fails in its PTX and, with cuobjdump, in its SASS
+    measured against the -fmad=false PTX: the source's rounded multiplies and adds."""
+    sass = find_cuobjdump() is not None
     with tempfile.TemporaryDirectory() as d:
-        results = []
+        results, ref = [], None
         for fmad in ("false", "true"):
-            out = os.path.join(d, f"k_{fmad}.ptx")
-            subprocess.run([nvcc, "-ptx", "-std=c++17", "-arch=sm_90", f"-fmad={fmad}", *flags,
-                            src, "-o", out], check=True)
-            with open(out) as f:
-                results.append(check_ptx(f.read())[0])
-    ok = not results[0] and bool(results[1])
-    print(f"control: -fmad=false: {len(results[0])} failures; -fmad=true: {len(results[1])}")
-    for b in results[1][:3]:
+            base = [nvcc, "-std=c++17", "-arch=sm_90", f"-fmad={fmad}", *flags, src]
+            ptx, cubin = os.path.join(d, f"k_{fmad}.ptx"), os.path.join(d, f"k_{fmad}.cubin")
+            subprocess.run(base + ["-ptx", "-o", ptx], check=True)
+            with open(ptx) as f:
+                bad, counts = check_ptx(f.read())
+            ref = ref or counts
+            sbad = []
+            if sass:
+                subprocess.run(base + ["-cubin", "-o", cubin], check=True)
+                sbad = check_sass(cubin, ref, quiet=True)
+            results.append((bad, sbad))
+    (p0, s0), (p1, s1) = results
+    print(f"control: -fmad=false: {len(p0)} PTX, {len(s0)} SASS failures; "
+          f"-fmad=true: {len(p1)} PTX, {len(s1)} SASS failures"
+          + ("" if sass else " (SASS not checked: no cuobjdump)"))
+    for b in (p1[:2] + s1[:2]):
         print(f"  -fmad=true: {b}")
+    ok = not p0 and not s0 and bool(p1) and (bool(s1) or not sass)
     return 0 if ok else 1
 
 
@@ -124,13 +153,14 @@ def main(argv):
         print(__doc__)
         return 2
     with open(argv[0]) as f:
-        bad, fma_count = check_ptx(f.read())
-    for k, (n, expands) in fma_count.items():
-        print(f"PTX {k}: {n} fma.rn{' (has division/sqrt)' if expands else ''}")
-    if len(fma_count) == 0:
+        bad, counts = check_ptx(f.read())
+    for k, c in counts.items():
+        print(f"PTX {k}: {c['fma']} fma.rn, {c['mul']} mul.rn, {c['add']} add/sub.rn"
+              + (" (has division/sqrt)" if c["expands"] else ""))
+    if not counts:
         bad.append("PTX: no kernel found")
     if len(argv) > 1:
-        bad += check_sass(argv[1], fma_count)
+        bad += check_sass(argv[1], counts)
     for b in bad:
         print("FAIL:", b)
     print("contraction check:", "FAIL" if bad else "ok")

@@ -3,7 +3,8 @@
 #   1. nvidia-smi, and the shared libraries parity lacks there;
 #   2. the gpu label: test_cuda (cuda == reference bit for bit, every optimizer,
 #      activation and dtype; tests/gpu/test_cuda.c), and the contraction check
-#      of the compiled kernels with their SASS (ci/cuda_fma_check.py; cuobjdump);
+#      of the compiled kernels with their SASS (ci/cuda_fma_check.py; cuobjdump),
+#      with its negative control where nvcc and SCRIPTS/src are there;
 #   3. `parity train --trainer cuda` against `--trainer reference` end to end
 #      on the default MLP and Fashion-MNIST, f32 and f64, sgd and adam, batch 64
 #      chunk 8 and batch 50 chunk 7, STEPS steps: every step's log line (loss
@@ -15,8 +16,9 @@
 #      (bench/results/gpu.md is a copy).
 # BIN holds parity, test_cuda, libpar_cuda.a, cuda_kernels.ptx (a CUDA build's)
 # and COMMIT (the commit they were built from); PARITY_DATA the datasets. Logs go
-# to OUT. Exit 0 when every check of 2 and 3 passed.
-# Usage: ci/gpu.sh BIN OUT [SCRIPTS]   (SCRIPTS: where ci/ and bench/ are; default .)
+# to OUT (at most 5 files: gpu.log, gpu.md, test_cuda.log, times.txt, runs.tgz).
+# Exit 0 when every check passed.
+# Usage: ci/gpu.sh BIN OUT [SCRIPTS]   (SCRIPTS: where ci/, bench/, src/ are; default .)
 # TRAINER=serial ci/gpu.sh ...: the same steps with serial for cuda (a dry run).
 set -uo pipefail
 BIN=$(cd "$1" && pwd)
@@ -42,6 +44,12 @@ grep -E "FAIL|passed|SKIP|device:" "$OUT/test_cuda.log" | tail -20
 [ $rc = 0 ] || fail "test_cuda exit $rc"
 echo "== contraction check (PTX and SASS)"
 python3 "$S/ci/cuda_fma_check.py" "$BIN/cuda_kernels.ptx" "$BIN/libpar_cuda.a" || fail "fma check"
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [ -x "$NVCC" ] && [ -d "$S/src/cuda" ]; then   # the check rejects -fmad=true, SASS included
+    python3 "$S/ci/cuda_fma_check.py" --control "$NVCC" "$S/src/cuda/cuda_kernels.cu" \
+        -I"$S/src/cuda" -I"$S/src/core" -I"$S/src/kernels" -I"$S/src/model" ||
+        fail "fma check control"
+fi
 
 echo "== parity train: cuda against reference, $STEPS steps"
 W=$(mktemp -d)
@@ -89,8 +97,7 @@ for tr in "$TR" serial; do
     [ "$a" = "$b" ] && echo "ok   cuda $half steps, resumed on $tr to $STEPS == one cuda run: $a" ||
         fail "resumed on $tr: $b, one run: $a"
 done
-cp "$W"/*.json "$OUT/" 2>/dev/null
-tar -C "$W" -czf "$OUT/runs.tgz" . 2>/dev/null
+tar -C "$W" -czf "$OUT/runs.tgz" --exclude='ck*' . 2>/dev/null   # the runs' JSON and logs
 
 echo "== seconds per epoch: cuda against PyTorch"
 PER_EPOCH=844   # ceil(54,000 / 64): Fashion-MNIST's training split
