@@ -145,6 +145,7 @@ med = statistics.median
 print("# --trainer cuda against PyTorch on the same GPU\n")
 print("Written by `ci/gpu.sh` on the GPU machine; not typed by hand.\n")
 print("| provenance | |\n|---|---|")
+print(f"| date (UTC) | {q('date', '-u', '+%Y-%m-%dT%H:%M:%SZ')} |")
 print(f"| GPU, driver | {gpu} |")
 print(f"| CUDA | the driver's {cuda}; parity built with nvcc 13.0, sm_90, -fmad=false, "
       "on Debian 12 with gcc 12 |")
