@@ -33,17 +33,7 @@
 #define SQRT sqrtf
 #define SINT int32_t
 #define INF_BITS INT32_C(0x7f800000)
-#include "cuda_bodies_impl.inc"
-#undef REAL
-#undef NAME
-#undef FMA
-#undef EXP
-#undef LOG
-#undef TANH
-#undef SIGMOID
-#undef SQRT
-#undef SINT
-#undef INF_BITS
+#include "cuda_bodies_impl.inc"   // undefines the macros above
 
 #define REAL double
 #define NAME(f) cuda_##f##_f64
@@ -56,15 +46,5 @@
 #define SINT int64_t
 #define INF_BITS INT64_C(0x7ff0000000000000)
 #include "cuda_bodies_impl.inc"
-#undef REAL
-#undef NAME
-#undef FMA
-#undef EXP
-#undef LOG
-#undef TANH
-#undef SIGMOID
-#undef SQRT
-#undef SINT
-#undef INF_BITS
 
 #endif
