@@ -1,14 +1,20 @@
 # The CUDA room (src/cuda, library par_cuda) and the cuda trainer, by PARITY_CUDA:
 # AUTO builds them where nvcc is found (/usr/local/cuda/bin/nvcc, else CUDACXX or
-# PATH), ON insists, OFF skips. Sets PAR_HAVE_CUDA. The device code keeps the
-# arithmetic contract: -fmad=false (no multiply and add contracted behind our
-# back; the kernels write __fmaf_rn / __fma_rn where the contract has fma),
-# checked on the compiled code by ci/cuda_fma_check.sh (ctest test_cuda_fma).
+# PATH), except in cross, sanitizer and fuzzing builds; ON insists, OFF skips.
+# Sets PAR_HAVE_CUDA. The device code keeps the arithmetic contract:
+# -fmad=false (no multiply and add contracted behind our back; the kernels write
+# __fmaf_rn / __fma_rn where the contract has fma), checked on the compiled code
+# by ci/cuda_fma_check.py (ctest test_cuda_fma).
 set(PAR_HAVE_CUDA OFF)
 if(NOT PARITY_CUDA MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "PARITY_CUDA=${PARITY_CUDA}: expected AUTO, ON or OFF")
 endif()
-if(NOT PARITY_CUDA STREQUAL "OFF")
+set(_par_cuda_want ${PARITY_CUDA})
+if(_par_cuda_want STREQUAL "AUTO" AND (CMAKE_CROSSCOMPILING OR PARITY_SANITIZE OR PARITY_TSAN
+                                       OR PARITY_FUZZ))
+  set(_par_cuda_want OFF)
+endif()
+if(NOT _par_cuda_want STREQUAL "OFF")
   if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX}
      AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
