@@ -73,3 +73,17 @@ bench_write() {   # bench_write FUNCTION: FUNCTION prints the summary (Markdown)
     BENCH_PART=
     echo "wrote $dir/$BENCH_NAME.md" >&2
 }
+
+# bench_parity: P, the path of build/parity (built first if missing), and
+# Open MPI allowed to run as root.
+bench_parity() {
+    P=$(readlink -f ./build/parity)
+    [ -x "$P" ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+}
+
+# bench_key: key, the signing key (PARITY_KEY, or the user's: made if missing).
+bench_key() {
+    key=${PARITY_KEY:-$HOME/.config/parity/parity.key}
+    [ -e "$key" ] || "$P" table keygen --key "$key"
+}

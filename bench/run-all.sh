@@ -5,24 +5,29 @@
 # quiet cores; --rounds N gives every script that repeats its runs N rounds
 # (more: narrower medians, longer); --smoke runs each at its smallest size
 # (a check that every script writes its file; the figures mean little);
-# --studies adds the studies' signed table (`parity verify studies`, about 25
-# minutes more); --only NAME,... runs those alone. A script that fails is
+# --verify adds the main job's signed table (`parity verify default`, about
+# 15 minutes more), --studies the studies' (`parity verify studies`, about
+# 25 minutes more); --only NAME,... runs those alone. A script that fails is
 # reported and the others still run; the exit status is 1 if one failed.
+# Then README.md's table of current figures is rewritten from the files
+# (bench/readme_figures.py; not after --smoke).
 # bench/model_hosts.sh needs root and iproute2: skipped otherwise.
-# Usage: bench/run-all.sh [--rounds N] [--smoke] [--studies] [--only NAMES]
+# Usage: bench/run-all.sh [--rounds N] [--smoke] [--verify] [--studies] [--only NAMES]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=
 SMOKE=0
 STUDIES=0
+VERIFY=0
 ONLY=
 while [ $# -gt 0 ]; do
     case $1 in
     --rounds) ROUNDS=${2:?--rounds N}; shift ;;
     --smoke) SMOKE=1 ;;
     --studies) STUDIES=1 ;;
+    --verify) VERIFY=1 ;;
     --only) ONLY=${2:?--only NAME,...}; shift ;;
-    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench/run-all.sh: unknown flag $1 (--help)" >&2; exit 2 ;;
     esac
     shift
@@ -40,7 +45,10 @@ ARGS[bn_ring]="300 2 ${ROUNDS:-3}"            SMALL[bn_ring]="30 2 1"
 ARGS[model]=""                                SMALL[model]="--steps 30"
 ARGS[model_hosts]=""                          SMALL[model_hosts]="--steps 30"
 ARGS[studies]="studies"                       SMALL[studies]="studies-quick"
-NAMES=(trainers kernels log contention vs_pytorch bn_ring model model_hosts)
+ARGS[verify]="default"                        SMALL[verify]="quick"
+ARGS[external]="5"                            SMALL[external]="1"
+NAMES=(trainers kernels log contention vs_pytorch bn_ring model model_hosts external)
+[ "$VERIFY" = 0 ] || NAMES+=(verify)
 [ "$STUDIES" = 0 ] || NAMES+=(studies)
 [ -z "$ONLY" ] || IFS=, read -r -a NAMES <<<"$ONLY"
 for name in "${NAMES[@]}"; do
@@ -66,5 +74,7 @@ for name in "${NAMES[@]}"; do
         echo "== $name FAILED; its results file is left as it was" >&2
     fi
 done
+# README.md's table of current figures, from the files just written.
+[ "$SMOKE" = 1 ] || /usr/bin/python3 bench/readme_figures.py
 echo "== done in $(($(date +%s) - start)) s: bench/results/"
 [ ${#failed[@]} = 0 ] || { echo "failed: ${failed[*]}" >&2; exit 1; }

@@ -16,11 +16,8 @@ studies | studies-quick) ;;
 esac
 . bench/results_lib.sh
 bench_begin studies "The studies, verified: \`parity verify $SUITE\`" "$@"
-P=$(readlink -f ./build/parity)
-[ -x "$P" ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-key=${PARITY_KEY:-$HOME/.config/parity/parity.key}
-[ -e "$key" ] || "$P" table keygen --key "$key"
+bench_parity
+bench_key
 suite=$(pwd)/verify/suites/$SUITE
 (
     cd "$T"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing (ci/setup.sh --ci: with PyTorch for the torch
-# label), builds parity with coverage and -Werror, runs the whole ctest suite
-# (unit, omp, mpi, mpfr, cli, verify labels), then builds it again without
+# label), builds parity with coverage and -Werror, runs the ctest suite
+# (every label; slow only with --all), then builds it again without
 # MPI (build-nompi, -Werror) and runs its unit tests there (the MPI tests are
 # registered DISABLED), then with clang (build-clang, -Werror, all targets:
 # its unit tests; that clang's runs give gcc's bits is ctest's cross label,
@@ -9,9 +9,17 @@
 # prints a gcovr coverage summary of src/ and
 # reference/, then fuzzes every parser for a bounded time (ci/fuzz.sh,
 # PARITY_FUZZ_SECONDS each, default 10; 0 skips; any crash fails).
-# Usage: ci/test.sh [extra ctest args, e.g. -L unit: then no fuzzing]
+# The tests labelled slow (the quick and studies suites end to end, a
+# deliberately broken suite, NOISY rows, git bisect: minutes each) are left
+# out unless --all is given; ci/verify.sh runs the default suite itself.
+# Usage: ci/test.sh [--all | extra ctest args, e.g. -L unit: then no fuzzing]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+select=(-LE slow)
+if [ "${1:-}" = --all ]; then
+    select=()
+    shift
+fi
 ci/setup.sh --ci
 
 build=build-ci
@@ -20,7 +28,8 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARITY_COVERAGE=ON \
       -DPARITY_WERROR=ON -DPARITY_MPI=ON >/dev/null
 find "$build" -name '*.gcda' -delete
 cmake --build "$build" -j"$(nproc)"
-ctest --test-dir "$build" --output-on-failure -j1 "$@"
+if [ $# -gt 0 ]; then select=("$@"); fi
+ctest --test-dir "$build" --output-on-failure -j1 "${select[@]}"
 
 echo
 echo "== without MPI (build-nompi: -DPARITY_MPI=OFF, unit tests) =="

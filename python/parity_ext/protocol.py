@@ -30,7 +30,7 @@ from . import npz, spec
 
 PROTOCOL = 1
 ENV_DIR = "PARITY_EXTERNAL"
-RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 TO_TRAINER, FROM_TRAINER = "to-trainer", "from-trainer"
 ABORT = "abort"   # rank 0 to the other ranks only: stop, rank 0 has failed
 
@@ -42,7 +42,8 @@ class ProtocolError(Exception):
 
 def env_rank():
     """This process's rank from the launcher's environment (torchrun's RANK,
-    Open MPI's OMPI_COMM_WORLD_RANK, PMI_RANK); 0 when all are unset or 0."""
+    Open MPI's OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, Slurm's SLURM_PROCID);
+    0 when all are unset or 0."""
     for var in RANK_VARS:
         v = os.environ.get(var, "")
         if v not in ("", "0"):

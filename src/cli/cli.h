@@ -4,8 +4,10 @@
 #ifndef PAR_CLI_H
 #define PAR_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "par_data.h"
 #include "par_model.h"
 #include "par_status.h"
 #include "par_trainer.h"
@@ -37,6 +39,11 @@ void cli_omp_wait(char **argv);
 // naming it and what was expected, then a hint, and returns EXIT_USAGE.
 int cli_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *opts,
               const char **pos, int max_pos, int *n_pos);
+
+// The name of names[0..n) nearest to word[0..len) by edit distance, when it is
+// near enough to be what was meant (a few edits); else NULL. The did-you-mean
+// of every unknown flag (cli_parse) and of anything else a user misspells.
+const char *cli_nearest(const char *word, size_t len, const char *const *names, size_t n);
 
 // Prints the flag table of opts to stdout.
 void cli_usage(const char *synopsis, const cli_opt *opts);
@@ -74,6 +81,11 @@ typedef struct cli_numerics {
 // line naming the flag and what was expected (and a hint) and returns the
 // exit code.
 int cli_numerics_resolve(const char *cmd, const cli_numerics_flags *f, cli_numerics *out);
+
+// The hint for a --model whose input size is not that of ds's samples, in the
+// model's own grammar: "cnn:1x28x28-..." for a CNN, "mlp:784-..." for an MLP.
+// Static buffer.
+const char *cli_input_hint(const par_model *m, const par_dataset *ds);
 
 // --optim NAME and its hyperparameters as given (NAN: not given, the
 // default applies), shared by train, check and lockstep.

@@ -1,4 +1,7 @@
-// Flag parsing for all subcommands: "--name value" or "--name=value".
+// Flag parsing for all subcommands: "--name value" or "--name=value"; an
+// unknown flag is answered with the nearest known one (cli_nearest). Not the
+// checks of the values' meaning (each command's). Tests: tests/cli/test_cli.sh,
+// tests/cli/test_first_hour.sh.
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,6 +56,68 @@ static int set_value(const char *cmd, const cli_opt *o, const char *val)
     return 0;
 }
 
+// Edit distance of a[0..na) and b[0..nb), nb < 64 (longer: na + nb): insertions,
+// deletions, substitutions and swaps of two neighbours ("--kye" is 1 from "--key").
+static size_t edit_distance(const char *a, size_t na, const char *b, size_t nb)
+{
+    size_t r0[64], r1[64], r2[64];   // rows i - 2, i - 1, i
+    size_t *pp = r0, *p = r1, *c = r2;
+    if (nb >= 64) return na + nb;
+    for (size_t j = 0; j <= nb; j++) p[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        c[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t d = p[j - 1] + (a[i - 1] != b[j - 1]);
+            if (p[j] + 1 < d) d = p[j] + 1;
+            if (c[j - 1] + 1 < d) d = c[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && pp[j - 2] + 1 < d)
+                d = pp[j - 2] + 1;
+            c[j] = d;
+        }
+        size_t *t = pp;
+        pp = p;
+        p = c;
+        c = t;
+    }
+    return p[nb];
+}
+
+const char *cli_nearest(const char *word, size_t len, const char *const *names, size_t n)
+{
+    const char *best = NULL;
+    size_t best_d = 0;
+    for (size_t k = 0; k < n; k++) {
+        const size_t d = edit_distance(word, len, names[k], strlen(names[k]));
+        if (!best || d < best_d) {
+            best = names[k];
+            best_d = d;
+        }
+    }
+    // A suggestion only when it is near: at most a third of the word's length
+    // past a leading "--" (at least 1, at most 3) edits, not a guess at an
+    // unrelated name.
+    size_t limit = (len > 2 && word[0] == '-' && word[1] == '-' ? len - 2 : len) / 3;
+    limit = limit < 1 ? 1 : limit > 3 ? 3 : limit;
+    return best && best_d <= limit ? best : NULL;
+}
+
+// "parity CMD: unknown flag '--x'" and the nearest flag of opts, if one is near.
+static int unknown_flag(const char *cmd, const char *a, size_t len, const cli_opt *opts)
+{
+    const char *names[128];
+    size_t n = 0;
+    for (int k = 0; opts[k].name && n < sizeof names / sizeof names[0]; k++)
+        names[n++] = opts[k].name;
+    const char *near = cli_nearest(a, len, names, n);
+    if (near)
+        fprintf(stderr, "parity %s: unknown flag '%.*s'; did you mean %s?\n", cmd, (int)len, a,
+                near);
+    else
+        fprintf(stderr, "parity %s: unknown flag '%.*s'\n", cmd, (int)len, a);
+    fprintf(stderr, "hint: run 'parity %s --help' for the list of flags\n", cmd);
+    return EXIT_USAGE;
+}
+
 int cli_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *opts,
               const char **pos, int max_pos, int *n_pos)
 {
@@ -83,11 +148,7 @@ int cli_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *
         const cli_opt *o = NULL;
         for (int k = 0; opts[k].name; k++)
             if (strlen(opts[k].name) == len && strncmp(opts[k].name, a, len) == 0) o = &opts[k];
-        if (!o) {
-            fprintf(stderr, "parity %s: unknown flag '%.*s'\n", cmd, (int)len, a);
-            fprintf(stderr, "hint: run 'parity %s --help' for the list of flags\n", cmd);
-            return EXIT_USAGE;
-        }
+        if (!o) return unknown_flag(cmd, a, len, opts);
         if (o->kind == CLI_FLAG) {
             if (eq) return bad(cmd, o->name, eq + 1, "no value (it is a switch)");
             *(int *)o->dst = 1;

@@ -1,6 +1,7 @@
 // The flags every training command resolves the same way (--act, --model,
 // --mode, --dtype, --fault, --trainer with --threads): one place for their
-// checks and their error lines.
+// checks and their error lines; and the hint for a --model whose input does not
+// fit the dataset. Tests: tests/cli/test_cli.sh, tests/cli/test_first_hour.sh.
 #include <stdio.h>
 #include <string.h>
 
@@ -51,4 +52,17 @@ int cli_numerics_resolve(const char *cmd, const cli_numerics_flags *f, cli_numer
         return EXIT_USAGE;
     }
     return 0;
+}
+
+const char *cli_input_hint(const par_model *m, const par_dataset *ds)
+{
+    static char buf[300];
+    const par_images *im = &ds->train;
+    if (strncmp(m->spec, "cnn:", 4) == 0)
+        snprintf(buf, sizeof buf, "begin the CNN with the image shape of %s, channels x height x "
+                 "width: cnn:%zux%zux%zu-...", ds->name, im->channels, im->height, im->width);
+    else
+        snprintf(buf, sizeof buf, "leave out --model for the default MLP, or make its first "
+                 "number the input size: mlp:%zu-...", im->n_features);
+    return buf;
 }

@@ -354,6 +354,11 @@ static int check_common(const side_opts *a, const side_opts *b)
 
 static const char *side_name(int s) { return s ? "B" : "A"; }
 
+// A and B may differ in --trainer, --mode, --threads, --ranks, --chunk (the same
+// mathematics, another order), --fault (a deliberate error) and --lr: another
+// step, whose exact value MPFR (bis_exact) computes with a's.
+static int lr_differs(const bis_opts *o) { return o->side[0].cfg.lr != o->side[1].cfg.lr; }
+
 // The replay of the first differing step: every tensor, the first
 // differing element, MPFR's verdict, the chunk fold.
 static void print_replay(const bis_result *r, const bis_opts *o)
@@ -395,9 +400,10 @@ static void print_replay(const bis_result *r, const bis_opts *o)
     if (r->has_exact) {
         snprintf(e, sizeof e, "%.17g", r->exact);
         printf("  exact (MPFR, %d bits, from the inputs both sides share) = %s\n  closer to "
-               "exact: %s\n",
+               "exact: %s%s\n",
                o->prec, e, r->closer == BIS_CLOSER_TIE ? "tie (both equally far)"
-                                                     : bis_closer_name(r->closer));
+                                                     : bis_closer_name(r->closer),
+               lr_differs(o) ? " (exact for a's --lr: b computes other mathematics)" : "");
     }
     if (r->chunk_fold_differs) {
         printf("  the per-chunk gradients agree: the chunk fold differs\n");
@@ -423,6 +429,10 @@ static void print_human(const bis_result *r, const bis_opts *o, const char *cfg[
            so->dataset, so->model, so->act, so->dtype, o->side[0].cfg.batch,
            (unsigned long long)so->seed, extra,
            o->tol > 0 || o->atol > 0 ? "within --tol/--atol" : "bitwise");
+    if (lr_differs(o))
+        printf("note: --lr %g (a) and %g (b) compute different mathematics, not the same sums "
+               "in another order; MPFR's verdict applies to a's setting only\n",
+               o->side[0].cfg.lr, o->side[1].cfg.lr);
     if (o->tol > 0 || o->atol > 0) {
         char floor[80];
         if (o->atol >= 0) snprintf(floor, sizeof floor, "%g", o->atol);
@@ -454,6 +464,7 @@ static void print_json_result(const bis_result *r, const bis_opts *o,
                           o->tol, "prec", o->prec);
     const int f = r->diverged && r->found;
     json_object_set_new(j, "atol", o->atol >= 0 ? json_real(o->atol) : json_string("auto"));
+    json_object_set_new(j, "same_mathematics", json_boolean(!lr_differs(o)));
     json_object_set_new(j, "step", r->diverged ? json_integer(r->step) : json_null());
     json_object_set_new(j, "epoch", r->diverged ? json_integer(r->epoch) : json_null());
     json_object_set_new(j, "batch", r->diverged ? json_integer(r->batch) : json_null());
@@ -736,6 +747,18 @@ int cmd_bisect(int argc, char **argv)
         return fail_usage("expected two run configurations A and B, e.g. "
                           "parity bisect \"--trainer serial\" \"--trainer omp --threads 2\"",
                           "run 'parity bisect --help'");
+    // `bisect "--trainer serial" --steps 5`: the second word is a flag of both runs
+    // ("--steps", not a quoted configuration such as "--steps=5 --trainer omp").
+    for (int k = 0; opts[k].name; k++)
+        if (strcmp(argv[3], opts[k].name) == 0 &&
+            (opts[k].kind != CLI_FLAG || k >= N_SIDE_OPTS)) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "configuration B is missing: '%s' after A is a flag of "
+                     "both runs", argv[3]);
+            return fail_usage(msg, "give A and B first, each one quoted string, e.g. parity "
+                                   "bisect \"--trainer serial\" \"--trainer omp\" --steps 5 "
+                                   "(\"\" for the defaults)");
+        }
     const char *pos[1];
     int n_pos;
     int rc = cli_parse("bisect", argc, argv, 4, opts, pos, 0, &n_pos);

@@ -105,7 +105,7 @@ static void print_table(const chk_report *r)
     for (size_t k = 0; k < r->n; k++)
         if ((int)strlen(r->t[k].name) > wn) wn = (int)strlen(r->t[k].name);
     printf("%-8s  %-*s  %8s  %9s  %9s  %9s  %9s  %-7s  %s\n", "view", wn, "tensor", "n", "max abs",
-           "max rel", "max ulp", "bound", "verdict", "worst");
+           "max rel", "max ulp", "err/bound", "verdict", "worst");
     for (size_t k = 0; k < r->n; k++) {
         const chk_tensor *t = &r->t[k];
         if (k > 0 && t->view != r->t[k - 1].view) printf("\n");
@@ -196,6 +196,44 @@ static void report_json(const check_run *c, const chk_report *r)
     print_json(j);
 }
 
+// The worst ulp and relative error of a set of END-TO-END rows (ulp -1: none).
+typedef struct e2e_sum {
+    double ulp, rel;
+} e2e_sum;
+
+static void e2e_add(e2e_sum *a, const chk_tensor *t)
+{
+    if (t->max_ulp > a->ulp) a->ulp = t->max_ulp;
+    if (t->max_rel > a->rel) a->rel = t->max_rel;
+}
+
+// "layer3.weight.new", "layer3.bias.new": a weight row (the state rows carry one
+// more part, "layer3.weight.m.new", or a batchnorm statistic's name).
+static int is_weight_row(const char *name)
+{
+    int l, n = 0;
+    char what[8];
+    return sscanf(name, "layer%d.%7[a-z].new%n", &l, what, &n) == 2 && name[n] == '\0' &&
+           (strcmp(what, "weight") == 0 || strcmp(what, "bias") == 0);
+}
+
+// The new state a step of this run holds: "velocity", "m, v", "running statistics".
+static const char *state_names(const chk_step *s, const par_model *m)
+{
+    static char buf[96];
+    buf[0] = '\0';
+    for (int i = 0; i < par_optim_n_state(s->optim.kind); i++)
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? ", " : "",
+                 par_optim_state_name(s->optim.kind, i));
+    int bn = 0;
+    for (int l = 0; l < m->n_layers; l++)
+        bn |= m->layers[l].kind == PAR_LAYER_BATCHNORM;
+    if (bn)
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%sbatchnorm running statistics",
+                 buf[0] ? "; " : "");
+    return buf;
+}
+
 static void report_text(const check_run *c, const chk_report *r)
 {
     const check_opts *o = c->o;
@@ -230,22 +268,27 @@ static void report_text(const check_run *c, const chk_report *r)
     }
     if (worst[0] && !r->n_fail) print_worst("closest to its bound (reductions):", worst[0]);
     if (worst[1] && !r->n_fail) print_worst("closest to its bound (elementwise):", worst[1]);
-    double e2e_ulp = -1, e2e_rel = 0, loss_ulp = -1;
+    // END-TO-END summary: the new weights and biases apart from the new state (the
+    // optimizer's velocity or m and v, batchnorm's running statistics), whose
+    // relative errors are of another kind (a tiny v divides the step).
+    e2e_sum wts = {-1, 0}, state = {-1, 0};
+    double loss_ulp = -1;
     for (size_t k = 0; k < r->n; k++) {
         const chk_tensor *t = &r->t[k];
         if (t->view != CHK_E2E) continue;
         const size_t len = strlen(t->name);
-        if (len > 4 && strcmp(t->name + len - 4, ".new") == 0) {
-            if (t->max_ulp > e2e_ulp) e2e_ulp = t->max_ulp;
-            if (t->max_rel > e2e_rel) e2e_rel = t->max_rel;
-        }
+        if (len > 4 && strcmp(t->name + len - 4, ".new") == 0)
+            e2e_add(is_weight_row(t->name) ? &wts : &state, t);
         if (strcmp(t->name, "loss") == 0) loss_ulp = t->max_ulp;
     }
-    if (e2e_ulp >= 0)
+    if (wts.ulp >= 0)
         printf("END-TO-END: new weights within %.3g ulp (max rel %.3g) of exact %s from the "
                "step's inputs; loss within %.3g ulp\n",
-               e2e_ulp, e2e_rel, s->optim.kind == PAR_OPTIM_SGD ? "SGD" : par_optim_name(s->optim.kind),
-               loss_ulp);
+               wts.ulp, wts.rel,
+               s->optim.kind == PAR_OPTIM_SGD ? "SGD" : par_optim_name(s->optim.kind), loss_ulp);
+    if (state.ulp >= 0)
+        printf("END-TO-END: new state (%s) within %.3g ulp (max rel %.3g) of exact\n",
+               state_names(s, c->m), state.ulp, state.rel);
     printf(
         "verdict: %s (%d of %zu tensors fail; LOCAL: bounds, CONTRACT: bitwise vs reference%s)\n",
         r->n_fail ? "FAIL" : "PASS", r->n_fail, r->n, c->contract ? "" : " not applicable");
@@ -279,7 +322,8 @@ static void flag_table(cli_opt *t, check_opts *o)
         {"--beta1", CLI_DOUBLE, &o->beta1, "B1        adam (0.9)"},
         {"--beta2", CLI_DOUBLE, &o->beta2, "B2        adam (0.999)"},
         {"--eps", CLI_DOUBLE, &o->eps, "EPS       adam (1e-8)"},
-        {"--trainer", CLI_STR, &o->trainer, "NAME      reference, serial or omp (reference)"},
+        {"--trainer", CLI_STR, &o->trainer,
+         "NAME      reference, serial, omp, mpi, hybrid or root (reference)"},
         {"--mode", CLI_STR, &o->mode, "exact|fast  (exact)"},
         {"--threads", CLI_INT, &o->threads, "T         OpenMP threads of the trainer (1)"},
         {"--ranks", CLI_INT, &o->ranks, "R         MPI trainers: launch R ranks through mpirun; rank 0's step is checked"},
@@ -356,6 +400,8 @@ static int open_data(par_dataset *ds, const check_opts *o, const par_model *m, p
                 "parity check: --model %s takes %zu inputs and %zu classes, dataset %s "
                 "has %zu and %zu\n",
                 m->spec, m->n_inputs, m->n_classes, ds->name, ds->train.n_features, ds->n_classes);
+        if (ds->train.n_features != m->n_inputs)
+            fprintf(stderr, "hint: %s\n", cli_input_hint(m, ds));
         par_dataset_free(ds);
         return EXIT_USAGE;
     }

@@ -46,6 +46,20 @@ int cmd_data(int argc, char **argv)
     }
     const int order = n_pos == 1 && strcmp(pos[0], "order") == 0;
     const int make = n_pos == 2 && strcmp(pos[0], "make-cifar") == 0;
+    if (!help && !(order || make)) {   // one line saying what is wrong, then the usage
+        static const char *const subs[] = {"order", "make-cifar"};
+        const char *near = n_pos ? cli_nearest(pos[0], strlen(pos[0]), subs, 2) : NULL;
+        if (n_pos == 0)
+            fprintf(stderr, "parity data: expected a subcommand: order or make-cifar\n");
+        else if (strcmp(pos[0], "order") == 0)
+            fprintf(stderr, "parity data: order takes no argument ('%s')\n", pos[1]);
+        else if (near)
+            fprintf(stderr, "parity data: unknown subcommand '%s'; did you mean %s?\n", pos[0],
+                    near);
+        else
+            fprintf(stderr, "parity data: unknown subcommand '%s': expected order or "
+                            "make-cifar\n", pos[0]);
+    }
     if (help || !(order || make)) {
         cli_usage("parity data order [--dataset D] [--seed S] [--epoch E]\n"
                   "       parity data make-cifar DIR [--records N] [--seed S]", opts);

@@ -280,7 +280,8 @@ static int open_data(par_dataset *ds, void **w, const model_opts *o, const par_m
     par_status st = par_dataset_open(ds, o->dataset, 10);
     if (st != PAR_OK) return cli_fail("model", st, "run data/fetch.sh to install the datasets");
     if (o->upscale > 0) st = par_dataset_upscale(ds, (size_t)o->upscale, dt);
-    if (st == PAR_OK && ds->train.n_features != m->n_inputs)
+    const int fits = st != PAR_OK || ds->train.n_features == m->n_inputs;
+    if (!fits)
         st = par_set_error(PAR_ERR_CONFIG, __FILE__, __LINE__, "--model %s takes %zu inputs but "
                            "dataset %s has %zu features per sample%s", m->spec, m->n_inputs,
                            ds->name, ds->train.n_features,
@@ -288,8 +289,9 @@ static int open_data(par_dataset *ds, void **w, const model_opts *o, const par_m
     if (st == PAR_OK && !(*w = malloc(m->n_params * par_dtype_size(dt))))
         st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
     if (st != PAR_OK) {
+        const int rc = cli_fail("model", st, fits ? NULL : cli_input_hint(m, ds));
         par_dataset_free(ds);
-        return cli_fail("model", st, NULL);
+        return rc;
     }
     par_model_init(m, dt, 42, *w);
     return 0;

@@ -70,7 +70,9 @@ static int table_keygen(int argc, char **argv)
     const char *key = NULL;
     int force = 0, help = 0;
     const cli_opt opts[] = {
-        {"--key", CLI_STR, &key, "FILE      secret key to write (~/.config/parity/parity.key); public key FILE.pub"},
+        {"--key", CLI_STR, &key,
+         "FILE      secret key to write (~/.config/parity/parity.key); public key: FILE's stem "
+         "+ .pub (k.key: k.pub; k: k.pub)"},
         {"--force", CLI_FLAG, &force, "          overwrite an existing key pair"},
         {"--help", CLI_FLAG, &help, "          this text"},
         {NULL, CLI_FLAG, NULL, NULL},

@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,8 @@ typedef struct train_run {
     par_dataset ds;
     const char *hint;              // how to fix a failure of the preparation
     int peer_failed;               // another rank's preparation failed
+    const char *threads_from;      // why the thread count, when --threads was not typed
+    int ranks_typed;               // --ranks was typed (else one rank, or mpirun's count)
     train_view view;
 } train_run;
 
@@ -176,9 +179,14 @@ static int resolve(train_run *t, int argc, char **argv)
     int rc = cli_numerics_resolve("train", &nf, &t->nu);
     if (!rc) rc = cli_train_extras(o);
     if (rc) return rc;
+    t->ranks_typed = cli_flag_given(argc, argv, "--ranks") || o->cfg.resume;
     if ((t->nu.tr->caps & PAR_CAP_THREADS) && !cli_flag_given(argc, argv, "--threads") &&
-        !o->cfg.resume && (rc = cli_threads_from_env(&o->cfg.run.cfg.threads)))
-        return rc;
+        !o->cfg.resume) {
+        const char *env = getenv("OMP_NUM_THREADS");
+        t->threads_from = env && env[0] ? "from OMP_NUM_THREADS" : "neither --threads nor "
+                                                                   "OMP_NUM_THREADS given";
+        if ((rc = cli_threads_from_env(&o->cfg.run.cfg.threads))) return rc;
+    }
     return cli_train_check_flags(o);
 }
 
@@ -261,7 +269,7 @@ static par_status open_data(train_run *t)
         if (c->upscale > 0)
             snprintf(up, sizeof up, " (--upscale %d: %d x %d x %zu)", c->upscale, c->upscale,
                      c->upscale, ds->train.channels);
-        t->hint = "leave out --model for the default MLP, or make its first number the input size";
+        t->hint = cli_input_hint(m, ds);
         PAR_FAIL_IF(1, PAR_ERR_CONFIG, "--model %s takes %zu inputs but dataset %s has %zu "
                     "features per sample%s; expected an input size of %zu", m->spec, m->n_inputs,
                     ds->name, ds->train.n_features, up, ds->train.n_features);
@@ -304,17 +312,56 @@ static par_session_cfg session_cfg(train_run *t)
     return c;
 }
 
+// Appends printf(fmt, ...) to the string line (cap bytes), cut at its end.
+static void add(char *line, size_t cap, const char *fmt, ...)
+{
+    const size_t n = strlen(line);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+// The human summary of a finished run (stderr): its steps, loss and accuracy;
+// a resumed run's own steps and seconds apart from the whole run's loss; the
+// steps a busy machine ran on one thread; the thread and rank counts that
+// were not typed, and where they came from.
+static void print_done(const train_run *t, const par_session_result *r)
+{
+    char s[600] = "";
+    const size_t n = sizeof s;
+    const long ran = r->resumed_from >= 0 ? r->steps - r->resumed_from : r->steps;
+    if (r->resumed_from < 0)
+        add(s, n, "done: %ld steps, loss %.4f", r->steps, r->last_loss);
+    else if (ran > 0)
+        add(s, n, "done: resumed at step %ld: %ld steps in %.1f s; final loss %.4f (the run's)",
+            r->resumed_from, ran, r->seconds, r->last_loss);
+    else
+        add(s, n, "done: resumed at step %ld: 0 steps (the run had finished)", r->resumed_from);
+    if (isnan(r->val_acc))
+        add(s, n, ", not evaluated");
+    else
+        add(s, n, ", val acc %.4f, test acc %.4f", r->val_acc, r->test_acc);
+    if (r->resumed_from < 0) add(s, n, ", %.1f s", r->seconds);
+    const int threads = t->o.cfg.run.cfg.threads;
+    if (r->stats.threads_adaptive && r->stats.steps_one_thread > 0)
+        add(s, n, "; %ld of %ld steps on one thread (busy machine; --fixed-threads to pin)",
+            (long)r->stats.steps_one_thread, ran);
+    if (t->threads_from)
+        add(s, n, "; %s: %d thread%s (%s)", t->nu.tr->name, threads, threads == 1 ? "" : "s",
+            t->threads_from);
+    if ((t->nu.tr->caps & PAR_CAP_RANKS) && !t->ranks_typed)
+        add(s, n, "; %s: %d rank%s (%s)", t->nu.tr->name, t->size, t->size == 1 ? "" : "s",
+            t->size == 1 ? "no --ranks given" : "from mpirun -n");
+    fprintf(stderr, "parity train: %s\n", s);
+}
+
 // What the run ends with on stdout and stderr, and its exit code.
 static int finish(const train_run *t, par_status st, const par_session_result *r)
 {
     const int rank = t->rank;
     if (st == PAR_OK && t->o.json && rank == 0) print_json(t, r);
-    if (st == PAR_OK && t->view.plain && isnan(r->val_acc))
-        fprintf(stderr, "parity train: done: %ld steps, loss %.4f, not evaluated, %.1f s\n",
-                r->steps, r->last_loss, r->seconds);
-    else if (st == PAR_OK && t->view.plain)
-        fprintf(stderr, "parity train: done: %ld steps, loss %.4f, val acc %.4f, test acc %.4f, "
-                        "%.1f s\n", r->steps, r->last_loss, r->val_acc, r->test_acc, r->seconds);
+    if (st == PAR_OK && t->view.plain) print_done(t, r);
     if (st == PAR_OK) return EXIT_OK;
     if (st == PAR_RUN_STOP && (t->peer_failed || r->peer_failed))
         return EXIT_OK;   // another rank failed and says why; the exit codes are combined

@@ -139,6 +139,26 @@ static int prepare_out(const char *dir)
     return EXIT_OK;
 }
 
+// The names of the suites in verify/suites/ of the source tree, comma-separated
+// (quick, default and full first; then the others as the folder lists them, sorted).
+static void suite_names(char *buf, size_t n)
+{
+    snprintf(buf, n, "quick, default, full");
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/verify/suites", PARITY_SOURCE_DIR);
+    struct dirent **e = NULL;
+    const int k = PARITY_SOURCE_DIR[0] ? scandir(dir, &e, NULL, alphasort) : -1;
+    for (int i = 0; i < k; i++) {
+        const char *f = e[i]->d_name;
+        const int shown = strcmp(f, "quick") == 0 || strcmp(f, "default") == 0 ||
+                          strcmp(f, "full") == 0;
+        if (!shown && f[0] != '.' && !strchr(f, '.'))   // README.md, ., ..
+            snprintf(buf + strlen(buf), n - strlen(buf), ", %s", f);
+        free(e[i]);
+    }
+    free(e);
+}
+
 // The suite: a file, else a name under verify/suites/ of the source tree.
 // 0, or the exit code (after one line when the suite is wrong).
 static int load_suite(vf_suite **out, const char *name)
@@ -237,6 +257,21 @@ static int run_suite(int argc, char **argv, const vf_suite *s, const verify_run 
         .timeout_s = v->timeout > 0 ? v->timeout : 3600, .ctx = (void *)&v->every,
         .progress = v->quiet ? NULL : tty ? show_progress : show_progress_plain,
     };
+    if (!v->quiet) {   // what the suite itself says of its time, before anything runs
+        long runs, configs = 0;
+        const double win = vf_suite_window_s(s, ro.cores, &runs);
+        for (int i = 0; i < s->n_cases; i++) configs += s->cases[i].n_configs;
+        char t[32];
+        fmt_time(t, sizeof t, win);
+        if (runs > 0)
+            fprintf(stderr, "parity verify: suite %s: %d cases, %ld configs; its %ld timed runs "
+                            "take about %s (their windows); the rest is estimated from the first "
+                            "runs of each kind\n", s->name, s->n_cases, configs, runs, t);
+        else
+            fprintf(stderr, "parity verify: suite %s: %d cases, %ld configs; the time left is "
+                            "estimated from the first runs of each kind\n", s->name, s->n_cases,
+                    configs);
+    }
     json_t *res = NULL;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -273,10 +308,13 @@ int cmd_verify(int argc, char **argv)
     const char *pos[1];
     int n_pos, rc = cli_parse("verify", argc, argv, 2, opts, pos, 1, &n_pos);
     if (rc) return rc;
+    char names[400], synopsis[600];
+    suite_names(names, sizeof names);
     if (help) {
-        cli_usage("parity verify SUITE [--out DIR] [--key FILE]\n\n"
-                  "SUITE is a suite file, or the name of one in verify/suites/ (quick, default,\n"
-                  "full). Format: verify/suites/README.md", opts);
+        snprintf(synopsis, sizeof synopsis, "parity verify SUITE [--out DIR] [--key FILE]\n\n"
+                 "SUITE is a suite file, or the name of one in verify/suites/:\n  %s\n"
+                 "Format and what each holds: verify/suites/README.md", names);
+        cli_usage(synopsis, opts);
         return EXIT_OK;
     }
     if (v.every < 1) {
@@ -284,8 +322,8 @@ int cmd_verify(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (n_pos != 1) {
-        fprintf(stderr, "parity verify: expected one SUITE (a file, or quick, default, full)\n"
-                        "hint: run 'parity verify --help'\n");
+        fprintf(stderr, "parity verify: expected one SUITE (a file, or one of %s)\n"
+                        "hint: run 'parity verify --help'\n", names);
         return EXIT_USAGE;
     }
     vf_suite *s;

@@ -18,11 +18,16 @@ static const char *field(const json_t *j, const char *key)
 
 int cmd_version(int argc, char **argv)
 {
-    if (argc > 2) {
-        fprintf(stderr, "parity version: unexpected argument '%s'\n", argv[2]);
-        fprintf(stderr, "hint: run 'parity --version' alone\n");
-        return EXIT_USAGE;
-    }
+    int help = 0;
+    const cli_opt opts[] = {
+        {"--help", CLI_FLAG, &help, "   this text"},
+        {NULL, CLI_FLAG, NULL, NULL},
+    };
+    const int rc = cli_flags("version", argc, argv, opts, &help,
+                             "parity version   (or parity --version)\n\n"
+                             "Prints the source commit, compiler, build type, flags, kernels, "
+                             "MPI, mpirun, MPFR,\njansson and libsodium of this binary.");
+    if (rc >= 0) return rc;
     const vf_build_info b = {PARITY_SOURCE_DIR[0] ? PARITY_SOURCE_DIR : NULL, PARITY_C_COMPILER,
                              PARITY_C_FLAGS, PARITY_BUILD_TYPE, PARITY_MPIEXEC};
     json_t *p = vf_provenance(&b, NULL);

@@ -30,6 +30,7 @@
 struct par_ckpt_dir {
     char path[1024];
     int lock_fd;
+    int made_lock;   // this open created .lock: removed again if no checkpoint follows
 };
 
 // ---- config ----
@@ -227,6 +228,17 @@ const char *par_ckpt_dir_path(const par_ckpt_dir *d) { return d->path; }
 void par_ckpt_dir_close(par_ckpt_dir *d)
 {
     if (!d) return;
+    // A folder this run found without a .lock and leaves without a checkpoint
+    // (a --resume of an empty folder, a run that failed before its first) is
+    // left as it was found: the lock goes while it is still held.
+    long *steps = NULL;
+    size_t n = 1;
+    if (d->made_lock && d->lock_fd >= 0 && list_ckpts(&steps, &n, d->path) == PAR_OK && n == 0) {
+        char lock[1100];
+        snprintf(lock, sizeof lock, "%s/.lock", d->path);
+        unlink(lock);
+    }
+    free(steps);
     if (d->lock_fd >= 0) close(d->lock_fd);  // releases the flock
     free(d);
 }
@@ -260,11 +272,19 @@ static par_status dir_open(par_ckpt_dir *d, const char *path, int create, int fr
     PAR_FAIL_IF(!S_ISDIR(sb.st_mode), PAR_ERR_IO, "checkpoint folder %s: not a folder", path);
     char lock[1100];
     snprintf(lock, sizeof lock, "%s/.lock", path);
-    d->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int made = 0;
+    d->lock_fd = open(lock, O_RDWR | O_CLOEXEC);
+    if (d->lock_fd < 0 && errno == ENOENT) {
+        d->lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        made = d->lock_fd >= 0;
+        if (d->lock_fd < 0 && errno == EEXIST)   // another run made it just now
+            d->lock_fd = open(lock, O_RDWR | O_CLOEXEC);
+    }
     PAR_FAIL_IF(d->lock_fd < 0, PAR_ERR_IO, "cannot write in checkpoint folder %s: %s", path,
                 strerror(errno));
     PAR_FAIL_IF(flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0, PAR_ERR_IO,
                 "checkpoint folder %s is in use by another run (%s is locked)", path, lock);
+    d->made_lock = made;   // held: ours to remove
     remove_stale(path);
     // Fail now, not after hours of training, if nothing can be written here.
     char probe[1100];

@@ -55,6 +55,7 @@ struct par_session {
     void *best_w;
     double best_val_loss, best_val_acc, best_test_loss, best_test_acc;
     char skipped[1024], steps_hint[96];
+    char used_hint[1200];          // the hint of a --checkpoint-dir that holds a run
 };
 
 // MPI: every rank contributes v[0..n), all get the maxima. No-op for one process.
@@ -426,7 +427,13 @@ static par_status open_checkpoints(par_session *s)
     fill_config(&s->meta.cfg, c, &s->optim, s->init);
     const char *ckdir = s->res.ckpt_dir;
     const int same = c->resume && strcmp(ckdir, c->resume) == 0;   // resume in place
-    PAR_TRY(par_ckpt_dir_open(&s->ck, ckdir, !same, !same));
+    const par_status dst = par_ckpt_dir_open(&s->ck, ckdir, !same, !same);
+    if (dst == PAR_ERR_CONFIG && !c->resume) {   // it holds checkpoints: a run to go on with?
+        snprintf(s->used_hint, sizeof s->used_hint, "continue that run with --resume %s, or "
+                 "give --checkpoint-dir an empty or new folder", ckdir);
+        s->res.hint = s->used_hint;
+    }
+    PAR_TRY(dst);
     s->res.ckpt_open = 1;
     if (!c->resume) return PAR_OK;
     par_status st = find_resume(s);

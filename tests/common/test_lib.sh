@@ -1,6 +1,6 @@
 # Shared by the shell tests (source it): pass/fail counting, check, expect,
-# finish. The sourcing script sets P (the parity binary) and T (its
-# temporary folder) before it calls expect.
+# test_tmp, finish. The sourcing script sets P (the parity binary) and T (its
+# temporary folder, or test_tmp makes it) before it calls expect.
 
 pass=0
 fail=0
@@ -29,6 +29,14 @@ expect() {
         echo "parity $* -> $code ... FAIL (got $rc: $(head -c 600 "$T/err"))"
         fail=$((fail + 1))
     fi
+}
+
+# test_tmp: T, a temporary folder removed when the script exits, and the
+# environment of the runs: mpirun as root allowed, passive OpenMP waiting.
+test_tmp() {
+    T=$(mktemp -d)
+    trap 'rm -rf "$T"' EXIT
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 }
 
 # The summary line; exits 0 when nothing failed.

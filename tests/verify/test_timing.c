@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -41,6 +42,25 @@ static void test_sort(void)
     par_check(par_cmp_double(&a, &b) == -1 && par_cmp_double(&b, &a) == 1 &&
                   par_cmp_double(&a, &a) == 0 && par_cmp_double(&z, &mz) == 0,
               "par_cmp_double: -1, 1, 0; -0.0 equals 0.0");
+    // par_median_select: the values above by hand; then against par_median_sort on
+    // 2000 arrays of lengths 1..2000 with many ties (values of 0..n/3).
+    double x2[] = {3.5, -1.0, 2.0, 10.0, 0.0}, y2[] = {4.0, 1.0, 3.0, 2.0}, one2[] = {7.25};
+    par_check(par_median_select(x2, 5) == 2.0 && par_median_select(y2, 4) == 2.5 &&
+                  par_median_select(one2, 1) == 7.25,
+              "par_median_select: 2.0, 2.5 and 7.25 as by hand");
+    int same = 1;
+    uint64_t r = 12345;
+    for (size_t n = 1; n <= 2000 && same; n++) {
+        double *u = malloc(n * sizeof *u), *v = malloc(n * sizeof *v);
+        for (size_t i = 0; i < n; i++) {
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            u[i] = v[i] = (double)((r >> 33) % (n / 3 + 1));
+        }
+        same = par_median_select(u, n) == par_median_sort(v, (int)n);
+        free(u);
+        free(v);
+    }
+    par_check(same, "par_median_select = par_median_sort on 2000 arrays with ties");
 }
 
 static void test_stats(void)

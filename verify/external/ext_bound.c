@@ -35,6 +35,8 @@ struct ext_bound {
     double *a[PAR_MAX_LAYERS + 1], *Ea[PAR_MAX_LAYERS + 1];   // layer inputs/outputs
     double *z[PAR_MAX_LAYERS], *Ez[PAR_MAX_LAYERS];          // pre-activation
     double *dz, *Edz, *dx, *Edx, *t1, *t2;     // backward, (Bmax, max_width) each
+    double *gs;        // a layer's gradient sums: 4 (n_rows row_len + n_rows), the widest
+    size_t gs_n;
 };
 
 static double gamma_n(double n, double u) { return n * u / (1 - n * u); }
@@ -80,6 +82,7 @@ void ext_bound_destroy(ext_bound *b)
     free(b->Edx);
     free(b->t1);
     free(b->t2);
+    free(b->gs);
     free(b);
 }
 
@@ -110,6 +113,11 @@ par_status ext_bound_create(ext_bound **out, const par_model *m, par_dtype dt, s
     ok = ok && (b->dz = malloc(wide * sizeof(double))) && (b->Edz = malloc(wide * sizeof(double)));
     ok = ok && (b->dx = malloc(wide * sizeof(double))) && (b->Edx = malloc(wide * sizeof(double)));
     ok = ok && (b->t1 = malloc(wide * sizeof(double))) && (b->t2 = malloc(wide * sizeof(double)));
+    for (int l = 0; l < m->n_layers; l++) {
+        const size_t k = 4 * (m->layers[l].n_rows * m->layers[l].row_len + m->layers[l].n_rows);
+        b->gs_n = k > b->gs_n ? k : b->gs_n;
+    }
+    ok = ok && (b->gs = malloc(b->gs_n * sizeof(double)));
     if (!ok) {
         ext_bound_destroy(b);
         return par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
@@ -123,19 +131,20 @@ par_status ext_bound_create(ext_bound **out, const par_model *m, par_dtype dt, s
 // Layer l's pre-activation z and its bound from its input a[l], Ea[l]:
 //   Ez = gam(n) (|b| + sum |W| (|a| + Ea)) + sum |W| Ea + n tiny,
 // n = c_in K K + 1 terms (padding taps counted: an upper bound).
-static void forward_sum(ext_bound *b, int l, size_t B)
+static par_status forward_sum(ext_bound *b, int l, size_t B)
 {
     const par_layer *ly = &b->m->layers[l];
     const double *W = b->w + b->m->views[ly->w_view].offset;
     const double *bias = b->w + b->m->views[ly->b_view].offset;
     const size_t n_in = B * ly->n_in, n_out = B * ly->n_out;
     const double n = (double)(ly->c_in * ly->K * ly->K + 1), g = gam(b, n);
-    ext_conv_fwd(ly, b->z[l], b->a[l], W, bias, B, 0);
+    PAR_TRY(ext_conv_fwd(ly, b->z[l], b->a[l], W, bias, B, 0));
     for (size_t i = 0; i < n_in; i++) b->t1[i] = fabs(b->a[l][i]) + b->Ea[l][i];
-    ext_conv_fwd(ly, b->Ez[l], b->t1, W, bias, B, 1);    // |b| + sum |W| (|a| + Ea)
-    ext_conv_fwd(ly, b->t2, b->Ea[l], W, NULL, B, 1);    // sum |W| Ea
+    PAR_TRY(ext_conv_fwd(ly, b->Ez[l], b->t1, W, bias, B, 1));    // |b| + sum |W| (|a| + Ea)
+    PAR_TRY(ext_conv_fwd(ly, b->t2, b->Ea[l], W, NULL, B, 1));    // sum |W| Ea
     for (size_t j = 0; j < n_out; j++)
         b->Ez[l][j] = (g * b->Ez[l][j] + b->t2[j] + n * b->tiny) * SLACK;
+    return PAR_OK;
 }
 
 // The activation: relu is exact and 1-Lipschitz; sigmoid (Lipschitz 1/4)
@@ -245,7 +254,7 @@ static void softmax_xent(ext_bound *b, int l, size_t B, const int32_t *labels,
 // Layer l's weight and bias gradient bounds from dz (b->dz, b->Edz) and its
 // input a[l]: n = B P terms, Eg = gam(n) sum (|dz| + Edz)(|a| + Ea) +
 // sum (Edz (|a| + Ea) + |dz| Ea) + 3u |g| (where the 1/B sits) + n tiny.
-static void grad_bound(ext_bound *b, int l, size_t B, ext_step_bound *o)
+static par_status grad_bound(ext_bound *b, int l, size_t B, ext_step_bound *o)
 {
     double *Eg = o->Eg, *G = o->G;
     const par_layer *ly = &b->m->layers[l];
@@ -254,21 +263,16 @@ static void grad_bound(ext_bound *b, int l, size_t B, ext_step_bound *o)
     const size_t nw = ly->n_rows * ly->row_len, nb = ly->n_rows;
     const size_t n_in = B * ly->n_in, n_out = B * ly->n_out;
     const double n = (double)(B * ly->h_out * ly->w_out), g = gam(b, n), u = b->u;
-    double *gc = malloc((nw + nb) * 4 * sizeof *gc);
-    if (!gc) {   // no bound: infinite, so nothing passes unchecked
-        for (size_t i = 0; i < nw; i++) Eg[ow + i] = G[ow + i] = o->gc[ow + i] = INFINITY;
-        for (size_t i = 0; i < nb; i++) Eg[ob + i] = G[ob + i] = o->gc[ob + i] = INFINITY;
-        return;
-    }
+    double *gc = b->gs;
     memset(gc, 0, (nw + nb) * 4 * sizeof *gc);
     double *q1 = gc + (nw + nb), *q2 = q1 + (nw + nb), *q3 = q2 + (nw + nb);
-    ext_conv_grad(ly, gc, gc + nw, b->dz, b->a[l], B);                 // the centre
+    PAR_TRY(ext_conv_grad(ly, gc, gc + nw, b->dz, b->a[l], B));         // the centre
     for (size_t j = 0; j < n_out; j++) b->t1[j] = fabs(b->dz[j]) + b->Edz[j];
     for (size_t i = 0; i < n_in; i++) b->t2[i] = fabs(b->a[l][i]) + b->Ea[l][i];
-    ext_conv_grad(ly, q1, q1 + nw, b->t1, b->t2, B);                   // sum DZ A
-    ext_conv_grad(ly, q2, q2 + nw, b->Edz, b->t2, B);                  // sum Edz A
+    PAR_TRY(ext_conv_grad(ly, q1, q1 + nw, b->t1, b->t2, B));           // sum DZ A
+    PAR_TRY(ext_conv_grad(ly, q2, q2 + nw, b->Edz, b->t2, B));          // sum Edz A
     for (size_t j = 0; j < n_out; j++) b->t1[j] = fabs(b->dz[j]);
-    ext_conv_grad(ly, q3, q3 + nw, b->t1, b->Ea[l], B);                // sum |dz| Ea
+    PAR_TRY(ext_conv_grad(ly, q3, q3 + nw, b->t1, b->Ea[l], B));        // sum |dz| Ea
     for (size_t i = 0; i < nw + nb; i++) {
         const size_t at = i < nw ? ow + i : ob + (i - nw);
         const double e = i < nw ? g * q1[i] + q2[i] + q3[i] : g * q1[i] + q2[i];
@@ -276,23 +280,24 @@ static void grad_bound(ext_bound *b, int l, size_t B, ext_step_bound *o)
         Eg[at] = (e + 3 * u * (fabs(gc[i]) + e) + n * b->tiny) * SLACK;
         G[at] = fabs(gc[i]) + Eg[at];
     }
-    free(gc);
+    return PAR_OK;
 }
 
 // dL/d(layer l's input) from its dz: Edx = gam(n) sum |W| (|dz| + Edz) +
 // sum |W| Edz + n tiny, n = c_out K K terms at most per input element.
-static void input_grad(ext_bound *b, int l, size_t B)
+static par_status input_grad(ext_bound *b, int l, size_t B)
 {
     const par_layer *ly = &b->m->layers[l];
     const double *W = b->w + b->m->views[ly->w_view].offset;
     const size_t n_in = B * ly->n_in, n_out = B * ly->n_out;
     const double n = (double)(ly->c_out * ly->K * ly->K), g = gam(b, n);
-    ext_conv_bwd(ly, b->dx, b->dz, W, B, 0);
+    PAR_TRY(ext_conv_bwd(ly, b->dx, b->dz, W, B, 0));
     for (size_t j = 0; j < n_out; j++) b->t1[j] = fabs(b->dz[j]) + b->Edz[j];
-    ext_conv_bwd(ly, b->t2, b->t1, W, B, 1);
-    ext_conv_bwd(ly, b->Edx, b->Edz, W, B, 1);
+    PAR_TRY(ext_conv_bwd(ly, b->t2, b->t1, W, B, 1));
+    PAR_TRY(ext_conv_bwd(ly, b->Edx, b->Edz, W, B, 1));
     for (size_t i = 0; i < n_in; i++)
         b->Edx[i] = (g * b->t2[i] + b->Edx[i] + n * b->tiny) * SLACK;
+    return PAR_OK;
 }
 
 // Max-pool backward: dz goes to the window's first maximum. Where another
@@ -381,7 +386,7 @@ par_status ext_bound_step(ext_bound *b, const void *w, const void *x, const int3
             pool_forward(b, l, B);
             continue;
         }
-        forward_sum(b, l, B);
+        PAR_TRY(forward_sum(b, l, B));
         activate(b, l, B, ulps);
     }
     softmax_xent(b, L - 1, B, labels, ulps, &out->El, &out->lc);
@@ -391,9 +396,9 @@ par_status ext_bound_step(ext_bound *b, const void *w, const void *x, const int3
         if (ly->kind == PAR_LAYER_MAXPOOL) {
             pool_backward(b, l, B);
         } else {
-            grad_bound(b, l, B, out);
+            PAR_TRY(grad_bound(b, l, B, out));
             if (l == 0) break;
-            input_grad(b, l, B);
+            PAR_TRY(input_grad(b, l, B));
         }
         // dx is dL/d(output of layer l - 1 after its activation): into its dz.
         activation_backward(b, l - 1, B);
@@ -408,9 +413,21 @@ par_status ext_bound_step(ext_bound *b, const void *w, const void *x, const int3
 // what it combines (k at least the ops any arrangement of it takes, each
 // hyperparameter's rounding counted as one more), and the centre's own
 // double roundings (16 u_d on the same sizes).
-void ext_update_bound(const ext_optim *o, par_dtype dt, long t, double w, double m, double v,
-                      double gc, double Eg, double c[3], double E[3])
+void ext_update_init(ext_update *u, const ext_optim *o, par_dtype dt, long t)
 {
+    u->o = *o;
+    u->dt = dt;
+    u->t = t;
+    u->p1 = pow(o->b1, (double)t);
+    u->p2 = pow(o->b2, (double)t);
+}
+
+void ext_update_bound(const ext_update *up, double w, double m, double v, double gc, double Eg,
+                      double c[3], double E[3])
+{
+    const ext_optim *o = &up->o;
+    const par_dtype dt = up->dt;
+    const long t = up->t;
     const double u = dt == PAR_F32 ? 0x1p-24 : 0x1p-53, ud = 0x1p-53, r = 16 * ud;
     const double tiny = (dt == PAR_F32 ? 0x1p-149 : 0x1p-1074) * 8;
     const double G = fabs(gc) + Eg, lr = o->lr;
@@ -441,7 +458,7 @@ void ext_update_bound(const ext_optim *o, par_dtype dt, long t, double w, double
         const double vc = b2 * v + (1 - b2) * gc * gc;
         const double Ev = (1 - b2) * (2 * fabs(gc) + Eg) * Eg + dc2 * (1 - b2) * G * G +
                           (4 * u + r) * (v + (1 - b2) * (G * G + v)) + 2 * u * vc + tiny;
-        const double p1 = pow(b1, (double)t), p2 = pow(b2, (double)t);
+        const double p1 = up->p1, p2 = up->p2;
         const double bc1 = 1 - p1, bc2 = 1 - p2;
         // 1 - b^t with b exact or rounded (relative u), b^t by t products: t + 2 units.
         const double d1 = ((double)t + 2) * u * p1 / bc1 + 2 * u, d2 = ((double)t + 2) * u * p2 / bc2 + 2 * u;

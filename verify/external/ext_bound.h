@@ -59,8 +59,9 @@ typedef struct ext_optim {
     double lr, mu, b1, b2, eps;
 } ext_optim;
 
-// One element's update from its state before the step (w; m: velocity or
-// adam's m; v: adam's v), the update's number t (1 for the first), and a
+// One element's update (ext_update_init once for the step's optimizer, dtype
+// and update number t, 1 for the first) from its state before the step (w;
+// m: velocity or adam's m; v: adam's v), and a
 // gradient known only as gc +- Eg: the centre of the new w, m, v (in double,
 // c[0..2]) and E[0..2], bounds on how far any conforming evaluation of the
 // update in dt can lie from them: any arrangement of the formula (torch's
@@ -68,7 +69,14 @@ typedef struct ext_optim {
 // hyperparameters exact or rounded to dt (adam's 1 - b^t then differs by up
 // to t u b^t: 1 - 0.999 in f32 is 1.3e-5 away from the double's, relatively).
 // Entries beyond the optimizer's state are 0. docs/external.md derives each.
-void ext_update_bound(const ext_optim *o, par_dtype dt, long t, double w, double m, double v,
-                      double gc, double Eg, double c[3], double E[3]);
+typedef struct ext_update {
+    ext_optim o;
+    par_dtype dt;
+    long t;                       // the update's number, 1 for the first
+    double p1, p2;                // b1^t and b2^t (adam)
+} ext_update;
+void ext_update_init(ext_update *u, const ext_optim *o, par_dtype dt, long t);
+void ext_update_bound(const ext_update *up, double w, double m, double v, double gc, double Eg,
+                      double c[3], double E[3]);
 
 #endif

@@ -99,8 +99,14 @@ static const char *kind_name(const par_layer *ly)
                                                                                  : "max-pool";
 }
 
-// Layer l's output from the trainer's own input; the signature's ratio.
-static double check_forward(local *L, int l, const double *W, const double *b)
+// The signature sizes a trainer's deviations on at most this many outputs
+// of a layer, spread evenly: a median needs no more, and the in-order f32
+// dot it compares with costs as much as the layer's forward pass.
+enum { SIG_SAMPLES = 1024 };
+
+// Layer l's output from the trainer's own input; the signature's ratio into
+// *ratio (0 where nothing sizes it).
+static par_status check_forward(local *L, int l, const double *W, const double *b, double *ratio)
 {
     const ext_local_in *in = L->in;
     const par_layer *ly = &in->m->layers[l];
@@ -122,14 +128,19 @@ static double check_forward(local *L, int l, const double *W, const double *b)
                     for (size_t kw = 0; kw < K; kw++) mx = fmax(mx, x[base + kh * ly->w_in + kw]);
                 cmp(L, tensor, op, B, ly->n_out, s * ly->n_out + o, out[s * ly->n_out + o], mx, 0);
             }
-        return 0;
+        *ratio = 0;
+        return PAR_OK;
     }
     const double n = (double)(ly->c_in * ly->K * ly->K + 1), g = gam(L, n), u = L->u;
-    ext_conv_fwd(ly, L->t1, x, W, b, B, 0);
+    PAR_TRY(ext_conv_fwd(ly, L->t1, x, W, b, B, 0));
     for (size_t i = 0; i < n_in; i++) L->t3[i] = fabs(x[i]);
-    ext_conv_fwd(ly, L->t2, L->t3, W, b, B, 1);
+    PAR_TRY(ext_conv_fwd(ly, L->t2, L->t3, W, b, B, 1));
     const ext_ulps *U = in->ulps;
-    double *dev_t = L->t3, *dev_p = L->t2;   // reused below, after the bound is taken
+    // The signature's samples go to the front of t3 and t2: sample k is
+    // written at output j >= k, after t2[k] was read.
+    double *dev_t = L->t3, *dev_p = L->t2;
+    const size_t stride = n_out > SIG_SAMPLES ? n_out / SIG_SAMPLES : 1;
+    size_t ns = 0;
     for (size_t j = 0; j < n_out; j++) {
         const double z = L->t1[j], Ez = (g * L->t2[j] + n * L->tiny) * SLACK;
         const double a = act_of(ly->act, z);
@@ -139,23 +150,24 @@ static double check_forward(local *L, int l, const double *W, const double *b)
         else if (ly->act == PAR_ACT_TANH)
             Ea = (Ez + U->tanh * 2 * u * (fabs(a) + Ez) + 8 * UD * fabs(a) + L->tiny) * SLACK;
         cmp(L, tensor, op, B, ly->n_out, j, out[j], a, Ea);
-        if (in->dt == PAR_F32) {
+        if (in->dt == PAR_F32 && j % stride == 0) {
             const size_t s = j / ly->n_out, o = j % ly->n_out, P = ly->h_out * ly->w_out;
             const size_t co = o / P, oh = o % P / ly->w_out, ow = o % ly->w_out;
             const double z32 = f32_dot(ly, W, b[co], x + s * ly->n_in, co, oh, ow);
-            dev_p[j] = fabs((double)(float)act_of(ly->act, z32) - a);
-            dev_t[j] = fabs(out[j] - a);
+            dev_p[ns] = fabs((double)(float)act_of(ly->act, z32) - a);
+            dev_t[ns++] = fabs(out[j] - a);
         }
     }
-    if (in->dt != PAR_F32) return 0;
-    const double mt = par_median_sort(dev_t, n_out), mp = par_median_sort(dev_p, n_out);
-    return mt == 0 || mp == 0 ? 0 : mt / mp;   // nothing to size against: 0
+    const double mt = ns ? par_median_select(dev_t, ns) : 0;
+    const double mp = ns ? par_median_select(dev_p, ns) : 0;
+    *ratio = mt == 0 || mp == 0 ? 0 : mt / mp;   // nothing to size against: 0
+    return PAR_OK;
 }
 
 // dL/d(layer l's input) from the trainer's dz of layer l, into t1, and its
 // bound into t2; then through layer l-1's activation, against the trainer's
 // dz of layer l-1.
-static void check_backward(local *L, int l, const double *W)
+static par_status check_backward(local *L, int l, const double *W)
 {
     const ext_local_in *in = L->in;
     const par_model *m = in->m;
@@ -191,9 +203,9 @@ static void check_backward(local *L, int l, const double *W)
         snprintf(op, sizeof op, "max-pool %d routing", l);
     } else {
         const double n = (double)(ly->c_out * ly->K * ly->K), g = gam(L, n);
-        ext_conv_bwd(ly, dx, dz, W, B, 0);
+        PAR_TRY(ext_conv_bwd(ly, dx, dz, W, B, 0));
         for (size_t j = 0; j < B * ly->n_out; j++) L->t3[j] = fabs(dz[j]);
-        ext_conv_bwd(ly, Edx, L->t3, W, B, 1);
+        PAR_TRY(ext_conv_bwd(ly, Edx, L->t3, W, B, 1));
         for (size_t i = 0; i < n_in; i++) Edx[i] = (g * Edx[i] + n * L->tiny) * SLACK;
         snprintf(op, sizeof op, "%s %d input gradient", kind_name(ly), l);
     }
@@ -214,22 +226,27 @@ static void check_backward(local *L, int l, const double *W)
         }
         cmp(L, tensor, op, B, prev->n_out, i, L->dz[l - 1][i], want, E);
     }
+    return PAR_OK;
 }
 
 // Layer l's weight and bias gradient from the trainer's own dz and input.
-static void check_grads(local *L, int l, const par_array *gw, const par_array *gb)
+static par_status check_grads(local *L, int l, const par_array *gw, const par_array *gb)
 {
     const ext_local_in *in = L->in;
     const par_layer *ly = &in->m->layers[l];
     const size_t B = in->B, nw = ly->n_rows * ly->row_len, nb = ly->n_rows;
     const double n = (double)(B * ly->h_out * ly->w_out), g = gam(L, n), u = L->u;
     double *c = calloc(2 * (nw + nb), sizeof *c);
-    if (!c) return;
+    PAR_FAIL_IF(!c, PAR_ERR_ALLOC, "the gradient check of layer %d", l);
     double *s = c + nw + nb;
-    ext_conv_grad(ly, c, c + nw, L->dz[l], L->a[l], B);
+    par_status st = ext_conv_grad(ly, c, c + nw, L->dz[l], L->a[l], B);
     for (size_t j = 0; j < B * ly->n_out; j++) L->t1[j] = fabs(L->dz[l][j]);
     for (size_t i = 0; i < B * ly->n_in; i++) L->t2[i] = fabs(L->a[l][i]);
-    ext_conv_grad(ly, s, s + nw, L->t1, L->t2, B);
+    if (st == PAR_OK) st = ext_conv_grad(ly, s, s + nw, L->t1, L->t2, B);
+    if (st != PAR_OK) {
+        free(c);
+        return st;
+    }
     char tw[48], tb[48], op[64];
     snprintf(tw, sizeof tw, "grad.layer%d.weight", l);
     snprintf(tb, sizeof tb, "grad.layer%d.bias", l);
@@ -243,6 +260,7 @@ static void check_grads(local *L, int l, const par_array *gw, const par_array *g
             cmp(L, tb, op, nb, 0, i - nw, par_get_real(in->dt, gb->data, i - nw), c[i], E);
     }
     free(c);
+    return PAR_OK;
 }
 
 // The loss layer from the trainer's logits: its dz, its per-sample losses,
@@ -356,8 +374,9 @@ par_status ext_local_check(const ext_local_in *in, int *checked, double *sig, ch
         const par_layer *ly = &m->layers[l];
         const double *W = ly->w_view >= 0 ? w + m->views[ly->w_view].offset : NULL;
         const double *b = ly->b_view >= 0 ? w + m->views[ly->b_view].offset : NULL;
-        const double q = check_forward(&L, l, W, b);
-        if (!(q <= *sig)) {
+        double q = 0;
+        st = check_forward(&L, l, W, b, &q);
+        if (st == PAR_OK && !(q <= *sig)) {
             *sig = q;
             snprintf(sig_tensor, sig_n, "layer%d.out", l);
         }
@@ -366,8 +385,8 @@ par_status ext_local_check(const ext_local_in *in, int *checked, double *sig, ch
     for (int l = Ln - 1; st == PAR_OK && l >= 0; l--) {
         const par_layer *ly = &m->layers[l];
         const double *W = ly->w_view >= 0 ? w + m->views[ly->w_view].offset : NULL;
-        if (ly->w_view >= 0) check_grads(&L, l, gw[l], gb[l]);
-        if (l > 0) check_backward(&L, l, W);
+        if (ly->w_view >= 0) st = check_grads(&L, l, gw[l], gb[l]);
+        if (st == PAR_OK && l > 0) st = check_backward(&L, l, W);
     }
     *checked = st == PAR_OK;
     free(xd);

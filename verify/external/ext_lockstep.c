@@ -143,19 +143,16 @@ static void on_local(void *ctx, const ext_cmp *c)
 // (own) into the checks of its own ops.
 static void compare_elem(loop *L, long step, int own, int v, size_t k,
                          const par_array *const *wa, const par_array *const *sa,
-                         const double cen[3], const double E[3])
+                         char names[3][64], const double cen[3], const double E[3])
 {
     const ext_lockstep_cfg *c = L->c;
     const par_view *vw = &c->m->views[v];
     ext_lockstep_result *r = L->r;
     const char *op = own ? "the update, from its own gradient" : NULL;
     for (int j = -1; j < L->n_state; j++) {
-        char name[64];
-        if (j < 0) snprintf(name, sizeof name, "%s", vw->name);
-        else snprintf(name, sizeof name, "opt.%s.%s", state_name(&c->optim, j), vw->name);
         const par_array *a = j < 0 ? wa[v] : sa[j * c->m->n_views + v];
-        const ext_cmp cmp = {name, op, vw->ndim, vw->shape, k, par_get_real(c->dt, a->data, k),
-                             cen[1 + j], E[1 + j]};
+        const ext_cmp cmp = {names[1 + j], op, vw->ndim, vw->shape, k,
+                             par_get_real(c->dt, a->data, k), cen[1 + j], E[1 + j]};
         if (own) note_cmp(&r->local_worst, &r->local_first, &r->local_violations, step, &cmp);
         else note_cmp(&r->worst, &r->first, &r->violations, step, &cmp);
     }
@@ -167,21 +164,26 @@ static void compare_state(loop *L, long step, const par_array *const *wa,
                           const par_array *const *sa, const par_array *const *ga)
 {
     const ext_lockstep_cfg *c = L->c;
+    ext_update up;
+    ext_update_init(&up, &c->optim, c->dt, L->opt_t + 1);
     for (int v = 0; v < c->m->n_views; v++) {
         const par_view *vw = &c->m->views[v];
+        char names[3][64];   // the view's weights and state arrays
+        snprintf(names[0], sizeof names[0], "%s", vw->name);
+        for (int j = 0; j < L->n_state; j++)
+            snprintf(names[1 + j], sizeof names[1 + j], "opt.%s.%s", state_name(&c->optim, j),
+                     vw->name);
         for (size_t k = 0; k < vw->count; k++) {
             const size_t i = vw->offset + k;
             const double w = par_get_real(c->dt, L->w, i);
             const double s0 = L->n_state > 0 ? par_get_real(c->dt, L->s[0], i) : 0;
             const double s1 = L->n_state > 1 ? par_get_real(c->dt, L->s[1], i) : 0;
             double cen[3], E[3];
-            ext_update_bound(&c->optim, c->dt, L->opt_t + 1, w, s0, s1, L->e.gc[i], L->e.Eg[i],
-                             cen, E);
-            compare_elem(L, step, 0, v, k, wa, sa, cen, E);
+            ext_update_bound(&up, w, s0, s1, L->e.gc[i], L->e.Eg[i], cen, E);
+            compare_elem(L, step, 0, v, k, wa, sa, names, cen, E);
             if (!ga) continue;
-            ext_update_bound(&c->optim, c->dt, L->opt_t + 1, w, s0, s1,
-                             par_get_real(c->dt, ga[v]->data, k), 0, cen, E);
-            compare_elem(L, step, 1, v, k, wa, sa, cen, E);
+            ext_update_bound(&up, w, s0, s1, par_get_real(c->dt, ga[v]->data, k), 0, cen, E);
+            compare_elem(L, step, 1, v, k, wa, sa, names, cen, E);
         }
     }
 }
@@ -196,10 +198,10 @@ static void signature(loop *L, long step, const par_array *const *ga, const void
         double *d = L->dev;
         for (size_t k = 0; k < vw->count; k++)
             d[k] = fabs(par_get_real(L->c->dt, ga[v]->data, k) - L->e.gc[vw->offset + k]);
-        const double dt = par_median_sort(d, vw->count);
+        const double dt = par_median_select(d, vw->count);
         for (size_t k = 0; k < vw->count; k++)
             d[k] = fabs(par_get_real(L->c->dt, gp, vw->offset + k) - L->e.gc[vw->offset + k]);
-        const double dp = par_median_sort(d, vw->count);
+        const double dp = par_median_select(d, vw->count);
         const double q = dt == 0 || dp == 0 ? 0 : dt / dp;   // nothing to size against: 0
         if (!(q <= L->r->signature) && vw->count >= 16) {
             L->r->signature = q;

@@ -2,12 +2,12 @@
 // private folder and its FIFOs, the trainer as a child in its own process
 // group (src/io/par_proc.h), JSON lines with a timeout on every answer and
 // a look at the child between reads, the folder removed at the end.
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700   // nftw
 #include "ext_proto.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -262,22 +262,19 @@ par_status ext_receive(ext_trainer *t, const char *op, json_t **reply)
     return PAR_OK;
 }
 
-// Removes the folder and what is in it (flat: files and FIFOs only).
-static void remove_dir(const char *dir)
+// Removes the folder and everything in it (the trainer's TMPDIR included).
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *f)
 {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        char p[1024];
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    (void)sb;
+    (void)f;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;   // on with the rest whatever one removal did
 }
+
+static void remove_dir(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 void ext_stop(ext_trainer *t)
 {
@@ -323,23 +320,27 @@ par_status ext_start(ext_trainer **out, const ext_opts *o, json_t *hello, json_t
                              "cannot make a private folder %s: %s", tmp ? tmp : "/tmp",
                              strerror(e));
     }
-    char to[600], from[600], log[600], env_dir[700];
+    char to[600], from[600], log[600], tmpdir[600], env_dir[700], env_tmp[700];
     ext_path(t, to, sizeof to, "to-trainer");
     ext_path(t, from, sizeof from, "from-trainer");
     ext_path(t, log, sizeof log, "trainer.log");
+    ext_path(t, tmpdir, sizeof tmpdir, "tmp");
     snprintf(env_dir, sizeof env_dir, "PARITY_EXTERNAL=%s", t->dir);
+    // The trainer's temporary files (torchrun's among them) go with the folder.
+    snprintf(env_tmp, sizeof env_tmp, "TMPDIR=%s", tmpdir);
     par_argv argv = {0};
     par_status st = split_command(&argv, o->command);
-    if (st == PAR_OK && (mkfifo(to, 0600) != 0 || mkfifo(from, 0600) != 0))
-        st = par_set_error(PAR_ERR_IO, __FILE__, __LINE__, "cannot make a FIFO in %s: %s", t->dir,
-                           strerror(errno));
+    if (st == PAR_OK && (mkfifo(to, 0600) != 0 || mkfifo(from, 0600) != 0 ||
+                         mkdir(tmpdir, 0700) != 0))
+        st = par_set_error(PAR_ERR_IO, __FILE__, __LINE__,
+                           "cannot make the FIFOs and tmp/ in %s: %s", t->dir, strerror(errno));
     // Read end first, O_RDWR: it holds a writer of its own, so reads never see
     // an end of file before the trainer opens its end.
     if (st == PAR_OK && (t->from_fd = open(from, O_RDWR | O_NONBLOCK)) < 0)
         st = par_set_error(PAR_ERR_IO, __FILE__, __LINE__, "cannot open %s: %s", from,
                            strerror(errno));
     if (st == PAR_OK) {
-        const char *env[] = {env_dir, "PARITY_PROTOCOL=1", NULL};
+        const char *env[] = {env_dir, "PARITY_PROTOCOL=1", env_tmp, NULL};
         const par_proc_spec spec = {.argv = (const char *const *)argv.v,
                                     .env = env,
                                     .out = PAR_PROC_FILE,

@@ -129,6 +129,14 @@ typedef struct vf_run_opts {
 // reference fails, a file cannot be written).
 par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *o);
 
+// The timed runs of config cf of case c on `cores` cores: its warm-up and timed
+// rounds, 0 when it is not timed (oversubscribed, or repeats = 0).
+int vf_timed_runs(const vf_case *c, const vf_config *cf, int cores);
+// What the suite itself says of its time before anything runs: the seconds of
+// its window-timed runs (each about 1.1 x its case's window: warm-up steps and
+// the window at the calibrated config's speed), *runs of them.
+double vf_suite_window_s(const vf_suite *s, int cores, long *runs);
+
 // ---- report -----------------------------------------------------------------
 
 // Writes table.md, table.csv and loss-curve plots (gnuplot; skipped with a

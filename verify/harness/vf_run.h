@@ -9,6 +9,14 @@
 
 enum { VF_T_REF, VF_T_RUN, VF_T_LOCKSTEP, VF_T_CHECK, VF_T_TIME, VF_T_KINDS };
 
+// Work of the progress estimate: tasks and units (training steps x step_work)
+// of each kind, and the seconds of timed runs sized by a window of seconds
+// (vf_case.window) whose steps are not known before the case's calibration.
+typedef struct vf_work {
+    double tasks[VF_T_KINDS], units[VF_T_KINDS];
+    double window_s;
+} vf_work;
+
 typedef struct vf_runner {
     const vf_suite *s;
     const vf_run_opts *o;
@@ -19,7 +27,11 @@ typedef struct vf_runner {
     int i_case;
     char what[300];             // the task running now
     long done, total;
-    double t0, unit_s[VF_T_KINDS], units_done[VF_T_KINDS], units_left[VF_T_KINDS];
+    double t0;
+    vf_work left;               // every task not yet run
+    vf_work later;              // the tasks of the cases not yet started (a floor)
+    // per kind, the tasks done: count, sum of units, of seconds, of units^2, of units x seconds
+    double fit[VF_T_KINDS][5];
     // CPU ticks of /proc/stat during the timings, all cases together (steal in provenance)
     unsigned long long ticks_total, ticks_steal;
 } vf_runner;
@@ -37,6 +49,8 @@ typedef struct vf_case_run {
     double step_work;           // multiply-adds of one training step (batch x par_model_macs):
                                 //   the progress estimate's unit, so a full-batch step of
                                 //   study 1 and a batch-64 step of study 3 weigh what they cost
+    vf_work plan;               // its work as planned (vf_plan_add), for r->later
+    int started;                // vf_case_start: its work is no longer r->later's
     json_t *res;                // the case's result object
     long time_warmup, time_steps;   // a timed run: warm-up steps, then the timed window's
                                     //   steps (0, 0: not timed)
@@ -56,6 +70,13 @@ void vf_note(vf_runner *r, const char *fmt, ...) __attribute__((format(printf, 2
 // will not run.
 void vf_task_done(vf_runner *r, const vf_case_run *cr, int kind, double steps, double seconds);
 void vf_task_skip(vf_runner *r, const vf_case_run *cr, int kind, double steps, long n);
+// Planning: n tasks of `kind` of the case, `units` in all, and window_s seconds of
+// window-sized timed runs, added to the work left and, before the case starts,
+// to the later cases' and the case's plan (negative: planned work taken back off).
+void vf_plan_add(vf_runner *r, vf_case_run *cr, int kind, double n, double units,
+                 double window_s);
+// The case starts: its plan is no longer the later cases' work.
+void vf_case_start(vf_runner *r, vf_case_run *cr);
 // First non-empty, non-hint line of a file ("" if none).
 void vf_first_line(char *buf, size_t n, const char *path);
 // Runs `parity` with b (b->v[0] is replaced by the binary's path) in a
@@ -116,6 +137,12 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
 // Whether a case makes a calibration run (for the plan's task count): a
 // window, repeats and a config that can be timed.
 int vf_case_calibrates(const vf_runner *r, const vf_case *c);
+// The seconds a timed run of a window-sized case is planned at: its warm-up steps
+// (a tenth of the window's) and the window, at the calibrated config's speed.
+double vf_window_run_s(const vf_case *c);
+// A config's timed runs that will not run (it failed, or is oversubscribed)
+// come off the plan, as steps or as window seconds.
+void vf_time_row_skip(vf_runner *r, vf_case_run *cr, const vf_config *cf);
 // Speedup, efficiency and the speedup's 95% interval against the case's
 // serial exact T=1 R=1 median.
 void vf_speedups(json_t *configs, json_t *cres_case);

@@ -214,6 +214,38 @@ static void machine_after(vf_runner *r, json_t *tc, const vf_cpu_ticks *t0, int 
     }
 }
 
+double vf_window_run_s(const vf_case *c) { return 1.1 * c->window; }
+
+int vf_timed_runs(const vf_case *c, const vf_config *cf, int cores)
+{
+    return cf->threads * cf->ranks > cores || c->repeats == 0 ? 0 : c->warmup + c->repeats;
+}
+
+double vf_suite_window_s(const vf_suite *s, int cores, long *runs)
+{
+    double sec = 0;
+    *runs = 0;
+    for (int i = 0; i < s->n_cases; i++) {
+        const vf_case *c = &s->cases[i];
+        for (int j = 0; c->window > 0 && j < c->n_configs; j++) {
+            const int n = vf_timed_runs(c, &c->configs[j], cores);
+            *runs += n;
+            sec += n * vf_window_run_s(c);
+        }
+    }
+    return sec;
+}
+
+void vf_time_row_skip(vf_runner *r, vf_case_run *cr, const vf_config *cf)
+{
+    const vf_case *c = cr->c;
+    const int runs = c->warmup + c->repeats;
+    if (c->window > 0)
+        vf_plan_add(r, cr, VF_T_TIME, -runs, 0, -runs * vf_window_run_s(c));
+    else
+        vf_task_skip(r, cr, VF_T_TIME, (double)cr->N * cf->ranks, runs);
+}
+
 int vf_case_calibrates(const vf_runner *r, const vf_case *c)
 {
     if (!(c->window > 0) || c->repeats == 0) return 0;
@@ -358,10 +390,10 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
     cr->time_warmup = p.K;
     cr->time_steps = p.W;
     const int rounds = c->warmup + c->repeats;
-    for (int j = 0; j < n; j++) {   // the plan counted N steps a run; they are K + W
-        r->units_left[VF_T_TIME] += (double)(p.K + p.W - cr->N) * c->configs[idx[j]].ranks *
-                                    cr->step_work * rounds;
-        if (r->units_left[VF_T_TIME] < 0) r->units_left[VF_T_TIME] = 0;
+    for (int j = 0; j < n; j++) {   // the plan counted N steps a run, or window seconds; now K + W
+        const double planned = c->window > 0 ? 0 : (double)cr->N;
+        vf_plan_add(r, cr, VF_T_TIME, 0, (double)(p.K + p.W - planned) * c->configs[idx[j]].ranks *
+                    cr->step_work * rounds, c->window > 0 ? -rounds * vf_window_run_s(c) : 0);
     }
     json_object_set_new(tc, "window_target_seconds", json_real(c->window));
     json_object_set_new(tc, "warmup_steps", json_integer(p.K));

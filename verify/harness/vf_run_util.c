@@ -38,27 +38,56 @@ void vf_config_label(char *buf, size_t n, const vf_config *cf)
 
 // ---- progress --------------------------------------------------------------------
 
-// Seconds left: units of work left of each kind at that kind's measured rate
-// (or the overall rate for kinds not yet seen); -1 before any task is done.
-static double seconds_left(const vf_runner *r)
+// Seconds per task and per unit of each kind: a least-squares line through
+// the tasks done (seconds = a + b units: a task's start-up apart from its
+// work), a proportional rate after one task (or tasks of one size), the
+// overall rate of the kinds seen for a kind not seen; 0 when nothing ran.
+static int rates(const vf_runner *r, double a[VF_T_KINDS], double b[VF_T_KINDS])
 {
-    double all_s = 0, all_u = 0, left = 0;
+    double all_s = 0, all_u = 0;
     for (int k = 0; k < VF_T_KINDS; k++) {
-        all_s += r->unit_s[k] * r->units_done[k];
-        all_u += r->units_done[k];
+        all_u += r->fit[k][1];
+        all_s += r->fit[k][2];
     }
-    if (all_u <= 0) return -1;
-    for (int k = 0; k < VF_T_KINDS; k++)
-        left += r->units_left[k] * (r->units_done[k] > 0 ? r->unit_s[k] : all_s / all_u);
-    return left;
+    if (all_u <= 0) return 0;
+    for (int k = 0; k < VF_T_KINDS; k++) {
+        const double *f = r->fit[k];
+        const double n = f[0], var = n * f[3] - f[1] * f[1], cov = n * f[4] - f[1] * f[2];
+        a[k] = 0;
+        b[k] = f[1] > 0 ? f[2] / f[1] : all_s / all_u;
+        if (n >= 2 && var > 1e-9 * n * f[3] && cov > 0) {
+            b[k] = cov / var;
+            a[k] = (f[2] - b[k] * f[1]) / n;
+            if (a[k] < 0) {   // no negative start-up: proportional instead
+                a[k] = 0;
+                b[k] = f[2] / f[1];
+            }
+        }
+    }
+    return 1;
+}
+
+// Seconds that work w takes at the rates measured so far; -1 before any task is done.
+static double seconds_of(const vf_runner *r, const vf_work *w)
+{
+    double a[VF_T_KINDS], b[VF_T_KINDS];
+    if (!rates(r, a, b)) return -1;
+    double s = w->window_s;
+    for (int k = 0; k < VF_T_KINDS; k++) s += w->tasks[k] * a[k] + w->units[k] * b[k];
+    return s;
 }
 
 // The task r->what to the progress callback; running_s > 0 for a heartbeat
-// (the estimate then leaves out the time the task has already run).
+// (the estimate then leaves out the time the task has already run, but never
+// goes below what the cases not yet started take).
 static void report(const vf_runner *r, double running_s)
 {
-    double left = seconds_left(r);
-    if (left >= 0) left = left > running_s ? left - running_s : 0;
+    double left = seconds_of(r, &r->left);
+    if (left >= 0) {
+        const double floor = seconds_of(r, &r->later);
+        left = left > running_s ? left - running_s : 0;
+        if (left < floor) left = floor;
+    }
     const vf_progress p = {r->case_name, r->i_case, r->s->n_cases, r->what, r->done, r->total,
                            par_now() - r->t0, left, running_s};
     r->o->progress(r->o->ctx, &p);
@@ -82,21 +111,48 @@ static void heartbeat(void *ctx, const par_proc *p, double running_s)
     if (r->o->progress && r->what[0]) report(r, running_s);
 }
 
+// w += n tasks of kind, units, window seconds; none of them below 0.
+static void work_add(vf_work *w, int kind, double n, double units, double window_s)
+{
+    w->tasks[kind] = w->tasks[kind] + n > 0 ? w->tasks[kind] + n : 0;
+    w->units[kind] = w->units[kind] + units > 0 ? w->units[kind] + units : 0;
+    w->window_s = w->window_s + window_s > 0 ? w->window_s + window_s : 0;
+}
+
+void vf_plan_add(vf_runner *r, vf_case_run *cr, int kind, double n, double units,
+                 double window_s)
+{
+    work_add(&r->left, kind, n, units, window_s);
+    if (!cr->started) {
+        work_add(&r->later, kind, n, units, window_s);
+        work_add(&cr->plan, kind, n, units, window_s);
+    }
+    r->total += (long)n;
+}
+
+void vf_case_start(vf_runner *r, vf_case_run *cr)
+{
+    cr->started = 1;
+    for (int k = 0; k < VF_T_KINDS; k++)
+        work_add(&r->later, k, -cr->plan.tasks[k], -cr->plan.units[k], k ? 0 : -cr->plan.window_s);
+}
+
 void vf_task_done(vf_runner *r, const vf_case_run *cr, int kind, double steps, double seconds)
 {
-    double units = (steps > 0 ? steps : 1) * cr->step_work;
-    const double u = r->units_done[kind] + units;
-    r->unit_s[kind] = (r->unit_s[kind] * r->units_done[kind] + seconds) / u;
-    r->units_done[kind] = u;
-    r->units_left[kind] -= units;
-    if (r->units_left[kind] < 0) r->units_left[kind] = 0;
+    const double u = (steps > 0 ? steps : 1) * cr->step_work;
+    double *f = r->fit[kind];
+    f[0] += 1;
+    f[1] += u;
+    f[2] += seconds;
+    f[3] += u * u;
+    f[4] += u * seconds;
+    work_add(&r->left, kind, -1, -u, 0);
     r->done++;
 }
 
 void vf_task_skip(vf_runner *r, const vf_case_run *cr, int kind, double steps, long n)
 {
-    r->units_left[kind] -= steps * cr->step_work * (double)n;
-    if (r->units_left[kind] < 0) r->units_left[kind] = 0;
+    work_add(&r->left, kind, -(double)n, -steps * cr->step_work * (double)n, 0);
     r->total -= n;
 }
 

@@ -115,36 +115,32 @@ static par_status plan_case(vf_runner *r, vf_case_run *cr, const vf_case *c, jso
     return par_mkdirs(cr->dir, 0755);
 }
 
-// Work units of a case for the progress estimate.
-static void count_case(vf_runner *r, const vf_case_run *cr)
+// The work of a case for the progress estimate (vf_plan_add): tasks and their
+// steps x step_work per kind; the timed runs of a window-sized case in seconds.
+static void count_case(vf_runner *r, vf_case_run *cr)
 {
     const vf_case *c = cr->c;
     const double w = cr->step_work;
-    r->total += 1;
-    r->units_left[VF_T_REF] += (double)cr->N * w;
+    vf_plan_add(r, cr, VF_T_REF, 1, (double)cr->N * w, 0);
     for (int i = 0; i < c->n_configs; i++) {
         const vf_config *cf = &c->configs[i];
         const double u = (double)cr->N * cf->ranks * w;
-        r->total += 1;
-        r->units_left[VF_T_RUN] += u;
-        if (cf->mode == PAR_MODE_FAST) {
-            r->total += 1;
-            r->units_left[VF_T_LOCKSTEP] += u;
-        }
-        if (!vf_oversubscribed(r, cf) && c->repeats > 0) {
-            r->total += c->warmup + c->repeats;
-            r->units_left[VF_T_TIME] += u * (c->warmup + c->repeats);
+        vf_plan_add(r, cr, VF_T_RUN, 1, u, 0);
+        if (cf->mode == PAR_MODE_FAST) vf_plan_add(r, cr, VF_T_LOCKSTEP, 1, u, 0);
+        const int runs = vf_timed_runs(c, cf, r->o->cores);
+        if (runs > 0) {
+            if (c->window > 0)
+                vf_plan_add(r, cr, VF_T_TIME, runs, 0, runs * vf_window_run_s(c));
+            else
+                vf_plan_add(r, cr, VF_T_TIME, runs, u * runs, 0);
         }
     }
-    if (vf_case_calibrates(r, c)) {   // the window's calibration run, one rank
-        r->total += 1;
-        r->units_left[VF_T_TIME] += (double)cr->N * w;
-    }
+    if (vf_case_calibrates(r, c))   // the window's calibration run, one rank
+        vf_plan_add(r, cr, VF_T_TIME, 1, (double)cr->N * w, 0);
     if (r->check_available) {
         vf_config keys[VF_MAX_CONFIGS + 1];
         const int n = vf_check_keys(c, keys) * c->n_check_steps;
-        r->total += n;
-        r->units_left[VF_T_CHECK] += n * w;
+        vf_plan_add(r, cr, VF_T_CHECK, n, n * w, 0);
         // reference runs to step S - 1 for the checks, once per setting
         json_t *planned = json_object_get(r->cache, "planned");
         if (!planned) {
@@ -156,8 +152,7 @@ static void count_case(vf_runner *r, const vf_case_run *cr)
             vf_fmt(key, sizeof key, "%s|%ld", cr->ref_key, cr->check_steps[i] - 1);
             if (cr->check_steps[i] <= 1 || json_object_get(planned, key)) continue;
             json_object_set_new(planned, key, json_true());
-            r->total += 1;
-            r->units_left[VF_T_REF] += (double)(cr->check_steps[i] - 1) * w;
+            vf_plan_add(r, cr, VF_T_REF, 1, (double)(cr->check_steps[i] - 1) * w, 0);
         }
     }
 }
@@ -225,7 +220,7 @@ static par_status run_case(vf_runner *r, vf_case_run *cr, json_t *cres)
                 !pass ? "not timed: verification failed"
                 : over ? "correctness only: oversubscribed (threads x ranks > cores)"
                        : "correctness only: repeats = 0"));
-            if (counted) vf_task_skip(r, cr, VF_T_TIME, (double)cr->N * cf->ranks, c->warmup + c->repeats);
+            if (counted) vf_time_row_skip(r, cr, cf);
             continue;
         }
         todo[i] = 1;
@@ -304,6 +299,7 @@ par_status vf_run_suite(json_t **results, const vf_suite *s, const vf_run_opts *
     for (int i = 0; st == PAR_OK && i < s->n_cases; i++) {
         r.case_name = s->cases[i].name;
         r.i_case = i + 1;
+        vf_case_start(&r, &crs[i]);
         st = run_case(&r, &crs[i], crs[i].res);
     }
     free(crs);

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Rewrites README.md's table of current figures from bench/results/.
+
+Each figure is read from the results file a bench script wrote (its
+provenance in the file's header); the table lists each with the script that
+prints it, and one line under it says where and when they were measured.
+The table sits between the README's `<!-- figures -->` and
+`<!-- /figures -->` lines; nothing else of README.md changes. A figure whose
+file or row is missing reads "not measured". bench/run-all.sh runs this at
+its end. Usage: bench/readme_figures.py [RESULTS_DIR] [README]
+"""
+import os
+import re
+import sys
+
+RESULTS = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
+README = sys.argv[2] if len(sys.argv) > 2 else "README.md"
+BEGIN, END = "<!-- figures -->", "<!-- /figures -->"
+MISSING = "not measured"
+
+
+def read(name):
+    path = os.path.join(RESULTS, name + ".md")
+    return open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+
+
+def provenance(text, key):
+    m = re.search(r"^\| %s \| (.*?) \|$" % re.escape(key), text, re.M)
+    return m.group(1) if m else ""
+
+
+def row(text, first):
+    """The cells of the first table row whose first cell is `first`."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells and cells[0] == first:
+            return cells
+    return None
+
+
+def cell(text, first, col, fmt=lambda v: v):
+    r = row(text, first)
+    return fmt(r[col]) if r and len(r) > col and r[col] else MISSING
+
+
+def seconds(v):   # "1.176 (1.176)" -> "1.18 s"
+    return "%.2f s" % float(v.split()[0])
+
+
+def verify_figure(text):
+    t = re.search(r"\*\*(\d+ min \d+ s)\*\* from start to end", text)
+    n = re.search(r"^(\d+) of (\d+) two-core rows carry a speedup", text, re.M)
+    if not t or not n:
+        return MISSING
+    return "%s; %s of %s" % (t.group(1), n.group(1), n.group(2))
+
+
+def external_figure(text):
+    r = row(text, "ddp-cnn-2")
+    if not r or len(r) < 10:
+        return MISSING
+    return "%s; %s s" % (r[4], r[9])
+
+
+def main():
+    trainers, vs, ver, ext = (read(n) for n in ("trainers", "vs_pytorch", "verify", "external"))
+    rows = [
+        ("`ci/verify.sh`'s default suite: wall time; two-core rows whose speedup has a 95% "
+         "interval within +-10%", verify_figure(ver), "bench/verify.sh"),
+        ("default MLP, one epoch of Fashion-MNIST, serial exact",
+         cell(trainers, "serial", 1, seconds), "bench/trainers.sh"),
+        ("the same, `omp --threads 2` exact: speedup over serial exact",
+         cell(trainers, "omp --threads 2", 3), "bench/trainers.sh"),
+        ("the same, `mpi --ranks 2` exact: speedup over serial exact",
+         cell(trainers, "mpi --ranks 2", 3), "bench/trainers.sh"),
+        ("PyTorch one thread / parity serial exact, the same epoch (above 1: parity is faster)",
+         cell(vs, "PyTorch 1 thread / parity serial exact", 1), "bench/vs_pytorch.sh"),
+        ("PyTorch DDP, 2 processes, MNIST CNN with Adam under `parity lockstep --external "
+         "--intermediates`: verdict; parity's seconds a step", external_figure(ext),
+         "bench/external.sh"),
+    ]
+    out = ["| figure | value | printed by |", "|---|--:|---|"]
+    out += ["| %s | %s | `%s` |" % r for r in rows]
+    dates = sorted(d.split(",")[0] for d in
+                   (provenance(t, "date (UTC)") for t in (trainers, vs, ver, ext)) if d)
+    commits = sorted({provenance(t, "commit").split()[0] for t in (trainers, vs, ver, ext)
+                      if provenance(t, "commit")})
+    cpu = provenance(trainers, "CPU") or provenance(ver, "CPU") or "unknown"
+    when = "%s to %s" % (dates[0][:16], dates[-1][:16]) if dates else "never"
+    out += ["", "Measured on %s, commit %s, %s UTC, by `bench/run-all.sh --verify`, which "
+            "rewrites this table; each file in [bench/results/](bench/results/) holds its "
+            "provenance (load, compiler, MPI)." % (cpu, ", ".join(commits) or "unknown", when)]
+    text = open(README, encoding="utf-8").read()
+    a, b = text.find(BEGIN), text.find(END)
+    if a < 0 or b < a:
+        sys.exit("%s: no %s ... %s block" % (README, BEGIN, END))
+    new = text[:a + len(BEGIN)] + "\n" + "\n".join(out) + "\n" + text[b:]
+    tmp = README + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(new)
+    os.replace(tmp, README)
+
+
+if __name__ == "__main__":
+    main()
