@@ -34,14 +34,14 @@ ctest --test-dir "$build" --output-on-failure -j1 "${select[@]}"
 echo
 echo "== without MPI (build-nompi: -DPARITY_MPI=OFF, unit tests) =="
 cmake -S . -B build-nompi -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARITY_WERROR=ON \
-      -DPARITY_MPI=OFF >/dev/null
+      -DPARITY_MPI=OFF -DPARITY_CUDA=OFF >/dev/null
 cmake --build build-nompi -j"$(nproc)" >/dev/null
 ctest --test-dir build-nompi --output-on-failure -j1 -L unit
 
 echo
 echo "== clang (build-clang: -Werror, unit tests; its bits: ctest -L cross) =="
 CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARITY_WERROR=ON \
-      -DPARITY_MPI=ON >/dev/null
+      -DPARITY_MPI=ON -DPARITY_CUDA=OFF >/dev/null
 cmake --build build-clang -j"$(nproc)" >/dev/null
 ctest --test-dir build-clang --output-on-failure -j"$(nproc)" -L unit
 

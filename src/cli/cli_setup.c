@@ -34,6 +34,8 @@ int cli_numerics_resolve(const char *cmd, const cli_numerics_flags *f, cli_numer
         fprintf(stderr, "parity %s: --trainer '%s': expected one of", cmd, f->trainer);
         for (int i = 0; par_trainers[i]; i++) fprintf(stderr, " %s", par_trainers[i]->name);
         fprintf(stderr, "\nhint: mpi, hybrid and root need a build with -DPARITY_MPI=ON\n");
+        if (strcmp(f->trainer, "cuda") == 0)
+            fprintf(stderr, "hint: cuda needs a build with nvcc (-DPARITY_CUDA=ON; docs/gpu.md)\n");
         return EXIT_USAGE;
     }
     if (f->fault && strcmp(out->tr->name, "reference") == 0) {

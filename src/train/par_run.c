@@ -90,12 +90,12 @@ static par_status check_finite(const par_run_opts *o, void *state, int epoch, lo
                                int last, double loss)
 {
     const par_model *m = o->cfg.model;
-    const void *w;
+    const void *w = NULL;
     size_t n;
-    PAR_TRY(o->trainer->params(state, &w, &n));
     char wbad[160] = "", gbad[160] = "", msg[400];
     const int scan = (o->check_every > 0 && (step % o->check_every == 0 || last)) ||
                      !isfinite(loss);
+    if (scan) PAR_TRY(o->trainer->params(state, &w, &n));
     const int w_bad = scan &&
                       any_nonfinite_threads(w, o->cfg.dtype, m->n_params, o->cfg.threads) &&
                       par_find_nonfinite(wbad, sizeof wbad, m, o->cfg.dtype, w);
@@ -221,7 +221,9 @@ par_status par_run(const par_run_opts *o, const par_run_hooks *h, void *final_pa
             }
             const void *w = NULL;
             size_t n;
-            if (st == PAR_OK && h && (h->on_step || h->after_step))
+            const int lazy = (o->trainer->caps & PAR_CAP_LAZY_PARAMS) && h && h->wants_params;
+            if (st == PAR_OK && h && (h->on_step || h->after_step) &&
+                (!lazy || h->wants_params(h->ctx, step)))
                 st = o->trainer->params(state, &w, &n);
             if (st == PAR_OK && h && h->on_step) st = h->on_step(h->ctx, epoch, step, B, loss, w);
             if (st == PAR_OK && h && h->after_step) {

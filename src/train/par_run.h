@@ -45,6 +45,10 @@ typedef struct par_run_hooks {
     // the trainer (par_run_optim). May return PAR_RUN_STOP.
     par_status (*after_step)(void *ctx, const par_run_point *pt, const void *params,
                              const par_run_now *now);
+    // Optional. For a trainer with PAR_CAP_LAZY_PARAMS: 1 when on_step or
+    // after_step of step `step` read their params; otherwise they get NULL
+    // (after_step can still ask now->trainer). NULL: every step.
+    int (*wants_params)(void *ctx, long step);
 } par_run_hooks;
 
 // The loop's settings: what the trainer gets (cfg, embedded) and what the

@@ -178,7 +178,9 @@ static par_status after_step(void *ctx, const par_run_point *pt, const void *par
     const int due = s->every > 0 && (pt->step % s->every == 0 || pt->step == s->total_steps);
     if ((due || v[0]) && s->checkpointing) {
         par_optim_state os;   // every rank: collective for the MPI trainers
-        par_status st = par_run_optim(now, &os);
+        size_t n;
+        par_status st = params ? PAR_OK : now->trainer->params(now->state, &params, &n);
+        if (st == PAR_OK) st = par_run_optim(now, &os);
         if (st == PAR_OK && s->cfg.rank == 0 && s->ck) st = write_checkpoint(s, pt, params, &os);
         PAR_TRY(agree_status(s, st));
     }
@@ -200,6 +202,15 @@ static par_status after_step(void *ctx, const par_run_point *pt, const void *par
         s->samples_warm = s->res.samples;
     }
     return PAR_OK;
+}
+
+// The steps whose hooks read the parameters: every one with a digest in the
+// log; checkpoints that are due (after_step fetches them itself on a stop).
+static int wants_params(void *ctx, long step)
+{
+    const par_session *s = ctx;
+    if (s->cfg.rank == 0 && s->log && !s->cfg.no_digest) return 1;
+    return s->checkpointing && s->every > 0 && (step % s->every == 0 || step == s->total_steps);
 }
 
 static par_status on_epoch(void *ctx, int epoch, long step, const void *params)
@@ -567,7 +578,7 @@ par_status par_session_run(par_session *s, const volatile sig_atomic_t *stop)
     ro.start_optim = c->resume ? &start_os : NULL;
     ro.check_finite = 1;
     const par_run_hooks hooks = {.ctx = s, .on_step = on_step, .on_epoch = on_epoch,
-                                 .after_step = after_step};
+                                 .after_step = after_step, .wants_params = wants_params};
     s->t_start = par_now();
     par_status st = par_run(&ro, &hooks, s->final, &r->steps, &r->stats);
     const double t_end = par_now();

@@ -30,6 +30,8 @@ enum {
     PAR_CAP_THREADS = 1u << 0,  // honours cfg.threads
     PAR_CAP_RANKS = 1u << 1,    // runs one process per MPI rank
     PAR_CAP_FILLS_BATCH = 1u << 2,   // assembles the batch itself (par_batch.fill)
+    PAR_CAP_LAZY_PARAMS = 1u << 3,   // params copies them (from a device): par_run asks for
+                                     // them only at steps where a hook wants them
 };
 
 // Test-only faults: deliberately wrong arithmetic, so that tests can show

@@ -7,6 +7,9 @@ extern const par_trainer_ops par_trainer_reference, par_trainer_serial, par_trai
 #ifdef PARITY_HAVE_MPI
 extern const par_trainer_ops par_trainer_mpi, par_trainer_hybrid, par_trainer_root;
 #endif
+#ifdef PARITY_HAVE_CUDA
+extern const par_trainer_ops par_trainer_cuda;
+#endif
 
 const par_trainer_ops *const par_trainers[] = {
     &par_trainer_reference,
@@ -16,6 +19,9 @@ const par_trainer_ops *const par_trainers[] = {
     &par_trainer_mpi,
     &par_trainer_hybrid,
     &par_trainer_root,
+#endif
+#ifdef PARITY_HAVE_CUDA
+    &par_trainer_cuda,
 #endif
     NULL,
 };

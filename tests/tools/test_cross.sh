@@ -161,12 +161,13 @@ diagnose() {
 
 # --- the builds ------------------------------------------------------------------
 # build NAME COMPILER|aarch64 BUILD_TYPE CFLAGS [TARGETS...]: BUILD/cross-NAME,
-# MPI-less; "aarch64" cross-compiles with cmake/aarch64-linux-gnu.cmake.
+# MPI-less and CUDA-less (the host's bits are what it compares); "aarch64" cross-compiles with cmake/aarch64-linux-gnu.cmake.
 build() {
     local name=$1 cc=$2 bt=$3 cflags=$4 t0=$SECONDS
     shift 4
     local dir=$BUILD/cross-$name args
-    args=(-S "$SRC" -B "$dir" -DCMAKE_BUILD_TYPE="$bt" -DPARITY_MPI=OFF -DCMAKE_C_FLAGS="$cflags")
+    args=(-S "$SRC" -B "$dir" -DCMAKE_BUILD_TYPE="$bt" -DPARITY_MPI=OFF -DPARITY_CUDA=OFF
+          -DCMAKE_C_FLAGS="$cflags")
     if [ "$cc" = aarch64 ]; then
         args+=(-DCMAKE_TOOLCHAIN_FILE="$SRC/cmake/aarch64-linux-gnu.cmake")
     else

@@ -1,0 +1,69 @@
+// The CUDA room's C interface (library par_cuda, built with -DPARITY_CUDA):
+// the device, its memory, and the launches of the dense-layer kernels whose
+// bodies are cuda_bodies.h's. Every launch is asynchronous on the default
+// stream and checks nothing; a launch or kernel failure surfaces as an
+// error of the next par_cuda_get or par_cuda_sync. The trainer
+// (src/train/train_cuda.c) is the only user. Tests: tests/gpu/test_cuda.c.
+#ifndef CUDA_API_H
+#define CUDA_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+#define restrict __restrict__   // the C headers below, read by nvcc as C++
+extern "C" {
+#endif
+
+#include "par_dtype.h"
+#include "par_kernels.h"
+#include "par_model.h"
+#include "par_status.h"
+
+// Opens device 0 (the first CUDA_VISIBLE_DEVICES names); PAR_ERR_CONFIG,
+// with the runtime's reason, when there is none. name: its name (cap bytes).
+par_status par_cuda_open(char *name, size_t cap);
+// Device memory of `bytes` (zeroed) into *p, and its release (NULL: nothing).
+par_status par_cuda_alloc(void **p, size_t bytes);
+void par_cuda_free(void *p);
+// Page-locked host memory (for the per-step copies), and its release.
+par_status par_cuda_host_alloc(void **p, size_t bytes);
+void par_cuda_host_free(void *p);
+// Host to device, queued after the launches before it (src must stay valid
+// and unchanged until the next par_cuda_get or par_cuda_sync).
+par_status par_cuda_put(void *dst, const void *src, size_t bytes);
+// Device to host, after everything queued before it; reports their errors.
+par_status par_cuda_get(void *dst, const void *src, size_t bytes);
+// Waits for everything queued; reports their errors.
+par_status par_cuda_sync(void);
+
+// x[s][f] = data[idx[s]][f] and labels[s] = lab_all[idx[s]] for s < B.
+void par_cuda_gather(par_dtype dt, void *x, int32_t *labels, const void *data,
+                     const int32_t *lab_all, const int32_t *idx, size_t B, size_t nf);
+// y = act(x W^T + b) for B samples (par_dense_forward's order); WT (n_in, n_out).
+void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *WT, const void *b,
+                      par_act act, size_t B, size_t n_in, size_t n_out);
+// par_softmax_xent of B samples of K logits.
+void par_cuda_softmax_xent(par_dtype dt, void *dz, void *loss, const void *z,
+                           const int32_t *labels, size_t B, size_t K);
+// dx = (dz W) * act'(y) for B samples (par_dense_backward_data, par_act_backward).
+void par_cuda_backward_data(par_dtype dt, void *dx, const void *dz, const void *W,
+                            const void *y, par_act act, size_t B, size_t n_in, size_t n_out);
+// A dense layer's weight and bias gradient in chunks of C (par_dense_backward_weights
+// over every chunk) into g, then its update (k NULL: SGD with lr; else par_optim's
+// formulas with k and the state m, v) of w, keeping WT = W^T. w, g, m, v are the
+// whole parameter arrays; the layer's weights start at wo, its biases at bo.
+void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v, void *WT,
+                          const void *dz, const void *x, size_t wo, size_t bo, size_t B,
+                          size_t C, size_t n_in, size_t n_out, const par_optim_coef *k,
+                          double lr);
+// WT[i][o] = W[o][i] for W (n_out, n_in).
+void par_cuda_transpose(par_dtype dt, void *WT, const void *W, size_t n_in, size_t n_out);
+// *out (one element of dt) = par_loss_fold of B losses in chunks of C.
+void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, size_t C);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,290 @@
+// `cuda`: the contract on one CUDA GPU (docs/gpu.md), exact mode, dense
+// layers, every optimizer, f32 and f64. Each kernel runs one body of
+// src/cuda/cuda_bodies.h per element, the CPU kernel's chain in its order;
+// the chunk fold is a chain per chunk, folded left in chunk order. The
+// training set is uploaded once (converted on the host as par_data_gather
+// does) and each step gathers its batch on the device from the record
+// indices; the loss is the one value read back per step. Parameters,
+// gradient and optimizer state come back only when asked for. The engine
+// (its first member) is the host mirror and gives the update's coefficients.
+// Not yet: conv2d, max-pool, batchnorm, fast mode, faults (refused). Tests:
+// tests/gpu/test_cuda.c (bitwise against the reference; skipped without a device).
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_api.h"
+#include "par_data.h"
+#include "par_engine.h"
+
+typedef struct cuda_state {
+    par_engine e;                         // first: host mirror (w, g, state), coefficients
+    size_t sz;
+    void *w, *g, *os[2];                  // device: parameters, gradient, optimizer state
+    void *wt[PAR_MAX_LAYERS];             // device: W^T per layer (n_in, n_out)
+    void *a[PAR_MAX_LAYERS + 1];          // device: a[0] the batch, a[l + 1] layer l's output
+    void *d[PAR_MAX_LAYERS];              // device: dL/d(pre-activation) of layer l
+    void *loss, *lsum;                    // device: per-sample losses, their fold
+    int32_t *labels, *idx;                // device: the batch's labels and record indices
+    int32_t *h_idx;                       // page-locked: the indices on their way
+    const par_images *im;                 // the resident training set: its source,
+    const void *im_px;                    //   identified by address and pixels
+    size_t im_n;
+    void *data;                           // device: im's records in the dtype
+    int32_t *lab_all;                     // device: im's labels
+    int w_stale, g_stale, os_stale;       // the host mirror is behind the device
+} cuda_state;
+
+static void cuda_destroy(void *state)
+{
+    cuda_state *s = state;
+    if (!s) return;
+    void *dev[] = {s->w, s->g, s->os[0], s->os[1], s->loss, s->lsum, s->labels, s->idx,
+                   s->data, s->lab_all};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) par_cuda_free(dev[i]);
+    for (int l = 0; l < PAR_MAX_LAYERS; l++) {
+        par_cuda_free(s->wt[l]);
+        par_cuda_free(s->a[l + 1]);
+        par_cuda_free(s->d[l]);
+    }
+    par_cuda_free(s->a[0]);
+    par_cuda_host_free(s->h_idx);
+    par_engine_free(&s->e);
+    free(s);
+}
+
+// What this trainer does not run yet: one line naming it.
+static par_status check_supported(const par_run_cfg *cfg)
+{
+    PAR_FAIL_IF(cfg->mode != PAR_MODE_EXACT, PAR_ERR_CONFIG,
+                "--trainer cuda: --mode fast is not supported yet (exact only)");
+    const par_fault *f = cfg->fault ? cfg->fault : par_fault_process();
+    PAR_FAIL_IF(f->kind != PAR_FAULT_NONE, PAR_ERR_CONFIG,
+                "--trainer cuda: --fault is not supported yet");
+    const par_model *m = cfg->model;
+    for (int l = 0; l < m->n_layers; l++) {
+        const par_layer_kind k = m->layers[l].kind;
+        PAR_FAIL_IF(k != PAR_LAYER_DENSE, PAR_ERR_CONFIG,
+                    "--trainer cuda: layer %d is %s, not supported yet (dense layers only)", l,
+                    k == PAR_LAYER_CONV2D ? "conv2d" : k == PAR_LAYER_MAXPOOL ? "max-pool"
+                                                                              : "batchnorm");
+    }
+    return PAR_OK;
+}
+
+// Uploads the parameters (and W^T) from the host mirror.
+static par_status put_params(cuda_state *s)
+{
+    const par_model *m = s->e.m;
+    PAR_TRY(par_cuda_put(s->w, s->e.w, m->n_params * s->sz));
+    for (int l = 0; l < m->n_layers; l++) {
+        const par_layer *ly = &m->layers[l];
+        const char *W = (const char *)s->w + m->views[ly->w_view].offset * s->sz;
+        par_cuda_transpose(s->e.dt, s->wt[l], W, ly->n_in, ly->n_out);
+    }
+    s->w_stale = 0;
+    return par_cuda_sync();
+}
+
+static par_status alloc_all(cuda_state *s)
+{
+    const par_model *m = s->e.m;
+    const size_t N = m->n_params, B = s->e.B_cap, sz = s->sz;
+    PAR_TRY(par_cuda_alloc(&s->w, N * sz));
+    PAR_TRY(par_cuda_alloc(&s->g, N * sz));
+    for (int i = 0; i < par_optim_n_state(s->e.optim.kind); i++)
+        PAR_TRY(par_cuda_alloc(&s->os[i], N * sz));
+    PAR_TRY(par_cuda_alloc(&s->a[0], B * m->n_inputs * sz));
+    for (int l = 0; l < m->n_layers; l++) {
+        const par_layer *ly = &m->layers[l];
+        PAR_TRY(par_cuda_alloc(&s->wt[l], ly->n_in * ly->n_out * sz));
+        PAR_TRY(par_cuda_alloc(&s->a[l + 1], B * ly->n_out * sz));
+        PAR_TRY(par_cuda_alloc(&s->d[l], B * ly->n_out * sz));
+    }
+    PAR_TRY(par_cuda_alloc(&s->loss, B * sz));
+    PAR_TRY(par_cuda_alloc(&s->lsum, sz));
+    PAR_TRY(par_cuda_alloc((void **)&s->labels, B * sizeof(int32_t)));
+    PAR_TRY(par_cuda_alloc((void **)&s->idx, B * sizeof(int32_t)));
+    return par_cuda_host_alloc((void **)&s->h_idx, B * sizeof(int32_t));
+}
+
+static par_status cuda_create(const par_run_cfg *cfg, void **state)
+{
+    *state = NULL;
+    PAR_TRY(check_supported(cfg));
+    PAR_TRY(par_cuda_open(NULL, 0));
+    cuda_state *s = calloc(1, sizeof *s);
+    PAR_FAIL_IF(!s, PAR_ERR_ALLOC, "out of memory");
+    par_run_cfg c = *cfg;
+    c.threads = 1;
+    par_status st = par_engine_init(&s->e, &c);
+    if (st != PAR_OK) {
+        free(s);
+        return st;
+    }
+    s->sz = par_dtype_size(cfg->dtype);
+    st = alloc_all(s);
+    if (st == PAR_OK) st = put_params(s);
+    if (st != PAR_OK) {
+        cuda_destroy(s);
+        return st;
+    }
+    *state = s;
+    return PAR_OK;
+}
+
+// Makes im the resident training set: every record converted to the dtype
+// by par_data_gather (the host's values), a block at a time, and uploaded.
+static par_status make_resident(cuda_state *s, const par_images *im)
+{
+    if (s->im == im && s->im_px == (const void *)im->pixels && s->im_n == im->n) return PAR_OK;
+    par_cuda_free(s->data);
+    par_cuda_free(s->lab_all);
+    s->data = s->lab_all = NULL;
+    s->im = NULL;
+    PAR_FAIL_IF(im->n > INT32_MAX, PAR_ERR_CONFIG, "--trainer cuda: %zu records, at most %d",
+                im->n, INT32_MAX);
+    const size_t nf = im->n_features, blk = 1024;
+    PAR_TRY(par_cuda_alloc(&s->data, im->n * nf * s->sz));
+    PAR_TRY(par_cuda_alloc((void **)&s->lab_all, im->n * sizeof(int32_t)));
+    void *x = malloc(blk * nf * s->sz);
+    int32_t *lab = malloc(im->n * sizeof *lab);
+    size_t *idx = malloc(blk * sizeof *idx);
+    par_status st = x && lab && idx ? PAR_OK : PAR_ERR_ALLOC;
+    for (size_t r0 = 0; st == PAR_OK && r0 < im->n; r0 += blk) {
+        const size_t nb = im->n - r0 < blk ? im->n - r0 : blk;
+        for (size_t i = 0; i < nb; i++) idx[i] = r0 + i;
+        par_data_gather(im, idx, nb, s->e.dt, x, lab + r0);
+        st = par_cuda_put((char *)s->data + r0 * nf * s->sz, x, nb * nf * s->sz);
+        if (st == PAR_OK) st = par_cuda_sync();   // x is reused
+    }
+    if (st == PAR_OK) st = par_cuda_put(s->lab_all, lab, im->n * sizeof *lab);
+    if (st == PAR_OK) st = par_cuda_sync();
+    free(x);
+    free(lab);
+    free(idx);
+    PAR_FAIL_IF(st == PAR_ERR_ALLOC, st, "out of memory uploading %zu records", im->n);
+    PAR_TRY(st);
+    s->im = im;
+    s->im_px = im->pixels;
+    s->im_n = im->n;
+    return PAR_OK;
+}
+
+// The batch into a[0] and labels: gathered on the device from the resident
+// set when it comes from one (par_data_batch_fill), else copied up.
+static par_status put_batch(cuda_state *s, const par_batch *b)
+{
+    const size_t nf = s->e.m->n_inputs;
+    if (b->fill == par_data_batch_fill) {
+        const par_data_batch *src = b->fill_ctx;
+        PAR_FAIL_IF(src->dt != s->e.dt || src->im->n_features != nf, PAR_ERR_CONFIG,
+                    "--trainer cuda: batch of another dtype or width than the model's");
+        PAR_TRY(make_resident(s, src->im));
+        for (size_t i = 0; i < b->B; i++) s->h_idx[i] = (int32_t)src->idx[i];
+        PAR_TRY(par_cuda_put(s->idx, s->h_idx, b->B * sizeof(int32_t)));
+        par_cuda_gather(s->e.dt, s->a[0], s->labels, s->data, s->lab_all, s->idx, b->B, nf);
+        return PAR_OK;
+    }
+    if (b->fill) par_batch_fill(b, 0, b->B);
+    PAR_TRY(par_cuda_put(s->a[0], b->x, b->B * nf * s->sz));
+    return par_cuda_put(s->labels, b->labels, b->B * sizeof(int32_t));
+}
+
+static par_status cuda_step(void *state, const par_batch *batch, double *loss)
+{
+    cuda_state *s = state;
+    par_engine *e = &s->e;
+    const par_model *m = e->m;
+    const par_dtype dt = e->dt;
+    const size_t B = batch->B, sz = s->sz;
+    const int L = m->n_layers;
+    PAR_FAIL_IF(B == 0 || B > e->B_cap, PAR_ERR_CONFIG, "batch of %zu samples, expected 1..%zu", B,
+                e->B_cap);
+    par_engine_begin_step(e);
+    PAR_TRY(put_batch(s, batch));
+    for (int l = 0; l < L; l++) {
+        const par_layer *ly = &m->layers[l];
+        par_cuda_forward(dt, s->a[l + 1], s->a[l], s->wt[l],
+                         (const char *)s->w + m->views[ly->b_view].offset * sz, ly->act, B,
+                         ly->n_in, ly->n_out);
+    }
+    par_cuda_softmax_xent(dt, s->d[L - 1], s->loss, s->a[L], s->labels, B, m->n_classes);
+    par_update u;
+    par_engine_update_begin(e, &u);
+    // Top down: layer l's input gradient reads W_l, then its gradient and update write it.
+    for (int l = L - 1; l >= 0; l--) {
+        const par_layer *ly = &m->layers[l];
+        if (l > 0)
+            par_cuda_backward_data(dt, s->d[l - 1], s->d[l],
+                                   (const char *)s->w + m->views[ly->w_view].offset * sz, s->a[l],
+                                   m->layers[l - 1].act, B, ly->n_in, ly->n_out);
+        par_cuda_grad_update(dt, s->w, s->g, s->os[0], s->os[1], s->wt[l], s->d[l], s->a[l],
+                             m->views[ly->w_view].offset, m->views[ly->b_view].offset, B, e->C,
+                             ly->n_in, ly->n_out, u.sgd ? NULL : &u.k, e->lr);
+    }
+    par_cuda_loss_fold(dt, s->lsum, s->loss, B, e->C);
+    s->w_stale = s->g_stale = s->os_stale = 1;
+    union {
+        float f;
+        double d;
+    } sum;
+    PAR_TRY(par_cuda_get(&sum, s->lsum, sz));
+    *loss = par_engine_loss_mean(e, dt == PAR_F32 ? (double)sum.f : sum.d, B);
+    return PAR_OK;
+}
+
+static par_status cuda_params(void *state, const void **w, size_t *n)
+{
+    cuda_state *s = state;
+    if (s->w_stale) PAR_TRY(par_cuda_get(s->e.w, s->w, s->e.m->n_params * s->sz));
+    s->w_stale = 0;
+    return par_engine_params_op(state, w, n);
+}
+
+static par_status cuda_set_params(void *state, const void *w)
+{
+    cuda_state *s = state;
+    memcpy(s->e.w, w, s->e.m->n_params * s->sz);
+    return put_params(s);
+}
+
+static par_status cuda_grad(void *state, const void **g)
+{
+    cuda_state *s = state;
+    if (s->g_stale) PAR_TRY(par_cuda_get(s->e.g, s->g, s->e.m->n_params * s->sz));
+    s->g_stale = 0;
+    return par_engine_grad_op(state, g);
+}
+
+static par_status cuda_get_optim(void *state, par_optim_state *out)
+{
+    cuda_state *s = state;
+    for (int i = 0; s->os_stale && i < par_optim_n_state(s->e.optim.kind); i++)
+        PAR_TRY(par_cuda_get(s->e.os[i], s->os[i], s->e.m->n_params * s->sz));
+    s->os_stale = 0;
+    return par_engine_get_optim_op(state, out);
+}
+
+static par_status cuda_set_optim(void *state, const par_optim_state *in)
+{
+    cuda_state *s = state;
+    PAR_TRY(par_engine_set_optim_op(state, in));
+    for (int i = 0; i < par_optim_n_state(s->e.optim.kind); i++)
+        PAR_TRY(par_cuda_put(s->os[i], s->e.os[i], s->e.m->n_params * s->sz));
+    s->os_stale = 0;
+    return par_cuda_sync();
+}
+
+const par_trainer_ops par_trainer_cuda = {
+    .name = "cuda",
+    .summary = "one CUDA GPU: dense layers, exact mode (docs/gpu.md)",
+    .caps = PAR_CAP_FILLS_BATCH | PAR_CAP_LAZY_PARAMS,
+    .create = cuda_create,
+    .step = cuda_step,
+    .params = cuda_params,
+    .destroy = cuda_destroy,
+    .set_params = cuda_set_params,
+    .grad = cuda_grad,
+    .get_optim = cuda_get_optim,
+    .set_optim = cuda_set_optim,
+};
