@@ -136,7 +136,8 @@ def load_optimizer(opt, net, optim_name, state, optim_t):
         st = opt.state[p]
         for ours, theirs in zip(spec_mod.OPTIM_STATES[optim_name], TORCH_STATE[optim_name]):
             a = np.asarray(state[f"opt.{ours}.{name}"])
-            st[theirs] = torch.from_numpy(a.astype(NUMPY_DTYPES[p.dtype])).reshape(p.shape)
+            st[theirs] = torch.from_numpy(a.astype(NUMPY_DTYPES[p.dtype])).reshape(p.shape)\
+                .to(p.device)
         if optim_name == "adam":
             st["step"] = torch.tensor(float(optim_t))
 
@@ -192,17 +193,17 @@ class Capture:
         out = {}
         for l, y in self.y.items():
             B = y.shape[0]
-            out[f"layer{l}.out"] = y.detach().reshape(B, -1).numpy().copy()
+            out[f"layer{l}.out"] = y.detach().reshape(B, -1).cpu().numpy().copy()
             g = self.z[l].grad
             if g is not None:
                 out[f"layer{l}.dz"] = (g * dz_scale if dz_scale != 1 else g).reshape(B, -1)\
-                    .numpy().copy()
+                    .cpu().numpy().copy()
         return out
 
 
 def gradients(net):
     """grad.<view> of every parameter: the gradient the optimizer will use."""
-    return {f"grad.{n}": p.grad.detach().numpy().copy() for n, p in net.named_parameters()
+    return {f"grad.{n}": p.grad.detach().cpu().numpy().copy() for n, p in net.named_parameters()
             if p.grad is not None}
 
 
