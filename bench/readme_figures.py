@@ -62,8 +62,16 @@ def external_figure(text):
     return "%s; %s s" % (r[4], r[9])
 
 
+def gpu_figure(text):
+    r = row(text, "f32")
+    if not r or len(r) < 5:
+        return MISSING
+    return "%s s; PyTorch %s s (deterministic %s s)" % (r[1], r[2], r[3])
+
+
 def main():
     trainers, vs, ver, ext = (read(n) for n in ("trainers", "vs_pytorch", "verify", "external"))
+    gpu = read("gpu")
     rows = [
         ("`ci/verify.sh`'s default suite: wall time; two-core rows whose speedup has a 95% "
          "interval within +-10%", verify_figure(ver), "bench/verify.sh"),
@@ -78,6 +86,9 @@ def main():
         ("PyTorch DDP, 2 processes, MNIST CNN with Adam under `parity lockstep --external "
          "--intermediates`: verdict; parity's seconds a step", external_figure(ext),
          "bench/external.sh"),
+        ("default MLP, one epoch, f32, on %s: `--trainer cuda` exact; PyTorch on the same GPU"
+         % (provenance(gpu, "GPU, driver").split(",")[0] or "a GPU"), gpu_figure(gpu),
+         "ci/gpu.sh"),
     ]
     out = ["| figure | value | printed by |", "|---|--:|---|"]
     out += ["| %s | %s | `%s` |" % r for r in rows]
@@ -87,9 +98,12 @@ def main():
                       if provenance(t, "commit")})
     cpu = provenance(trainers, "CPU") or provenance(ver, "CPU") or "unknown"
     when = "%s to %s" % (dates[0][:16], dates[-1][:16]) if dates else "never"
+    gpu_when = provenance(gpu, "date (UTC)")[:16] or "never"
     out += ["", "Measured on %s, commit %s, %s UTC, by `bench/run-all.sh --verify`, which "
-            "rewrites this table; each file in [bench/results/](bench/results/) holds its "
-            "provenance (load, compiler, MPI)." % (cpu, ", ".join(commits) or "unknown", when)]
+            "rewrites this table (the GPU row: `ci/gpu.sh` on the GPU machine, %s UTC, commit "
+            "%s); each file in [bench/results/](bench/results/) holds its provenance (load, "
+            "compiler, MPI)." % (cpu, ", ".join(commits) or "unknown", when, gpu_when,
+                                 provenance(gpu, "parity commit") or "unknown")]
     text = open(README, encoding="utf-8").read()
     a, b = text.find(BEGIN), text.find(END)
     if a < 0 or b < a:
