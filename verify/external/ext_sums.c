@@ -196,6 +196,12 @@ static void dense_grad(const par_layer *ly, double *g, double *gb, const double 
     }
 }
 
+// A conv layer's columns for B samples (B P KK doubles), or NULL.
+static double *columns(const par_layer *ly, size_t B)
+{
+    return malloc(B * positions(ly) * row_len(ly) * sizeof(double));
+}
+
 par_status ext_conv_fwd(const par_layer *ly, double *y, const double *x, const double *W,
                         const double *bias, size_t B, int absw)
 {
@@ -204,25 +210,18 @@ par_status ext_conv_fwd(const par_layer *ly, double *y, const double *x, const d
         return PAR_OK;
     }
     const size_t P = positions(ly), KK = row_len(ly);
-    int oom = 0;
-#pragma omp parallel reduction(| : oom)
-    {
-        double *col = malloc(P * KK * sizeof *col);
-        oom = !col;
-#pragma omp for schedule(static)
-        for (size_t s = 0; s < B; s++) {
-            if (oom) continue;
-            im2col(ly, col, x + s * ly->n_in);
-            const double *rows = col;
-            for (size_t co = 0; co < ly->c_out; co++)
-                for (size_t p = 0; p < P; p++)
-                    y[s * ly->n_out + co * P + p] =
-                        (bias ? (absw ? fabs(bias[co]) : bias[co]) : 0) +
-                        dot(W + co * KK, rows + p * KK, KK, absw);
-        }
-        free(col);
+    double *cols = columns(ly, B);
+    PAR_FAIL_IF(!cols, PAR_ERR_ALLOC, "out of memory");
+#pragma omp parallel for schedule(static)
+    for (size_t s = 0; s < B; s++) {
+        double *col = cols + s * P * KK;
+        im2col(ly, col, x + s * ly->n_in);
+        for (size_t co = 0; co < ly->c_out; co++)
+            for (size_t p = 0; p < P; p++)
+                y[s * ly->n_out + co * P + p] = (bias ? (absw ? fabs(bias[co]) : bias[co]) : 0) +
+                                                dot(W + co * KK, col + p * KK, KK, absw);
     }
-    PAR_FAIL_IF(oom, PAR_ERR_ALLOC, "out of memory");
+    free(cols);
     return PAR_OK;
 }
 
@@ -234,27 +233,21 @@ par_status ext_conv_bwd(const par_layer *ly, double *dx, const double *dz, const
         return PAR_OK;
     }
     const size_t P = positions(ly), KK = row_len(ly);
-    int oom = 0;
-#pragma omp parallel reduction(| : oom)
-    {
-        double *dcol = malloc(P * KK * sizeof *dcol);
-        oom = !dcol;
-#pragma omp for schedule(static)
-        for (size_t s = 0; s < B; s++) {
-            if (oom) continue;
-            double *dxs = dx + s * ly->n_in, *rows = dcol;
-            memset(rows, 0, P * KK * sizeof *rows);
-            for (size_t co = 0; co < ly->c_out; co++)
-                for (size_t p = 0; p < P; p++) {
-                    const double d = dz[s * ly->n_out + co * P + p];
-                    if (d != 0) axpy(rows + p * KK, W + co * KK, d, KK, absw);
-                }
-            memset(dxs, 0, ly->n_in * sizeof *dxs);
-            col2im(ly, dxs, dcol);
-        }
-        free(dcol);
+    double *dcols = columns(ly, B);
+    PAR_FAIL_IF(!dcols, PAR_ERR_ALLOC, "out of memory");
+#pragma omp parallel for schedule(static)
+    for (size_t s = 0; s < B; s++) {
+        double *dcol = dcols + s * P * KK, *dxs = dx + s * ly->n_in;
+        memset(dcol, 0, P * KK * sizeof *dcol);
+        for (size_t co = 0; co < ly->c_out; co++)
+            for (size_t p = 0; p < P; p++) {
+                const double d = dz[s * ly->n_out + co * P + p];
+                if (d != 0) axpy(dcol + p * KK, W + co * KK, d, KK, absw);
+            }
+        memset(dxs, 0, ly->n_in * sizeof *dxs);
+        col2im(ly, dxs, dcol);
     }
-    PAR_FAIL_IF(oom, PAR_ERR_ALLOC, "out of memory");
+    free(dcols);
     return PAR_OK;
 }
 
@@ -266,7 +259,7 @@ par_status ext_conv_grad(const par_layer *ly, double *g, double *gb, const doubl
         return PAR_OK;
     }
     const size_t P = positions(ly), KK = row_len(ly);
-    double *cols = malloc(B * P * KK * sizeof *cols);
+    double *cols = columns(ly, B);
     PAR_FAIL_IF(!cols, PAR_ERR_ALLOC, "out of memory");
 #pragma omp parallel for schedule(static)
     for (size_t s = 0; s < B; s++) im2col(ly, cols + s * P * KK, x + s * ly->n_in);
