@@ -11,12 +11,11 @@ cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench/model_hosts.sh: needs root (ip netns)" >&2; exit 1; }
 . bench/results_lib.sh
 bench_begin model_hosts "The scaling model against runs over TCP between namespace hosts" "$@"
-P=$(readlink -f ./build/parity)
-[ -x "$P" ] || { cmake -S . -B build >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
+bench_parity
 . tests/tools/netns_lib.sh
 BENCH_ON_EXIT=netns_down
 netns_up "$T" || { echo "bench/model_hosts.sh: cannot make network namespaces" >&2; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
+export OMP_WAIT_POLICY=passive
 # The launcher parity model calls with {R}: R ranks, one per host.
 cat >"$T/launch.sh" <<LAUNCH
 #!/usr/bin/env bash
