@@ -37,8 +37,8 @@ for name, x, t in rows:
     lo, hi = t['speedup_ci95']
     cell = ('**NOISY** [%.2f, %.2f]' % (lo, hi) if t.get('noisy')
             else '%.2f [%.2f, %.2f]' % (t['speedup'], lo, hi))
-    if t.get('speedup_near_only'):
-        cell += ' near %d/%d' % (t['speedup_rounds'], t['runs'])
+    if t.get('speedup_placement') in ('near', 'far'):
+        cell += ' %s %d/%d' % (t['speedup_placement'], t['speedup_rounds'], t['runs'])
     print('| %s | %s %s T=%d R=%d | %s | %d |' % (name, x['trainer'], x['mode'], x['threads'],
                                               x['ranks'], cell, t['runs']))
 PY

@@ -171,44 +171,52 @@ static void test_bootstrap(void)
 static void test_speedup_rows(void)
 {
     // Near flags of 8 rounds, 6 near: a two-core row keeps to those 6; a one-core
-    // row (serial, omp T=1, ...) uses all 8; 4 near of 8 (fewer than 5): all 8;
-    // all near: all, and not "near only".
+    // row (serial, omp T=1, ...) uses all 8; 4 near of 8 (a tie, and 4 is fewer
+    // than 5): all 8; all near: all. 7 far of 10: those 7, "far".
     const int nf[8] = {1, 0, 1, 1, 0, 1, 1, 1}, few[8] = {1, 0, 0, 1, 0, 1, 0, 1};
-    const int all[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    int use[8], no;
-    par_check(vf_speedup_rounds(use, &no, nf, 8, 2) == 6 && no && use[0] && !use[1] && use[2] &&
-                  !use[4] && use[7],
+    const int all[8] = {1, 1, 1, 1, 1, 1, 1, 1}, mostly_far[10] = {0, 1, 0, 0, 1, 0, 0, 1, 0, 0};
+    int use[10];
+    vf_placement p;
+    par_check(vf_speedup_rounds(use, &p, nf, 8, 2) == 6 && p == VF_ROUNDS_NEAR && use[0] &&
+                  !use[1] && use[2] && !use[4] && use[7],
               "two cores, 6 of 8 rounds near: the 6 near rounds");
-    par_check(vf_speedup_rounds(use, &no, nf, 8, 1) == 8 && !no && use[1] && use[4],
+    par_check(vf_speedup_rounds(use, &p, nf, 8, 1) == 8 && p == VF_ROUNDS_ALL && use[1] && use[4],
               "one core: every round, whatever the probes said");
-    par_check(vf_speedup_rounds(use, &no, few, 8, 2) == 8 && !no,
-              "two cores, 4 of 8 near (fewer than 5): every round");
-    par_check(vf_speedup_rounds(use, &no, all, 8, 4) == 8 && !no, "every round near: all of them");
+    par_check(vf_speedup_rounds(use, &p, few, 8, 2) == 8 && p == VF_ROUNDS_ALL,
+              "two cores, 4 of 8 near (a tie of 4 rounds each, fewer than 5): every round");
+    par_check(vf_speedup_rounds(use, &p, all, 8, 4) == 8 && p == VF_ROUNDS_ALL,
+              "every round near: all of them");
+    par_check(vf_speedup_rounds(use, &p, mostly_far, 10, 2) == 7 && p == VF_ROUNDS_FAR &&
+                  use[0] && !use[1] && use[2] && !use[4] && !use[7] && use[9],
+              "two cores, 7 of 10 rounds far: the 7 far rounds");
 
     // Bimodal: serial takes 1.0 s in every round; a two-core row 0.5 s with the
-    // cores near (rounds 0, 1, 3, 6, 8) and 0.7 s with them far (2, 4, 5, 7, 9).
-    // All 10 rounds: median 0.6, point 1 / 0.6 = 1.667; a resample's median is
-    // 0.5 when 6 or more of its 10 draws are near (P = P(Bin(10, 1/2) >= 6) =
-    // 0.377), 0.7 likewise, 0.6 otherwise (0.246): each end holds over 2.5%, so
-    // the interval is [1 / 0.7, 1 / 0.5] = [1.429, 2.0], half-width
-    // (2 - 1.429) / 2 / 1.667 = 0.171 > 0.10: NOISY. Its 5 near rounds: every
-    // ratio is exactly 2: 2.0 [2.0, 2.0], not NOISY, significant.
+    // cores near (rounds 0, 1, 3, 6) and 0.7 s with them far (2, 4, 5, 7, 8, 9).
+    // All 10 rounds: median 0.7 (the 5th and 6th smallest are both 0.7), point
+    // 1 / 0.7 = 1.429; a resample's median is 0.5 when 6 or more of its 10
+    // draws are near (p = 0.4: P(Bin(10, 0.4) >= 6) = 0.166), 0.6 with exactly
+    // 5 (0.201), else 0.7 (0.633): each end holds over 2.5%, so the interval is
+    // [1 / 0.7, 1 / 0.5] = [1.429, 2.0], half-width (2 - 1 / 0.7) / 2 / (1 /
+    // 0.7) = 0.2 > 0.10: NOISY. Its 6 far rounds: every ratio is exactly
+    // 1 / 0.7: 1.43 [1.43, 1.43] far, not NOISY, significant.
     const double b10[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    const double x10[10] = {0.5, 0.5, 0.7, 0.5, 0.7, 0.7, 0.5, 0.7, 0.5, 0.7};
-    const int n10[10] = {1, 1, 0, 1, 0, 0, 1, 0, 1, 0};
+    const double x10[10] = {0.5, 0.5, 0.7, 0.5, 0.7, 0.7, 0.5, 0.7, 0.7, 0.7};
+    const int n10[10] = {1, 1, 0, 1, 0, 0, 1, 0, 0, 0};
     const int r10[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
     vf_speedup e;
     const int every[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    PAR_REQUIRE(vf_speedup_of(&e, b10, x10, every, 10, 0));
-    par_check(e.n == 10 && e.speedup == 1 / (0.5 * (0.5 + 0.7)) && e.lo == 1 / 0.7 && e.hi == 2 &&
-                  near(e.half_width, (2 - 1 / 0.7) / 2 * 0.6, 1e-15) && e.noisy && e.significant,
-              "bimodal, all 10 rounds: 1.667 [1.429, 2.000], half-width 17%: NOISY");
+    PAR_REQUIRE(vf_speedup_of(&e, b10, x10, every, 10, VF_ROUNDS_ALL));
+    par_check(e.n == 10 && e.speedup == 1 / 0.7 && e.lo == 1 / 0.7 && e.hi == 2 &&
+                  near(e.half_width, 0.2, 1e-15) && e.noisy && e.significant,
+              "bimodal, all 10 rounds: 1.429 [1.429, 2.000], half-width 20%: NOISY");
     PAR_REQUIRE(vf_row_speedup(&e, b10, r10, 10, x10, r10, n10, 10, 2));
-    par_check(e.n == 5 && e.near_only && e.speedup == 2 && e.lo == 2 && e.hi == 2 &&
-                  e.half_width == 0 && !e.noisy && e.significant,
-              "bimodal on two cores: its 5 near rounds, 2.00 [2.00, 2.00]");
+    par_check(e.n == 6 && e.placement == VF_ROUNDS_FAR && e.speedup == 1 / 0.7 &&
+                  e.lo == 1 / 0.7 && e.hi == 1 / 0.7 && e.half_width == 0 && !e.noisy &&
+                  e.significant,
+              "bimodal on two cores: its 6 far rounds, 1.43 [1.43, 1.43]");
     PAR_REQUIRE(vf_row_speedup(&e, b10, r10, 10, x10, r10, n10, 10, 1));
-    par_check(e.n == 10 && !e.near_only && e.noisy, "the same runs on one core: all 10, NOISY");
+    par_check(e.n == 10 && e.placement == VF_ROUNDS_ALL && e.noisy,
+              "the same runs on one core: all 10, NOISY");
 
     // The NOISY threshold. 2 rounds, serial 1.0 and 1.0: a row at 0.5 and 0.6 has
     // point 1 / 0.55 = 1.818 and interval [1 / 0.6, 2] (each resample: both
@@ -217,17 +225,18 @@ static void test_speedup_rows(void)
     // half-width 0.1125: NOISY.
     const double b2[2] = {1, 1}, x6[2] = {0.5, 0.6}, x625[2] = {0.5, 0.625};
     const int u2[2] = {1, 1};
-    PAR_REQUIRE(vf_speedup_of(&e, b2, x6, u2, 2, 0));
+    PAR_REQUIRE(vf_speedup_of(&e, b2, x6, u2, 2, VF_ROUNDS_ALL));
     par_check(e.lo == 1 / 0.6 && e.hi == 2 && near(e.half_width, 0.0916666667, 1e-9) && !e.noisy,
               "half-width 9.2%: a number is quoted");
-    PAR_REQUIRE(vf_speedup_of(&e, b2, x625, u2, 2, 0));
+    PAR_REQUIRE(vf_speedup_of(&e, b2, x625, u2, 2, VF_ROUNDS_ALL));
     par_check(e.lo == 1.6 && e.hi == 2 && near(e.half_width, 0.1125, 1e-12) && e.noisy,
               "half-width 11.25%: NOISY");
     // One round: the ratio, no interval, never NOISY.
-    PAR_REQUIRE(vf_speedup_of(&e, b2, x6, u2, 1, 0));
+    PAR_REQUIRE(vf_speedup_of(&e, b2, x6, u2, 1, VF_ROUNDS_ALL));
     par_check(e.n == 1 && e.speedup == 2 && isnan(e.lo) && !e.noisy, "one round: 2, no interval");
     const int none[2] = {0, 0};
-    par_check(vf_speedup_of(&e, b2, x6, none, 2, 0) == PAR_ERR_CONFIG, "no round: PAR_ERR_CONFIG");
+    par_check(vf_speedup_of(&e, b2, x6, none, 2, VF_ROUNDS_ALL) == PAR_ERR_CONFIG,
+              "no round: PAR_ERR_CONFIG");
 
     // Pairing by round: serial ran rounds 0-5 (1.0 .. 1.5 s); a row settled
     // early ran rounds 2-5 at exactly half of serial's time in each: paired by

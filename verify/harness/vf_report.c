@@ -103,8 +103,8 @@ static void loadavg_text(char *buf, size_t n, const json_t *l)
 }
 
 // The speedup of a timed row: the ratio with its 95% interval, "n.s." when
-// the interval holds 1 (no difference shown), "near R/N" when only the
-// rounds with the cores near were used; NOISY with the interval alone when
+// the interval holds 1 (no difference shown), "near R/N" or "far R/N" when
+// only the rounds of one placement of the cores were used; NOISY with the interval alone when
 // it is too wide to quote a number (vf_stats.h).
 static void speedup_cell(char *buf, size_t n, const json_t *cf, const json_t *t)
 {
@@ -112,8 +112,9 @@ static void speedup_cell(char *buf, size_t n, const json_t *cf, const json_t *t)
     const int base = strcmp(str(cf, "trainer"), "serial") == 0 &&
                      strcmp(str(cf, "mode"), "exact") == 0;
     char near[48] = "";
-    if (json_is_true(json_object_get(t, "speedup_near_only")))
-        snprintf(near, sizeof near, " near %ld/%ld", integer(t, "speedup_rounds"),
+    const char *placement = str(t, "speedup_placement");
+    if (strcmp(placement, "near") == 0 || strcmp(placement, "far") == 0)
+        snprintf(near, sizeof near, " %s %ld/%ld", placement, integer(t, "speedup_rounds"),
                  integer(t, "runs"));
     if (base) snprintf(buf, n, "%.2f (baseline)", num(t, "speedup"));
     else if (json_array_size(ci) != 2)
@@ -498,10 +499,10 @@ static void md_legend(FILE *f, long cores)
         "ran, with a 95%% confidence interval: a paired percentile bootstrap over those rounds "
         "(%d resamples, splitmix64 seed %llu), reproducible from the raw runs in results.json. "
         "**n.s.**: the interval holds 1, so the row is not shown faster or slower than serial "
-        "exact. **near R/N**: the cores' distance changed during the case (a core-to-core probe "
-        "before or after a run over twice the case's fastest), and this row on two cores or "
-        "more uses only its R of N rounds that met the cores near: what the code does where the "
-        "machine lets it (a far placement slows every two-core run alike). **NOISY [lo, hi]**: "
+        "exact. **far R/N** (or **near R/N**): the cores' distance changed during the case (a "
+        "core-to-core probe before or after a run over twice the case's fastest), and this row "
+        "on two cores or more uses only its R of N rounds that met the placement most of its "
+        "runs met: the two placements are two different machines for a two-core run. **NOISY [lo, hi]**: "
         "the interval is wider than +-%.0f%% of the speedup, too wide to quote a number. A "
         "steady competitor (another job on a core) slows every run alike and leaves the "
         "interval narrow: the load average and the other runnable tasks of each case's Timing "

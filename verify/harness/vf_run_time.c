@@ -280,7 +280,8 @@ static par_status case_near(const row_runs *rows, int n_rows, int **near)
 
 // Adaptive rounds: after round rd (0-based, timed), each open row other
 // than the baseline whose speedup interval's half-width is at most the
-// case's precision, after at least VF_ADAPT_MIN_ROUNDS rounds, is closed;
+// case's precision, computed from at least VF_ADAPT_MIN_ROUNDS rounds, is
+// closed;
 // the baseline stays open while any other row is. Returns how many rows
 // are still open.
 static par_status close_settled(const vf_case *c, row_runs *rows, int n, int base, int rd,
@@ -294,7 +295,7 @@ static par_status close_settled(const vf_case *c, row_runs *rows, int n, int bas
             vf_speedup e;
             PAR_TRY(vf_row_speedup(&e, rows[base].sec, rows[base].round, rows[base].n,
                                    rows[j].sec, rows[j].round, near[j], rows[j].n, cores[j]));
-            if (e.half_width <= c->precision) rows[j].open = 0;
+            if (e.n >= VF_ADAPT_MIN_ROUNDS && e.half_width <= c->precision) rows[j].open = 0;
         }
     }
     int others = 0;
@@ -513,8 +514,8 @@ static int runs_of(const json_t *t, double *sec, int *round, int *near, size_t c
 }
 
 // Speedup and efficiency against the serial exact T=1 R=1 config of the
-// case (vf_row_speedup: paired by round, the near rounds of a two-core row
-// when the cores moved), with its 95% interval where two rounds or more pair.
+// case (vf_row_speedup: paired by round, the rounds of one placement for a
+// two-core row when the cores moved), with its 95% interval where two rounds or more pair.
 void vf_speedups(json_t *configs, json_t *cres_case)
 {
     const json_t *base_t = NULL;
@@ -545,7 +546,8 @@ void vf_speedups(json_t *configs, json_t *cres_case)
         json_object_set_new(t, "speedup", json_real(e.speedup));
         json_object_set_new(t, "efficiency", json_real(e.speedup / cores));
         json_object_set_new(t, "speedup_rounds", json_integer(e.n));
-        json_object_set_new(t, "speedup_near_only", json_boolean(e.near_only));
+        static const char *const placement[] = {"all", "near", "far"};
+        json_object_set_new(t, "speedup_placement", json_string(placement[e.placement]));
         if (e.n < 2) {
             json_object_set_new(t, "speedup_ci95", json_null());
             continue;

@@ -1,7 +1,7 @@
 // Timing statistics (vf_stats.h): median, MLPerf's trimmed mean and the
 // coefficient of variation of the kept runs, the paired percentile bootstrap
-// of a speedup's 95% confidence interval, the near rounds of a two-core row
-// and the NOISY rule.
+// of a speedup's 95% confidence interval, the rounds of one placement of the
+// cores for a two-core row and the NOISY rule.
 #include "vf_stats.h"
 
 #include <math.h>
@@ -87,17 +87,22 @@ par_status vf_speedup_ci(double *speedup, double *lo, double *hi, const double *
     return PAR_OK;
 }
 
-int vf_speedup_rounds(int *use, int *near_only, const int *near, int n, int cores)
+int vf_speedup_rounds(int *use, vf_placement *placement, const int *near, int n, int cores)
 {
     int n_near = 0;
     for (int k = 0; k < n; k++) n_near += near[k] != 0;
-    *near_only = cores >= 2 && n_near < n && n_near >= VF_NEAR_MIN_ROUNDS;
-    for (int k = 0; k < n; k++) use[k] = !*near_only || near[k];
-    return *near_only ? n_near : n;
+    const int keep_near = n_near > n - n_near;   // the majority; far on a tie
+    const int kept = keep_near ? n_near : n - n_near;
+    *placement = VF_ROUNDS_ALL;
+    if (cores >= 2 && n_near > 0 && n_near < n && kept >= VF_PLACEMENT_MIN_ROUNDS)
+        *placement = keep_near ? VF_ROUNDS_NEAR : VF_ROUNDS_FAR;
+    for (int k = 0; k < n; k++)
+        use[k] = *placement == VF_ROUNDS_ALL || (near[k] != 0) == keep_near;
+    return *placement == VF_ROUNDS_ALL ? n : kept;
 }
 
 par_status vf_speedup_of(vf_speedup *e, const double *base, const double *x, const int *use,
-                         int n, int near_only)
+                         int n, vf_placement placement)
 {
     memset(e, 0, sizeof *e);
     double *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a);
@@ -115,7 +120,7 @@ par_status vf_speedup_of(vf_speedup *e, const double *base, const double *x, con
         }
     par_status st = PAR_OK;
     e->n = m;
-    e->near_only = near_only;
+    e->placement = placement;
     e->lo = e->hi = e->half_width = NAN;
     if (m >= 2) {
         st = vf_speedup_ci(&e->speedup, &e->lo, &e->hi, a, b, m, VF_BOOT_RESAMPLES, VF_BOOT_SEED);
@@ -151,9 +156,9 @@ par_status vf_row_speedup(vf_speedup *e, const double *base_sec, const int *base
             b[n] = x_sec[j];
             near[n++] = x_near[j];
         }
-        int near_only;
-        vf_speedup_rounds(use, &near_only, near, n, cores);
-        st = vf_speedup_of(e, a, b, use, n, near_only);
+        vf_placement placement;
+        vf_speedup_rounds(use, &placement, near, n, cores);
+        st = vf_speedup_of(e, a, b, use, n, placement);
     }
     free(a);
     free(b);

@@ -3,7 +3,8 @@
 // benchmark, the fastest and the slowest run dropped before the mean and
 // the coefficient of variation (shown, never a veto); a speedup's 95%
 // confidence interval by a paired percentile bootstrap over the rounds; which
-// rounds a two-core row's speedup uses when the cores moved (the near ones);
+// rounds a two-core row's speedup uses when the cores moved (those of the
+// placement most of its runs met);
 // the NOISY rule (an interval too wide to quote) and the stopping rule of
 // adaptive rounds. Pure functions of the runs, with a fixed seed: a table
 // can be recomputed from the raw seconds in results.json.
@@ -19,7 +20,7 @@ enum {
     VF_TRIM_MIN_RUNS = 5,     // from this many runs on, the fastest and slowest are dropped
     VF_CV_MIN_RUNS = 3,       // fewer runs kept: no CV
     VF_BOOT_RESAMPLES = 10000,
-    VF_NEAR_MIN_ROUNDS = 5,   // a two-core row keeps to its near rounds from this many on
+    VF_PLACEMENT_MIN_ROUNDS = 5, // a two-core row keeps to one placement from this many rounds
     VF_ADAPT_MIN_ROUNDS = 5,  // adaptive rounds: no row is settled before this many
 };
 // NOISY: the speedup's interval is wider than +-10% of it, e.g. [1.50, 1.90]
@@ -53,10 +54,17 @@ par_status vf_time_stats_of(vf_time_stats *st, const double *sec, int n);
 par_status vf_speedup_ci(double *speedup, double *lo, double *hi, const double *base,
                          const double *x, int n, int resamples, uint64_t seed);
 
+// Which rounds of a row a speedup uses (vf_speedup_rounds).
+typedef enum vf_placement {
+    VF_ROUNDS_ALL,            // every round
+    VF_ROUNDS_NEAR,           // only those whose run met the cores near
+    VF_ROUNDS_FAR,            // only those whose run met them far
+} vf_placement;
+
 // The speedup of one row against the baseline, as the table reports it.
 typedef struct vf_speedup {
     int n;                    // rounds it is computed from
-    int near_only;            // 1: only the rounds whose run met the cores near
+    vf_placement placement;   // which of the row's rounds those are
     double speedup, lo, hi;   // median(base) / median(x) over those rounds; 95% interval
                               // (lo = hi = NAN with one round: no interval)
     double half_width;        // (hi - lo) / (2 speedup): the interval's relative half-width
@@ -67,20 +75,20 @@ typedef struct vf_speedup {
 // Which of a row's n rounds its speedup uses (use[k] = 1): all of them,
 // except for a row on two cores or more (cores >= 2) whose runs met both
 // placements of the cores (near[k]: run k's probes before and after it
-// read the nearest placement, sm_near_probes) with at least
-// VF_NEAR_MIN_ROUNDS near: then the near rounds alone. A far placement
-// slows every two-core run by a large factor, and a median over a mix of
-// the two says neither; the near rounds say what the code does where the
-// machine lets it (the table marks such rows). Returns how many are used;
-// *near_only = 1 when the far rounds were left out.
-int vf_speedup_rounds(int *use, int *near_only, const int *near, int n, int cores);
+// read the nearest placement, sm_near_probes): then only the rounds of the
+// placement most of them met (far on a tie), provided there are at least
+// VF_PLACEMENT_MIN_ROUNDS of them. The two placements are two different
+// machines for a two-core run, faster or slower depending on the step
+// (docs/table.md), and a median over a mix of them says neither. Returns how
+// many rounds are used and sets *placement.
+int vf_speedup_rounds(int *use, vf_placement *placement, const int *near, int n, int cores);
 
 // The speedup of x against base over the rounds with use[k] set (base[k],
 // x[k]: round k's runs; n rounds, at least one used): vf_speedup_ci over
 // those rounds when there are two or more, the NOISY and n.s. rules.
 // PAR_ERR_CONFIG when no round is used, PAR_ERR_ALLOC when out of memory.
 par_status vf_speedup_of(vf_speedup *e, const double *base, const double *x, const int *use,
-                         int n, int near_only);
+                         int n, vf_placement placement);
 
 // The speedup of a row from the runs as verify records them: the
 // baseline's run i took base_sec[i] in round base_round[i] (nb runs), the
