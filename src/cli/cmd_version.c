@@ -1,6 +1,7 @@
 // `parity --version` / `parity version`: what this binary is, from the same
 // provenance a results.json records (verify/harness/vf_prov.c): source commit,
-// compiler, flags, MPI library, MPFR; and the kernel variant in use.
+// compiler, flags, MPI library, MPFR; the kernel variant in use and whether
+// the cuda trainer is built in.
 #include <stdio.h>
 #include <string.h>
 
@@ -26,7 +27,7 @@ int cmd_version(int argc, char **argv)
     const int rc = cli_flags("version", argc, argv, opts, &help,
                              "parity version   (or parity --version)\n\n"
                              "Prints the source commit, compiler, build type, flags, kernels, "
-                             "MPI, mpirun, MPFR,\njansson and libsodium of this binary.");
+                             "MPI, mpirun, MPFR,\njansson, libsodium and CUDA of this binary.");
     if (rc >= 0) return rc;
     const vf_build_info b = {PARITY_SOURCE_DIR[0] ? PARITY_SOURCE_DIR : NULL, PARITY_C_COMPILER,
                              PARITY_C_FLAGS, PARITY_BUILD_TYPE, PARITY_MPIEXEC};
@@ -54,6 +55,7 @@ int cmd_version(int argc, char **argv)
     printf("MPFR:       %s\n", field(p, "mpfr_version"));
     printf("jansson:    %s\n", field(p, "jansson_version"));
     printf("libsodium:  %s\n", field(p, "libsodium_version"));
+    printf("CUDA:       %s\n", PARITY_CUDA_INFO);
     json_decref(p);
     return EXIT_OK;
 }

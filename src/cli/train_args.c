@@ -33,7 +33,7 @@ int cli_train_parse(train_opts *o, int argc, char **argv)
         {"--upscale", CLI_INT, &c->upscale, "S         resample images to S x S, bilinear (28 -> 57: 3249 inputs, 112: 12544)"},
         {"--model", CLI_STR, &o->model, "SPEC      mlp:N0-N1-...-Nk (mlp:F-256-128-10, F = the dataset's features) or cnn:CxHxW-... (docs/cnn.md)"},
         {"--act", CLI_STR, &o->act, "relu|sigmoid|tanh  hidden activation (relu)"},
-        {"--trainer", CLI_STR, &o->trainer, "NAME      reference, serial, omp, mpi, hybrid, root (serial)"},
+        {"--trainer", CLI_STR, &o->trainer, "NAME      reference, serial, omp, mpi, hybrid, root, cuda (with nvcc) (serial)"},
         {"--mode", CLI_STR, &o->mode, "exact|fast  arithmetic contract kept or relaxed (exact)"},
         {"--dtype", CLI_STR, &o->dtype, "f32|f64   floating-point type (f32)"},
         {"--epochs", CLI_INT, &r->epochs, "N         epochs (1)"},

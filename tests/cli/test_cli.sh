@@ -62,6 +62,8 @@ check "--version: first line is the source tree's commit (${want:-no git})" \
     grep -Eq "^parity ${want:-unknown}( \(source tree has uncommitted changes\))?$" "$T/v1"
 check "--version names compiler, build type, flags, kernels, MPI, mpirun, MPFR" test \
     "$(grep -Ec '^(compiler|build type|flags|kernels|MPI|mpirun|MPFR): +[^ ]' "$T/v1")" = 7
+check "--version: CUDA built in (nvcc, architectures) or not built" \
+    grep -Eqx 'CUDA: +(nvcc [0-9.]+, architectures [0-9,]+: --trainer cuda|not built, PARITY_CUDA=(AUTO|ON|OFF): docs/gpu.md)' "$T/v1"
 check "--version: kernels avx512vl, avx2+fma, neon or portable" grep -Eqx 'kernels: +(avx512vl|avx2\+fma|neon|portable)' "$T/v1"
 # PARITY_KERNELS forces a kernel set (the CLI's switch; every set gives the same bits).
 PARITY_KERNELS=portable "$P" version >"$T/v3" 2>/dev/null </dev/null
