@@ -1,9 +1,13 @@
 // `parity check`: one training step of any single-process trainer recomputed
 // in MPFR (verify/check/chk_check.h) and compared tensor by tensor, as a table or
-// JSON; `parity check --math` measures the own exp/log/tanh/sigmoid. Exit 0
-// all pass, 1 a check failed, 2 usage, 3 runtime. Tests: tests/verify/test_check.c.
+// JSON; `parity check --external CMD` the step of a trainer parity did not
+// build (verify/external/ext_check.h); `parity check --math` measures the own
+// exp/log/tanh/sigmoid. Exit 0 all pass, 1 a check failed, 2 usage, 3 runtime
+// (or the external trainer broke the protocol). Tests: tests/verify/test_check.c,
+// tests/external/test_ext_check.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +17,15 @@
 #include "chk_run.h"
 #include "cli.h"
 #include "cli_mpi_launch.h"
+#include "ext_check.h"
 #include "par_engine.h"
 #include "par_time.h"
 
 typedef struct check_opts {
     const char *dataset, *weights, *samples, *model, *act, *trainer, *mode, *dtype, *fault;
     const char *optim;
+    const char *external, *ulps;   // --external CMD, --ulps FUNC=U,...
+    double timeout;                // --timeout S (--external)
     int step, batch, chunk, threads, prec, mpfr_threads, points, json, math, no_e2e, help;
     int ranks;     // --ranks R: launch R MPI ranks (mpi, hybrid, root)
     int upscale;   // --upscale S: images resampled to S x S, as parity train does (0: off)
@@ -234,28 +241,10 @@ static const char *state_names(const chk_step *s, const par_model *m)
     return buf;
 }
 
-static void report_text(const check_run *c, const chk_report *r)
+// The table, each failing tensor's worst element, the closest to their
+// bounds when none fails, and the END-TO-END summary lines.
+static void print_findings(const chk_report *r, const chk_step *s, const par_model *m)
 {
-    const check_opts *o = c->o;
-    const chk_step *s = c->s;
-    if (c->by_step)
-        printf("parity check: step %d (epoch %d) of %s, %zu records;", o->step > 0 ? o->step : 1,
-               c->epoch, c->ds->name, s->B);
-    else
-        printf("parity check: %zu given records of %s;", s->B, c->ds->name);
-    printf(" %s %s, %s, chunk %zu, lr %g, %s", c->m->spec, o->act, par_dtype_name(s->dt), s->C,
-           s->lr, par_optim_name(s->optim.kind));
-    if (s->optim.kind == PAR_OPTIM_ADAM)
-        printf(" beta1 %g beta2 %g eps %g, update %ld", s->optim.beta1, s->optim.beta2,
-               s->optim.eps, s->opt_t);
-    else if (s->optim.kind != PAR_OPTIM_SGD)
-        printf(" momentum %g, update %ld", s->optim.momentum, s->opt_t);
-    printf("\n");
-    char ranks[48] = "";
-    if (c->ranks > 1) snprintf(ranks, sizeof ranks, " per rank, %d ranks (rank 0's view)", c->ranks);
-    printf("run: trainer %s, mode %s, %d thread%s%s; activations and deltas from %s\n\n",
-           s->trainer, par_mode_name(s->mode), o->threads, o->threads == 1 ? "" : "s", ranks,
-           s->internals);
     print_table(r);
     printf("\n");
     const chk_tensor *worst[2] = {NULL, NULL}; // reductions, elementwise ops
@@ -288,7 +277,32 @@ static void report_text(const check_run *c, const chk_report *r)
                s->optim.kind == PAR_OPTIM_SGD ? "SGD" : par_optim_name(s->optim.kind), loss_ulp);
     if (state.ulp >= 0)
         printf("END-TO-END: new state (%s) within %.3g ulp (max rel %.3g) of exact\n",
-               state_names(s, c->m), state.ulp, state.rel);
+               state_names(s, m), state.ulp, state.rel);
+}
+
+static void report_text(const check_run *c, const chk_report *r)
+{
+    const check_opts *o = c->o;
+    const chk_step *s = c->s;
+    if (c->by_step)
+        printf("parity check: step %d (epoch %d) of %s, %zu records;", o->step > 0 ? o->step : 1,
+               c->epoch, c->ds->name, s->B);
+    else
+        printf("parity check: %zu given records of %s;", s->B, c->ds->name);
+    printf(" %s %s, %s, chunk %zu, lr %g, %s", c->m->spec, o->act, par_dtype_name(s->dt), s->C,
+           s->lr, par_optim_name(s->optim.kind));
+    if (s->optim.kind == PAR_OPTIM_ADAM)
+        printf(" beta1 %g beta2 %g eps %g, update %ld", s->optim.beta1, s->optim.beta2,
+               s->optim.eps, s->opt_t);
+    else if (s->optim.kind != PAR_OPTIM_SGD)
+        printf(" momentum %g, update %ld", s->optim.momentum, s->opt_t);
+    printf("\n");
+    char ranks[48] = "";
+    if (c->ranks > 1) snprintf(ranks, sizeof ranks, " per rank, %d ranks (rank 0's view)", c->ranks);
+    printf("run: trainer %s, mode %s, %d thread%s%s; activations and deltas from %s\n\n",
+           s->trainer, par_mode_name(s->mode), o->threads, o->threads == 1 ? "" : "s", ranks,
+           s->internals);
+    print_findings(r, s, c->m);
     printf(
         "verdict: %s (%d of %zu tensors fail; LOCAL: bounds, CONTRACT: bitwise vs reference%s)\n",
         r->n_fail ? "FAIL" : "PASS", r->n_fail, r->n, c->contract ? "" : " not applicable");
@@ -296,7 +310,7 @@ static void report_text(const check_run *c, const chk_report *r)
            r->seconds, r->prec, r->threads, c->t_total);
 }
 
-enum { N_CHECK_FLAGS = 30 };
+enum { N_CHECK_FLAGS = 33 };
 
 static void flag_table(cli_opt *t, check_opts *o)
 {
@@ -340,6 +354,13 @@ static void flag_table(cli_opt *t, check_opts *o)
         {"--help", CLI_FLAG, &o->help, "          this text"},
         {"--fault", CLI_STR, &o->fault,
          "SPEC      TESTS ONLY: inject a fault into the run (counted from its step 1)"},
+        {"--external", CLI_STR, &o->external,
+         "CMD       check a step of a trainer parity did not build, speaking the step protocol "
+         "(docs/external.md)"},
+        {"--ulps", CLI_STR, &o->ulps,
+         "FUNC=U,.. --external: ulps its exp, log, tanh, sigmoid may be off (1 each)"},
+        {"--timeout", CLI_DOUBLE, &o->timeout,
+         "S         --external: the longest wait for one answer (120)"},
         {NULL, CLI_FLAG, NULL, NULL},
     };
     memcpy(t, f, sizeof f);
@@ -448,11 +469,137 @@ static int check_step(const check_opts *o, const cli_numerics *nu, const par_opt
     return rc;
 }
 
+// ---- --external -------------------------------------------------------------------
+
+static volatile int interrupted;   // Ctrl-C during --external: stop the trainer, clean up
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void ext_text(const check_opts *o, const ext_check_result *r, const par_model *m, int pass)
+{
+    const chk_step *s = &r->step;
+    printf("parity check --external '%s' (world %d): step %d of %s, %zu records; %s %s, %s, "
+           "chunk %zu, lr %g, %s",
+           r->name, r->world, o->step > 0 ? o->step : 1, o->dataset, s->B, m->spec, o->act,
+           par_dtype_name(s->dt), s->C, o->lr, par_optim_name(s->optim.kind));
+    if (par_optim_n_state(s->optim.kind)) printf(", update %ld", s->opt_t);
+    printf("\n");
+    printf("run: %s from parity's state before the step; activations and deltas from %s\n\n",
+           o->external, s->internals);
+    print_findings(&r->rep, s, m);
+    const ext_worst *w = &r->local_first;
+    if (w->step)
+        printf("first op outside its bound: %s%s %.9g, centre %.9g, bound %.3g [%s]\n", w->tensor,
+               w->index, w->got, w->centre, w->bound, w->op[0] ? w->op : "its update");
+    if (r->local_skipped) printf("LOCAL skipped: %s\n", r->local_skipped);
+    if (r->signature_flagged)
+        printf("its rounding is %.3g times parity's on the same op (%s): not summed in %s (TF32, "
+               "bf16 or another narrower arithmetic looks like this)\n",
+               r->signature, r->signature_tensor, par_dtype_name(s->dt));
+    printf("verdict: %s (%d of %zu tensors fail; LOCAL: its own ops within their bounds, "
+           "END-TO-END: within twice the step's any-order bound of MPFR's step)\n",
+           pass ? "PASS" : "FAIL", r->rep.n_fail, r->rep.n);
+    printf("time: waiting for the trainer %.2f s, parity %.2f s, MPFR %.2f s (%d bits, %d "
+           "threads)\n",
+           r->seconds_wait, r->seconds_parity, r->rep.seconds, r->rep.prec, r->rep.threads);
+}
+
+static void ext_json(const check_opts *o, const ext_check_result *r, const par_model *m, int pass)
+{
+    const chk_step *s = &r->step;
+    json_t *tensors = json_array();
+    for (size_t k = 0; k < r->rep.n; k++)
+        json_array_append_new(tensors, tensor_json(&r->rep.t[k]));
+    const ext_worst *w = &r->local_first;
+    json_t *first = w->step ? json_pack("{s:s, s:s, s:s, s:f, s:f, s:f}", "tensor", w->tensor,
+                                        "index", w->index, "op", w->op, "trainer", w->got,
+                                        "centre", w->centre, "bound", w->bound)
+                            : json_null();
+    json_t *j = json_pack(
+        "{s:{s:s, s:s, s:i}, s:s, s:s, s:s, s:s, s:I, s:I, s:f, s:I, s:i, s:s, s:I, s:i, s:i, "
+        "s:b, s:b, s:o, s:o, s:f, s:s, s:b, s:s, s:i, s:o}",
+        "external", "command", o->external, "name", r->name, "world", r->world, "dataset",
+        o->dataset, "model", m->spec, "act", o->act, "dtype", par_dtype_name(s->dt), "batch",
+        (json_int_t)s->B, "chunk", (json_int_t)s->C, "lr", o->lr, "seed", (json_int_t)o->seed,
+        "step", o->step > 0 ? o->step : 1, "optim", par_optim_name(s->optim.kind), "optim_update",
+        (json_int_t)s->opt_t, "prec", r->rep.prec, "mpfr_threads", r->rep.threads,
+        "intermediates", r->intermediates, "layers_checked", r->layers_checked, "local_skipped",
+        r->local_skipped ? json_string(r->local_skipped) : json_null(), "local_first_violation",
+        first, "signature", r->signature, "signature_tensor", r->signature_tensor,
+        "signature_flagged", r->signature_flagged, "verdict", pass ? "PASS" : "FAIL", "n_fail",
+        r->rep.n_fail, "tensors", tensors);
+    print_json(j);
+}
+
+// --external: the command is the trainer; flags of parity's own trainers are refused.
+static int run_external(check_opts *o)
+{
+    const struct { const char *flag; int given; } own[] = {
+        {"--trainer", o->trainer != NULL}, {"--mode", o->mode != NULL},
+        {"--threads", o->threads != 1}, {"--ranks", o->ranks > 0}, {"--fault", o->fault != NULL},
+        {"--upscale", o->upscale != 0}, {"--weights", o->weights != NULL},
+        {"--samples", o->samples != NULL}, {"--math", o->math}, {"--no-e2e", o->no_e2e}};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (own[i].given) {
+            fprintf(stderr, "parity check: %s: not with --external (the command is the trainer; "
+                            "the step starts from parity's state)\n", own[i].flag);
+            return EXIT_USAGE;
+        }
+    if (!(o->timeout > 0)) {
+        fprintf(stderr, "parity check: --timeout %g: expected seconds > 0\n", o->timeout);
+        return EXIT_USAGE;
+    }
+    o->trainer = "serial";
+    o->mode = "exact";
+    cli_numerics nu;
+    par_optim optim;
+    int rc = resolve(o, &nu, &optim);
+    if (rc) return rc;
+    ext_lockstep_job job = {
+        .cfg = {.m = &nu.m, .act = nu.act, .dt = nu.dt, .batch = (size_t)o->batch,
+                .chunk = (size_t)o->chunk,
+                .optim = {(int)optim.kind, o->lr, optim.momentum, optim.beta1, optim.beta2,
+                          optim.eps},
+                .seed = o->seed, .steps = o->step > 0 ? o->step : 1, .ulps = ext_ulps_default(),
+                .proto = {.command = o->external, .timeout_s = o->timeout,
+                          .interrupted = &interrupted}},
+        .dataset = o->dataset};
+    if (o->ulps && ext_ulps_parse_list(&job.cfg.ulps, o->ulps) != PAR_OK)
+        return cli_fail("check", PAR_ERR_CONFIG, NULL);
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    ext_check_result r;
+    int opening = 0;
+    const chk_opts co = {o->prec, o->mpfr_threads, 1};
+    const par_status st = ext_check_run(&r, &job, &co, &opening);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (st != PAR_OK) {
+        ext_check_free(&r);
+        return cli_fail("check", st,
+                        opening                    ? HINT_DATA
+                        : st == PAR_ERR_EXTERNAL ? "docs/external.md says what a trainer must "
+                                                   "answer, and in which files"
+                                                 : NULL);
+    }
+    const int pass = !r.rep.n_fail && !r.signature_flagged;
+    if (o->json) ext_json(o, &r, &nu.m, pass);
+    else ext_text(o, &r, &nu.m, pass);
+    ext_check_free(&r);
+    return pass ? EXIT_OK : EXIT_VERIFY;
+}
+
 int cmd_check(int argc, char **argv)
 {
     check_opts o = {
         .dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
-        .trainer = "reference", .mode = "exact", .dtype = "f32", .batch = 64, .chunk = 8,
+        .dtype = "f32", .timeout = 120, .batch = 64, .chunk = 8,
         .threads = 1, .prec = 256, .lr = 0.01, .seed = 42,
         .step = -1,   // not given (0 is refused: steps count from 1)
         .optim = "sgd", .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN,
@@ -462,8 +609,13 @@ int cmd_check(int argc, char **argv)
     int rc = cli_flags("check", argc, argv, opts, &o.help,
                        "parity check [--dataset D] [--weights W.npz] [--step S | --samples "
                        "i,j,k] [--trainer T --mode M --threads T] [--prec P] [--json]\n"
+                       "       parity check --external CMD [--step S] [train flags] [--ulps "
+                       "FUNC=U,...] [--json]\n"
                        "       parity check --math [--points N] [--json]");
     if (rc >= 0) return rc;
+    if (o.external) return run_external(&o);
+    if (!o.trainer) o.trainer = "reference";
+    if (!o.mode) o.mode = "exact";
     if (o.math) return run_math(&o);
     cli_numerics nu;
     par_optim optim;
