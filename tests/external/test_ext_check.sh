@@ -101,6 +101,8 @@ expect 2 "^parity check: --trainer: not with --external \(the command is the tra
     check --external "$PY $HERE/ext_liar.py still" --trainer omp
 expect 2 "^parity check: --weights: not with --external" \
     check --external "$PY $HERE/ext_liar.py still" --weights w.npz
+expect 2 "^parity check: --timeout 0: expected seconds > 0$" \
+    check --external "$PY $HERE/ext_liar.py still" --timeout 0
 expect 2 "^parity check: --ulps cos=1: expected FUNC=U, FUNC one of exp, log, tanh, sigmoid$" \
     check --external "$PY $HERE/ext_liar.py still" --ulps cos=1
 

@@ -421,6 +421,8 @@ par_status ext_lockstep(ext_lockstep_result *r, const ext_lockstep_cfg *c)
     const par_model *m = c->m;
     PAR_FAIL_IF(c->steps < 1 || c->batch < 1, PAR_ERR_CONFIG,
                 "lockstep --external needs steps >= 1 and a batch >= 1");
+    PAR_FAIL_IF(!(c->proto.timeout_s > 0), PAR_ERR_CONFIG, "--timeout %g: expected seconds > 0",
+                c->proto.timeout_s);
     PAR_FAIL_IF(c->ds->train.n_features != m->n_inputs || c->ds->n_classes != m->n_classes,
                 PAR_ERR_CONFIG, "--model %s does not fit dataset %s", m->spec, c->ds->name);
     loop L = {.c = c, .r = r, .N = m->n_params, .sz = par_dtype_size(c->dt)};
