@@ -7,7 +7,6 @@
 // tests/external/test_ext_check.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,14 +470,6 @@ static int check_step(const check_opts *o, const cli_numerics *nu, const par_opt
 
 // ---- --external -------------------------------------------------------------------
 
-static volatile int interrupted;   // Ctrl-C during --external: stop the trainer, clean up
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
 static void ext_text(const check_opts *o, const ext_check_result *r, const par_model *m, int pass)
 {
     const chk_step *s = &r->step;
@@ -535,28 +526,36 @@ static void ext_json(const check_opts *o, const ext_check_result *r, const par_m
     print_json(j);
 }
 
+// The first flag given that belongs to parity's own trainers or to a step
+// parity picks (--weights, --samples), or NULL.
+static const char *own_flag(const check_opts *o)
+{
+    return o->trainer       ? "--trainer"
+           : o->mode        ? "--mode"
+           : o->threads != 1 ? "--threads"
+           : o->ranks > 0   ? "--ranks"
+           : o->fault       ? "--fault"
+           : o->upscale     ? "--upscale"
+           : o->weights     ? "--weights"
+           : o->samples     ? "--samples"
+           : o->math        ? "--math"
+           : o->no_e2e      ? "--no-e2e"
+                            : NULL;
+}
+
 // --external: the command is the trainer; flags of parity's own trainers are refused.
 static int run_external(check_opts *o)
 {
-    const struct { const char *flag; int given; } own[] = {
-        {"--trainer", o->trainer != NULL}, {"--mode", o->mode != NULL},
-        {"--threads", o->threads != 1}, {"--ranks", o->ranks > 0}, {"--fault", o->fault != NULL},
-        {"--upscale", o->upscale != 0}, {"--weights", o->weights != NULL},
-        {"--samples", o->samples != NULL}, {"--math", o->math}, {"--no-e2e", o->no_e2e}};
-    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
-        if (own[i].given) {
-            fprintf(stderr, "parity check: %s: not with --external (the command is the trainer; "
-                            "the step starts from parity's state)\n", own[i].flag);
-            return EXIT_USAGE;
-        }
-    if (!(o->timeout > 0)) {
-        fprintf(stderr, "parity check: --timeout %g: expected seconds > 0\n", o->timeout);
-        return EXIT_USAGE;
-    }
-    o->trainer = "serial";
-    o->mode = "exact";
     cli_numerics nu;
     par_optim optim;
+    const char *own = own_flag(o);
+    if (own) {
+        fprintf(stderr, "parity check: %s: not with --external (the command is the trainer; the "
+                        "step starts from parity's state)\n", own);
+        return EXIT_USAGE;
+    }
+    o->trainer = "serial";   // parity's trajectory to the step: the reference's bits
+    o->mode = "exact";
     int rc = resolve(o, &nu, &optim);
     if (rc) return rc;
     ext_lockstep_job job = {
@@ -565,21 +564,16 @@ static int run_external(check_opts *o)
                 .optim = {(int)optim.kind, o->lr, optim.momentum, optim.beta1, optim.beta2,
                           optim.eps},
                 .seed = o->seed, .steps = o->step > 0 ? o->step : 1, .ulps = ext_ulps_default(),
-                .proto = {.command = o->external, .timeout_s = o->timeout,
-                          .interrupted = &interrupted}},
+                .proto = {.command = o->external, .timeout_s = o->timeout}},
         .dataset = o->dataset};
     if (o->ulps && ext_ulps_parse_list(&job.cfg.ulps, o->ulps) != PAR_OK)
         return cli_fail("check", PAR_ERR_CONFIG, NULL);
-    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    job.cfg.proto.interrupted = cli_stop_catch();   // Ctrl-C: stop the trainer, clean up
     ext_check_result r;
     int opening = 0;
     const chk_opts co = {o->prec, o->mpfr_threads, 1};
     const par_status st = ext_check_run(&r, &job, &co, &opening);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cli_stop_release();
     if (st != PAR_OK) {
         ext_check_free(&r);
         return cli_fail("check", st,
