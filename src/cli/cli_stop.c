@@ -2,7 +2,7 @@
 // the step protocol polls (ext_opts.interrupted), so that it stops the
 // trainer's process group and removes its folder before parity exits. Not a
 // general signal layer: one catch at a time, in the main thread. Tests:
-// tests/external/test_external.sh (nothing left behind).
+// tests/external/test_ext_check.sh (Ctrl-C: exit 3, nothing left behind).
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 

@@ -4,9 +4,10 @@
 # its lr and tf32 controls fail LOCAL naming the tensor and the op, a trainer
 # that declines intermediates gets END-TO-END only (and one that does not
 # train fails it), torch_ddp passes at world 1 and 2 (MLP, the default
-# suite's small CNN) and its tf32 control fails; protocol breaks exit 3,
-# batchnorm and parity's own trainer flags exit 2. Usage: test_ext_check.sh
-# PATH/TO/parity. Skipped (77) without Debian's python3 and numpy, or MNIST.
+# suite's small CNN) and its tf32 control fails; protocol breaks and Ctrl-C
+# exit 3 leaving nothing behind; batchnorm and parity's own trainer flags
+# exit 2. Usage: test_ext_check.sh PATH/TO/parity. Skipped (77) without
+# Debian's python3 and numpy, or MNIST.
 P=$1
 PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -105,6 +106,17 @@ expect 2 "^parity check: --timeout 0: expected seconds > 0$" \
     check --external "$PY $HERE/ext_liar.py still" --timeout 0
 expect 2 "^parity check: --ulps cos=1: expected FUNC=U, FUNC one of exp, log, tanh, sigmoid$" \
     check --external "$PY $HERE/ext_liar.py still" --ulps cos=1
+
+# Ctrl-C while the trainer computes: one line, exit 3, and (below) nothing left.
+"$P" check --external "$PY $HERE/ext_liar.py hang" --model mlp:784-16-10 >"$T/out" 2>"$T/err" &
+pid=$!
+for _ in $(seq 50); do pgrep -f "$HERE/ext_liar.py hang" >/dev/null && break; sleep 0.2; done
+sleep 1
+kill -INT $pid
+wait $pid
+rc=$?
+check "Ctrl-C: exit 3, 'interrupted' (got $rc: $(head -n 1 "$T/err"))" \
+    test $rc = 3 -a "$(head -n 1 "$T/err")" = "parity check: interrupted"
 
 if $PY -c 'import torch' 2>/dev/null; then
     # shellcheck disable=SC2059
