@@ -126,13 +126,15 @@ static void print_table(const chk_report *r)
     }
 }
 
-static void print_worst(const char *what, const chk_tensor *t)
+// The worst element of t; its LOCAL value compared with `local` ("exact":
+// MPFR's, "centre": an external trainer's op recomputed in double).
+static void print_worst(const char *what, const chk_tensor *t, const char *local)
 {
     char ix[48];
     chk_format_index(ix, sizeof ix, t, t->worst);
+    const char *vs = t->view == CHK_CONTRACT ? "reference" : t->view == CHK_LOCAL ? local : "exact";
     printf("%s %s %s%s: run %.9g, %s %.9g, |err| %.3g", what, chk_view_name(t->view), t->name, ix,
-           t->worst_run, t->view == CHK_CONTRACT ? "reference" : "exact", t->worst_exact,
-           t->worst_err);
+           t->worst_run, vs, t->worst_exact, t->worst_err);
     if (t->has_bound) printf(", bound %.3g", t->worst_bound);
     printf(", %.3g ulp", t->worst_ulp);
     if (t->n_over)
@@ -242,20 +244,21 @@ static const char *state_names(const chk_step *s, const par_model *m)
 
 // The table, each failing tensor's worst element, the closest to their
 // bounds when none fails, and the END-TO-END summary lines.
-static void print_findings(const chk_report *r, const chk_step *s, const par_model *m)
+static void print_findings(const chk_report *r, const chk_step *s, const par_model *m,
+                           const char *local)
 {
     print_table(r);
     printf("\n");
     const chk_tensor *worst[2] = {NULL, NULL}; // reductions, elementwise ops
     for (size_t k = 0; k < r->n; k++) {
         const chk_tensor *t = &r->t[k];
-        if (t->verdict == CHK_FAIL) print_worst("FAIL", t);
+        if (t->verdict == CHK_FAIL) print_worst("FAIL", t, local);
         const int e = t->n_red == 0;
         if (t->view == CHK_LOCAL && (!worst[e] || t->bound_ratio > worst[e]->bound_ratio))
             worst[e] = t;
     }
-    if (worst[0] && !r->n_fail) print_worst("closest to its bound (reductions):", worst[0]);
-    if (worst[1] && !r->n_fail) print_worst("closest to its bound (elementwise):", worst[1]);
+    if (worst[0] && !r->n_fail) print_worst("closest to its bound (reductions):", worst[0], local);
+    if (worst[1] && !r->n_fail) print_worst("closest to its bound (elementwise):", worst[1], local);
     // END-TO-END summary: the new weights and biases apart from the new state (the
     // optimizer's velocity or m and v, batchnorm's running statistics), whose
     // relative errors are of another kind (a tiny v divides the step).
@@ -301,7 +304,7 @@ static void report_text(const check_run *c, const chk_report *r)
     printf("run: trainer %s, mode %s, %d thread%s%s; activations and deltas from %s\n\n",
            s->trainer, par_mode_name(s->mode), o->threads, o->threads == 1 ? "" : "s", ranks,
            s->internals);
-    print_findings(r, s, c->m);
+    print_findings(r, s, c->m, "exact");
     printf(
         "verdict: %s (%d of %zu tensors fail; LOCAL: bounds, CONTRACT: bitwise vs reference%s)\n",
         r->n_fail ? "FAIL" : "PASS", r->n_fail, r->n, c->contract ? "" : " not applicable");
@@ -481,7 +484,7 @@ static void ext_text(const check_opts *o, const ext_check_result *r, const par_m
     printf("\n");
     printf("run: %s from parity's state before the step; activations and deltas from %s\n\n",
            o->external, s->internals);
-    print_findings(&r->rep, s, m);
+    print_findings(&r->rep, s, m, "centre");
     const ext_worst *w = &r->local_first;
     if (w->step)
         printf("first op outside its bound: %s%s %.9g, centre %.9g, bound %.3g [%s]\n", w->tensor,

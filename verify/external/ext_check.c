@@ -100,7 +100,8 @@ static par_status make_step(hook *h, const ext_answer *a)
     const size_t sz = par_dtype_size(c->dt);
     for (int v = 0; v < m->n_views; v++) {
         put_view(st->w_new, &m->views[v], a->wa[v], sz);
-        for (int j = 0; j < ns; j++) put_view(st->s_new[j], &m->views[v], a->sa[j * m->n_views + v], sz);
+        for (int j = 0; j < ns; j++)
+            put_view(st->s_new[j], &m->views[v], a->sa[j * m->n_views + v], sz);
         if (a->ga) put_view(st->g, &m->views[v], a->ga[v], sz);
     }
     st->loss = a->loss;
