@@ -62,6 +62,11 @@ const char *cli_error_text(void);
 // is not NULL; returns the exit code for st (2 for config errors, else 3).
 int cli_fail(const char *cmd, par_status st, const char *hint);
 
+// Ctrl-C and SIGTERM set the returned flag (for ext_opts.interrupted) until
+// cli_stop_release puts the previous handlers back (cli_stop.c).
+volatile int *cli_stop_catch(void);
+void cli_stop_release(void);
+
 // The numerics flags of the training commands, as given (mode, fault and
 // trainer may be NULL: not resolved), and resolved.
 typedef struct cli_numerics_flags {

@@ -1,7 +1,10 @@
 // `parity check`: one training step of any single-process trainer recomputed
 // in MPFR (verify/check/chk_check.h) and compared tensor by tensor, as a table or
-// JSON; `parity check --math` measures the own exp/log/tanh/sigmoid. Exit 0
-// all pass, 1 a check failed, 2 usage, 3 runtime. Tests: tests/verify/test_check.c.
+// JSON; `parity check --external CMD` the step of a trainer parity did not
+// build (verify/external/ext_check.h); `parity check --math` measures the own
+// exp/log/tanh/sigmoid. Exit 0 all pass, 1 a check failed, 2 usage, 3 runtime
+// (or the external trainer broke the protocol). Tests: tests/verify/test_check.c,
+// tests/external/test_ext_check.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -13,12 +16,15 @@
 #include "chk_run.h"
 #include "cli.h"
 #include "cli_mpi_launch.h"
+#include "ext_check.h"
 #include "par_engine.h"
 #include "par_time.h"
 
 typedef struct check_opts {
     const char *dataset, *weights, *samples, *model, *act, *trainer, *mode, *dtype, *fault;
     const char *optim;
+    const char *external, *ulps;   // --external CMD, --ulps FUNC=U,...
+    double timeout;                // --timeout S (--external)
     int step, batch, chunk, threads, prec, mpfr_threads, points, json, math, no_e2e, help;
     int ranks;     // --ranks R: launch R MPI ranks (mpi, hybrid, root)
     int upscale;   // --upscale S: images resampled to S x S, as parity train does (0: off)
@@ -120,13 +126,15 @@ static void print_table(const chk_report *r)
     }
 }
 
-static void print_worst(const char *what, const chk_tensor *t)
+// The worst element of t; its LOCAL value compared with `local` ("exact":
+// MPFR's, "centre": an external trainer's op recomputed in double).
+static void print_worst(const char *what, const chk_tensor *t, const char *local)
 {
     char ix[48];
     chk_format_index(ix, sizeof ix, t, t->worst);
+    const char *vs = t->view == CHK_CONTRACT ? "reference" : t->view == CHK_LOCAL ? local : "exact";
     printf("%s %s %s%s: run %.9g, %s %.9g, |err| %.3g", what, chk_view_name(t->view), t->name, ix,
-           t->worst_run, t->view == CHK_CONTRACT ? "reference" : "exact", t->worst_exact,
-           t->worst_err);
+           t->worst_run, vs, t->worst_exact, t->worst_err);
     if (t->has_bound) printf(", bound %.3g", t->worst_bound);
     printf(", %.3g ulp", t->worst_ulp);
     if (t->n_over)
@@ -234,6 +242,46 @@ static const char *state_names(const chk_step *s, const par_model *m)
     return buf;
 }
 
+// The table, each failing tensor's worst element, the closest to their
+// bounds when none fails, and the END-TO-END summary lines.
+static void print_findings(const chk_report *r, const chk_step *s, const par_model *m,
+                           const char *local)
+{
+    print_table(r);
+    printf("\n");
+    const chk_tensor *worst[2] = {NULL, NULL}; // reductions, elementwise ops
+    for (size_t k = 0; k < r->n; k++) {
+        const chk_tensor *t = &r->t[k];
+        if (t->verdict == CHK_FAIL) print_worst("FAIL", t, local);
+        const int e = t->n_red == 0;
+        if (t->view == CHK_LOCAL && (!worst[e] || t->bound_ratio > worst[e]->bound_ratio))
+            worst[e] = t;
+    }
+    if (worst[0] && !r->n_fail) print_worst("closest to its bound (reductions):", worst[0], local);
+    if (worst[1] && !r->n_fail) print_worst("closest to its bound (elementwise):", worst[1], local);
+    // END-TO-END summary: the new weights and biases apart from the new state (the
+    // optimizer's velocity or m and v, batchnorm's running statistics), whose
+    // relative errors are of another kind (a tiny v divides the step).
+    e2e_sum wts = {-1, 0}, state = {-1, 0};
+    double loss_ulp = -1;
+    for (size_t k = 0; k < r->n; k++) {
+        const chk_tensor *t = &r->t[k];
+        if (t->view != CHK_E2E) continue;
+        const size_t len = strlen(t->name);
+        if (len > 4 && strcmp(t->name + len - 4, ".new") == 0)
+            e2e_add(is_weight_row(t->name) ? &wts : &state, t);
+        if (strcmp(t->name, "loss") == 0) loss_ulp = t->max_ulp;
+    }
+    if (wts.ulp >= 0)
+        printf("END-TO-END: new weights within %.3g ulp (max rel %.3g) of exact %s from the "
+               "step's inputs; loss within %.3g ulp\n",
+               wts.ulp, wts.rel,
+               s->optim.kind == PAR_OPTIM_SGD ? "SGD" : par_optim_name(s->optim.kind), loss_ulp);
+    if (state.ulp >= 0)
+        printf("END-TO-END: new state (%s) within %.3g ulp (max rel %.3g) of exact\n",
+               state_names(s, m), state.ulp, state.rel);
+}
+
 static void report_text(const check_run *c, const chk_report *r)
 {
     const check_opts *o = c->o;
@@ -256,39 +304,7 @@ static void report_text(const check_run *c, const chk_report *r)
     printf("run: trainer %s, mode %s, %d thread%s%s; activations and deltas from %s\n\n",
            s->trainer, par_mode_name(s->mode), o->threads, o->threads == 1 ? "" : "s", ranks,
            s->internals);
-    print_table(r);
-    printf("\n");
-    const chk_tensor *worst[2] = {NULL, NULL}; // reductions, elementwise ops
-    for (size_t k = 0; k < r->n; k++) {
-        const chk_tensor *t = &r->t[k];
-        if (t->verdict == CHK_FAIL) print_worst("FAIL", t);
-        const int e = t->n_red == 0;
-        if (t->view == CHK_LOCAL && (!worst[e] || t->bound_ratio > worst[e]->bound_ratio))
-            worst[e] = t;
-    }
-    if (worst[0] && !r->n_fail) print_worst("closest to its bound (reductions):", worst[0]);
-    if (worst[1] && !r->n_fail) print_worst("closest to its bound (elementwise):", worst[1]);
-    // END-TO-END summary: the new weights and biases apart from the new state (the
-    // optimizer's velocity or m and v, batchnorm's running statistics), whose
-    // relative errors are of another kind (a tiny v divides the step).
-    e2e_sum wts = {-1, 0}, state = {-1, 0};
-    double loss_ulp = -1;
-    for (size_t k = 0; k < r->n; k++) {
-        const chk_tensor *t = &r->t[k];
-        if (t->view != CHK_E2E) continue;
-        const size_t len = strlen(t->name);
-        if (len > 4 && strcmp(t->name + len - 4, ".new") == 0)
-            e2e_add(is_weight_row(t->name) ? &wts : &state, t);
-        if (strcmp(t->name, "loss") == 0) loss_ulp = t->max_ulp;
-    }
-    if (wts.ulp >= 0)
-        printf("END-TO-END: new weights within %.3g ulp (max rel %.3g) of exact %s from the "
-               "step's inputs; loss within %.3g ulp\n",
-               wts.ulp, wts.rel,
-               s->optim.kind == PAR_OPTIM_SGD ? "SGD" : par_optim_name(s->optim.kind), loss_ulp);
-    if (state.ulp >= 0)
-        printf("END-TO-END: new state (%s) within %.3g ulp (max rel %.3g) of exact\n",
-               state_names(s, c->m), state.ulp, state.rel);
+    print_findings(r, s, c->m, "exact");
     printf(
         "verdict: %s (%d of %zu tensors fail; LOCAL: bounds, CONTRACT: bitwise vs reference%s)\n",
         r->n_fail ? "FAIL" : "PASS", r->n_fail, r->n, c->contract ? "" : " not applicable");
@@ -296,7 +312,7 @@ static void report_text(const check_run *c, const chk_report *r)
            r->seconds, r->prec, r->threads, c->t_total);
 }
 
-enum { N_CHECK_FLAGS = 30 };
+enum { N_CHECK_FLAGS = 33 };
 
 static void flag_table(cli_opt *t, check_opts *o)
 {
@@ -340,6 +356,13 @@ static void flag_table(cli_opt *t, check_opts *o)
         {"--help", CLI_FLAG, &o->help, "          this text"},
         {"--fault", CLI_STR, &o->fault,
          "SPEC      TESTS ONLY: inject a fault into the run (counted from its step 1)"},
+        {"--external", CLI_STR, &o->external,
+         "CMD       check a step of a trainer parity did not build, speaking the step protocol "
+         "(docs/external.md)"},
+        {"--ulps", CLI_STR, &o->ulps,
+         "FUNC=U,.. --external: ulps its exp, log, tanh, sigmoid may be off (1 each)"},
+        {"--timeout", CLI_DOUBLE, &o->timeout,
+         "S         --external: the longest wait for one answer (120)"},
         {NULL, CLI_FLAG, NULL, NULL},
     };
     memcpy(t, f, sizeof f);
@@ -448,11 +471,132 @@ static int check_step(const check_opts *o, const cli_numerics *nu, const par_opt
     return rc;
 }
 
+// ---- --external -------------------------------------------------------------------
+
+static void ext_text(const check_opts *o, const ext_check_result *r, const par_model *m, int pass)
+{
+    const chk_step *s = &r->step;
+    printf("parity check --external '%s' (world %d): step %d of %s, %zu records; %s %s, %s, "
+           "chunk %zu, lr %g, %s",
+           r->name, r->world, o->step > 0 ? o->step : 1, o->dataset, s->B, m->spec, o->act,
+           par_dtype_name(s->dt), s->C, o->lr, par_optim_name(s->optim.kind));
+    if (par_optim_n_state(s->optim.kind)) printf(", update %ld", s->opt_t);
+    printf("\n");
+    printf("run: %s from parity's state before the step; activations and deltas from %s\n\n",
+           o->external, s->internals);
+    print_findings(&r->rep, s, m, "centre");
+    const ext_worst *w = &r->local_first;
+    if (w->step)
+        printf("first op outside its bound: %s%s %.9g, centre %.9g, bound %.3g [%s]\n", w->tensor,
+               w->index, w->got, w->centre, w->bound, w->op[0] ? w->op : "its update");
+    if (r->local_skipped) printf("LOCAL skipped: %s\n", r->local_skipped);
+    if (r->signature_flagged)
+        printf("its rounding is %.3g times parity's on the same op (%s): not summed in %s (TF32, "
+               "bf16 or another narrower arithmetic looks like this)\n",
+               r->signature, r->signature_tensor, par_dtype_name(s->dt));
+    printf("verdict: %s (%d of %zu tensors fail; LOCAL: its own ops within their bounds, "
+           "END-TO-END: within twice the step's any-order bound of MPFR's step)\n",
+           pass ? "PASS" : "FAIL", r->rep.n_fail, r->rep.n);
+    printf("time: waiting for the trainer %.2f s, parity %.2f s, MPFR %.2f s (%d bits, %d "
+           "threads)\n",
+           r->seconds_wait, r->seconds_parity, r->rep.seconds, r->rep.prec, r->rep.threads);
+}
+
+static void ext_json(const check_opts *o, const ext_check_result *r, const par_model *m, int pass)
+{
+    const chk_step *s = &r->step;
+    json_t *tensors = json_array();
+    for (size_t k = 0; k < r->rep.n; k++)
+        json_array_append_new(tensors, tensor_json(&r->rep.t[k]));
+    const ext_worst *w = &r->local_first;
+    json_t *first = w->step ? json_pack("{s:s, s:s, s:s, s:f, s:f, s:f}", "tensor", w->tensor,
+                                        "index", w->index, "op", w->op, "trainer", w->got,
+                                        "centre", w->centre, "bound", w->bound)
+                            : json_null();
+    json_t *j = json_pack(
+        "{s:{s:s, s:s, s:i}, s:s, s:s, s:s, s:s, s:I, s:I, s:f, s:I, s:i, s:s, s:I, s:i, s:i, "
+        "s:b, s:b, s:o, s:o, s:f, s:s, s:b, s:s, s:i, s:o}",
+        "external", "command", o->external, "name", r->name, "world", r->world, "dataset",
+        o->dataset, "model", m->spec, "act", o->act, "dtype", par_dtype_name(s->dt), "batch",
+        (json_int_t)s->B, "chunk", (json_int_t)s->C, "lr", o->lr, "seed", (json_int_t)o->seed,
+        "step", o->step > 0 ? o->step : 1, "optim", par_optim_name(s->optim.kind), "optim_update",
+        (json_int_t)s->opt_t, "prec", r->rep.prec, "mpfr_threads", r->rep.threads,
+        "intermediates", r->intermediates, "layers_checked", r->layers_checked, "local_skipped",
+        r->local_skipped ? json_string(r->local_skipped) : json_null(), "local_first_violation",
+        first, "signature", r->signature, "signature_tensor", r->signature_tensor,
+        "signature_flagged", r->signature_flagged, "verdict", pass ? "PASS" : "FAIL", "n_fail",
+        r->rep.n_fail, "tensors", tensors);
+    print_json(j);
+}
+
+// The first flag given that belongs to parity's own trainers or to a step
+// parity picks (--weights, --samples), or NULL.
+static const char *own_flag(const check_opts *o)
+{
+    return o->trainer       ? "--trainer"
+           : o->mode        ? "--mode"
+           : o->threads != 1 ? "--threads"
+           : o->ranks > 0   ? "--ranks"
+           : o->fault       ? "--fault"
+           : o->upscale     ? "--upscale"
+           : o->weights     ? "--weights"
+           : o->samples     ? "--samples"
+           : o->math        ? "--math"
+           : o->no_e2e      ? "--no-e2e"
+                            : NULL;
+}
+
+// --external: the command is the trainer; flags of parity's own trainers are refused.
+static int run_external(check_opts *o)
+{
+    cli_numerics nu;
+    par_optim optim;
+    const char *own = own_flag(o);
+    if (own) {
+        fprintf(stderr, "parity check: %s: not with --external (the command is the trainer; the "
+                        "step starts from parity's state)\n", own);
+        return EXIT_USAGE;
+    }
+    o->trainer = "serial";   // parity's trajectory to the step: the reference's bits
+    o->mode = "exact";
+    int rc = resolve(o, &nu, &optim);
+    if (rc) return rc;
+    ext_lockstep_job job = {
+        .cfg = {.m = &nu.m, .act = nu.act, .dt = nu.dt, .batch = (size_t)o->batch,
+                .chunk = (size_t)o->chunk,
+                .optim = {(int)optim.kind, o->lr, optim.momentum, optim.beta1, optim.beta2,
+                          optim.eps},
+                .seed = o->seed, .steps = o->step > 0 ? o->step : 1, .ulps = ext_ulps_default(),
+                .proto = {.command = o->external, .timeout_s = o->timeout}},
+        .dataset = o->dataset};
+    if (o->ulps && ext_ulps_parse_list(&job.cfg.ulps, o->ulps) != PAR_OK)
+        return cli_fail("check", PAR_ERR_CONFIG, NULL);
+    job.cfg.proto.interrupted = cli_stop_catch();   // Ctrl-C: stop the trainer, clean up
+    ext_check_result r;
+    int opening = 0;
+    const chk_opts co = {o->prec, o->mpfr_threads, 1};
+    const par_status st = ext_check_run(&r, &job, &co, &opening);
+    cli_stop_release();
+    if (st != PAR_OK) {
+        ext_check_free(&r);
+        return cli_fail("check", st,
+                        opening                    ? HINT_DATA
+                        : st == PAR_ERR_EXTERNAL ? "docs/external.md says what a trainer must "
+                                                   "answer, and in which files"
+                                                 : NULL);
+    }
+    const int pass = !r.rep.n_fail && !r.signature_flagged;
+    if (o->json) ext_json(o, &r, &nu.m, pass);
+    else ext_text(o, &r, &nu.m, pass);
+    ext_check_free(&r);
+    return pass ? EXIT_OK : EXIT_VERIFY;
+}
+
 int cmd_check(int argc, char **argv)
 {
     check_opts o = {
         .dataset = "fashion-mnist", .model = "mlp:784-256-128-10", .act = "relu",
-        .trainer = "reference", .mode = "exact", .dtype = "f32", .batch = 64, .chunk = 8,
+        .dtype = "f32", .timeout = 120, .batch = 64, .chunk = 8,
         .threads = 1, .prec = 256, .lr = 0.01, .seed = 42,
         .step = -1,   // not given (0 is refused: steps count from 1)
         .optim = "sgd", .momentum = NAN, .beta1 = NAN, .beta2 = NAN, .eps = NAN,
@@ -462,8 +606,13 @@ int cmd_check(int argc, char **argv)
     int rc = cli_flags("check", argc, argv, opts, &o.help,
                        "parity check [--dataset D] [--weights W.npz] [--step S | --samples "
                        "i,j,k] [--trainer T --mode M --threads T] [--prec P] [--json]\n"
+                       "       parity check --external CMD [--step S] [train flags] [--ulps "
+                       "FUNC=U,...] [--json]\n"
                        "       parity check --math [--points N] [--json]");
     if (rc >= 0) return rc;
+    if (o.external) return run_external(&o);
+    if (!o.trainer) o.trainer = "reference";
+    if (!o.mode) o.mode = "exact";
     if (o.math) return run_math(&o);
     cli_numerics nu;
     par_optim optim;

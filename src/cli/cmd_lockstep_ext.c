@@ -5,7 +5,6 @@
 // 3 the trainer failed or broke the protocol. Tests: tests/external/test_external.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,26 +13,7 @@
 
 #include "cli.h"
 #include "cmd_lockstep_ext.h"
-#include "ext_lockstep.h"
-
-static volatile int interrupted;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
-// "exp=2,log=1.5": each FUNC=U in turn.
-static int parse_ulps(ext_ulps *u, const char *list)
-{
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", list);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save))
-        if (ext_ulps_parse(u, tok) != PAR_OK) return cli_fail("lockstep", PAR_ERR_CONFIG, NULL);
-    return 0;
-}
+#include "ext_check.h"
 
 static void worst_json(json_t *j, const char *key, const ext_worst *w)
 {
@@ -97,21 +77,15 @@ int cmd_lockstep_external(const lockstep_ext_flags *f)
                 .seed = f->seed, .steps = f->steps, .ulps = ext_ulps_default(),
                 .want_intermediates = f->intermediates,
                 .proto = {.command = f->command, .timeout_s = f->timeout_s,
-                          .interrupted = &interrupted}},
+                          .interrupted = NULL}},
         .dataset = f->dataset, .init_load = f->init_load};
-    if (f->ulps) {
-        const int rc = parse_ulps(&job.cfg.ulps, f->ulps);
-        if (rc) return rc;
-    }
-    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    if (f->ulps && ext_ulps_parse_list(&job.cfg.ulps, f->ulps) != PAR_OK)
+        return cli_fail("lockstep", PAR_ERR_CONFIG, NULL);
+    job.cfg.proto.interrupted = cli_stop_catch();
     ext_lockstep_result r;
     int opening = 0;
     const par_status st = ext_lockstep_run(&r, &job, &opening);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cli_stop_release();
     if (st != PAR_OK)
         return cli_fail("lockstep", st,
                         opening ? "run data/fetch.sh (or ci/setup.sh) to install the datasets"

@@ -109,6 +109,17 @@ typedef struct chk_report {
     int threads, prec;
 } chk_report;
 
+// Bounds on |run - exact| of a step parity did not compute (`parity check
+// --external`, verify/external/ext_check.c): per element of the new weights
+// (n_params), of each new optimizer state array, and of the loss. With them
+// the END-TO-END rows of the new weights, the new state and the loss get a
+// verdict; without (NULL) every END-TO-END row is information only.
+typedef struct chk_e2e_bounds {
+    const double *w_new;
+    const double *s_new[2];
+    double loss;
+} chk_e2e_bounds;
+
 typedef struct chk_opts {
     int prec;       // MPFR bits, >= 64 (256 by default in the CLI)
     int threads;    // OpenMP threads; 0 = omp_get_max_threads()
@@ -118,6 +129,10 @@ typedef struct chk_opts {
 // LOCAL rows (and E2E rows if o->end_to_end) of one step, appended to r
 // (zero-initialise r before the first call). PAR_ERR_CONFIG for prec < 64.
 par_status chk_check_step(chk_report *r, const chk_step *s, const chk_opts *o);
+// The same with END-TO-END bounds b (NULL: as chk_check_step; ignored
+// without o->end_to_end).
+par_status chk_check_step_bounded(chk_report *r, const chk_step *s, const chk_opts *o,
+                                  const chk_e2e_bounds *b);
 
 // CONTRACT rows: batchnorm statistics (layer<l>.bn.sum, .mean, .sqdev, .var,
 // .inv), gradient, new weights (one row per parameter view each) and the

@@ -46,6 +46,7 @@ typedef struct ctx {
     par_dtype dt;
     fmt f;
     int prec, e2e;
+    const chk_e2e_bounds *eb;   // END-TO-END bounds of the new weights, state, loss (or NULL)
     size_t B, K;
     // rows, [0] LOCAL, [1] E2E (NULL without e2e)
     chk_tensor *out[2][PAR_MAX_LAYERS], *dz[2][PAR_MAX_LAYERS];

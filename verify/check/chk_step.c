@@ -294,7 +294,7 @@ static void stage_loss(ctx *c, ws *w)
     if (c->e2e) {
         chk_dot_md(w, c->eloss, 1, c->dt, NULL, 0, c->B, 0);
         mpfr_div_ui(w->y, w->acc, (unsigned long)c->B, MPFR_RNDN);
-        chk_record(c->loss[1], w, 0, w->y, st->loss, &c->f, NAN);
+        chk_record(c->loss[1], w, 0, w->y, st->loss, &c->f, c->eb ? c->eb->loss : NAN);
     }
 }
 
@@ -475,7 +475,8 @@ static par_status add_rows(ctx *c, chk_report *r, int v, size_t *first)
                                bn ? 0 : chk_forward_rounds(ly), !v);
     }
     ok &= !!chk_report_add(r, view, "loss.sample", 1, c->B, 0, 0, !v);
-    ok &= !!chk_report_add(r, view, "loss", 1, 1, 0, c->B, !v);
+    const int nb = !v || c->eb;   // rows of the new values (and the loss) with a bound
+    ok &= !!chk_report_add(r, view, "loss", 1, 1, 0, c->B, nb);
     for (int l = L - 1; l >= 0; l--) {
         snprintf(name, sizeof name, "layer%d.dz", l);
         ok &= !!chk_report_add(r, view, name, 2, c->B, m->layers[l].n_out,
@@ -497,15 +498,15 @@ static par_status add_rows(ctx *c, chk_report *r, int v, size_t *first)
         if (!ly->n_rows) continue;
         const int bn = ly->kind == PAR_LAYER_BATCHNORM;
         snprintf(name, sizeof name, "layer%d.weight.new", l);
-        ok &= !!chk_report_add(r, view, name, bn ? 1 : 2, ly->n_rows, ly->row_len, 0, !v);
+        ok &= !!chk_report_add(r, view, name, bn ? 1 : 2, ly->n_rows, ly->row_len, 0, nb);
         snprintf(name, sizeof name, "layer%d.bias.new", l);
-        ok &= !!chk_report_add(r, view, name, 1, ly->n_rows, 0, 0, !v);
+        ok &= !!chk_report_add(r, view, name, 1, ly->n_rows, 0, 0, nb);
         for (int j = 0; j < 2; j++)
             for (int i = 0; i < c->n_state; i++) {
                 snprintf(name, sizeof name, "layer%d.%s.%s.new", l, j ? "bias" : "weight",
                          par_optim_state_name(c->opt, i));
                 ok &= !!chk_report_add(r, view, name, j || bn ? 1 : 2, ly->n_rows,
-                                       j ? 0 : ly->row_len, 0, !v);
+                                       j ? 0 : ly->row_len, 0, nb);
             }
         for (int k = 0; bn && k < 3; k++) {
             snprintf(name, sizeof name, "layer%d.%s.new", l, stats[k]);
@@ -579,6 +580,12 @@ static size_t terms_cap(const par_model *m, size_t B)
 
 par_status chk_check_step(chk_report *r, const chk_step *st, const chk_opts *o)
 {
+    return chk_check_step_bounded(r, st, o, NULL);
+}
+
+par_status chk_check_step_bounded(chk_report *r, const chk_step *st, const chk_opts *o,
+                                  const chk_e2e_bounds *b)
+{
     const par_model *m = st->m;
     PAR_FAIL_IF(o->prec < 64 || o->prec > 1 << 20, PAR_ERR_CONFIG,
                 "--prec %d: expected 64 to 1048576 bits", o->prec);
@@ -606,6 +613,7 @@ par_status chk_check_step(chk_report *r, const chk_step *st, const chk_opts *o)
     c.f = chk_fmt_of(st->dt);
     c.prec = o->prec;
     c.e2e = o->end_to_end;
+    c.eb = o->end_to_end ? b : NULL;
     c.B = st->B;
     c.K = m->n_classes;
     c.opt = st->optim.kind;

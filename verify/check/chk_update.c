@@ -114,7 +114,7 @@ void chk_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge
     const double wn = par_get_real(dt, st->w_new, p);
     const int local = ge == NULL;
     if (c->opt == PAR_OPTIM_SGD) {
-        double b = NAN;
+        double b = c->eb ? c->eb->w_new[p] : NAN;
         if (local) {
             b = chk_update_bound(c, w, g, wv);
         } else {
@@ -134,6 +134,7 @@ void chk_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge
     }
     // The new state (LOCAL and END-TO-END alike, from ge).
     double bs[2] = {NAN, NAN};
+    for (int i = 0; c->eb && !local && i < c->n_state; i++) bs[i] = c->eb->s_new[i][p];
     if (c->opt != PAR_OPTIM_ADAM) {
         state_first(w, c->mu, m, NULL, ge);   // m' = mu m + g
         if (local) {
@@ -166,7 +167,7 @@ void chk_update_check(const ctx *c, ws *w, size_t p, size_t flat, mpfr_srcptr ge
         mpfr_set_d(w->us[0], mn, MPFR_RNDN);
         if (c->n_state > 1) mpfr_set_d(w->us[1], vn, MPFR_RNDN);
     }
-    double bw = NAN;
+    double bw = c->eb && !local ? c->eb->w_new[p] : NAN;
     if (c->opt == PAR_OPTIM_MOMENTUM) {   // w' = w - lr m'
         mpfr_mul_d(w->y, w->us[0], lr, MPFR_RNDN);
         mpfr_d_sub(w->y, wv, w->y, MPFR_RNDN);

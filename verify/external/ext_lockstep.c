@@ -120,22 +120,26 @@ static void note_cmp(ext_worst *worst, ext_worst *first, size_t *count, long ste
     if (!(w.ratio <= worst->ratio)) *worst = w;
 }
 
-static void note(ext_worst *worst, ext_worst *first, size_t *count, long step, const char *tensor,
-                 const par_view *v, size_t i, double got, double centre, double bound)
+// One comparison into the result, of the step's bound (local 0) or of its
+// own ops (1), and to the caller's hook.
+static void note_any(loop *L, long step, int local, const ext_cmp *c)
 {
-    const ext_cmp c = {tensor, NULL, v ? v->ndim : 0, v ? v->shape : NULL, i, got, centre, bound};
-    note_cmp(worst, first, count, step, &c);
+    ext_lockstep_result *r = L->r;
+    if (local) note_cmp(&r->local_worst, &r->local_first, &r->local_violations, step, c);
+    else note_cmp(&r->worst, &r->first, &r->violations, step, c);
+    const ext_hooks *h = L->c->hooks;
+    if (h && h->cmp) h->cmp(h->ctx, step, local, c);
 }
 
 typedef struct local_sink {
-    ext_lockstep_result *r;
+    loop *L;
     long step;
 } local_sink;
 
 static void on_local(void *ctx, const ext_cmp *c)
 {
     local_sink *k = ctx;
-    note_cmp(&k->r->local_worst, &k->r->local_first, &k->r->local_violations, k->step, c);
+    note_any(k->L, k->step, 1, c);
 }
 
 // Element k of view v of the trainer's new weights (wa) and optimizer state
@@ -147,14 +151,12 @@ static void compare_elem(loop *L, long step, int own, int v, size_t k,
 {
     const ext_lockstep_cfg *c = L->c;
     const par_view *vw = &c->m->views[v];
-    ext_lockstep_result *r = L->r;
     const char *op = own ? "the update, from its own gradient" : NULL;
     for (int j = -1; j < L->n_state; j++) {
         const par_array *a = j < 0 ? wa[v] : sa[j * c->m->n_views + v];
         const ext_cmp cmp = {names[1 + j], op, vw->ndim, vw->shape, k,
                              par_get_real(c->dt, a->data, k), cen[1 + j], E[1 + j]};
-        if (own) note_cmp(&r->local_worst, &r->local_first, &r->local_violations, step, &cmp);
-        else note_cmp(&r->worst, &r->first, &r->violations, step, &cmp);
+        note_any(L, step, own, &cmp);
     }
 }
 
@@ -231,18 +233,68 @@ static json_t *hello_of(const ext_lockstep_cfg *c)
         c->want_intermediates, "steps", (json_int_t)c->steps);
 }
 
+// The batch of `step` into L->x, labels, records; its size into *B.
+static par_status load_batch(loop *L, long step, size_t *B)
+{
+    const ext_lockstep_cfg *c = L->c;
+    size_t *idx;
+    int epoch;
+    PAR_TRY(chk_step_records(&idx, B, &epoch, c->ds, c->seed, c->batch, step));
+    par_data_gather(&c->ds->train, idx, *B, c->dt, L->x, L->labels);
+    for (size_t s = 0; s < *B; s++) L->records[s] = (int64_t)idx[s];
+    free(idx);
+    return PAR_OK;
+}
+
+// parity's own step from L's state on L's batch.
+static par_status parity_step(loop *L, size_t B)
+{
+    PAR_TRY(L->ops->set_params(L->serial, L->w));
+    if (L->n_state) {
+        const par_optim_state in = {L->n_state, {L->s[0], L->s[1]}, L->opt_t};
+        PAR_TRY(L->ops->set_optim(L->serial, &in));
+    }
+    const par_batch pb = {L->x, L->labels, B, NULL, NULL};
+    double loss_parity;
+    return L->ops->step(L->serial, &pb, &loss_parity);
+}
+
+// On from parity's state after its step (the reference's bits).
+static par_status advance(loop *L)
+{
+    const void *wn;
+    size_t n;
+    PAR_TRY(L->ops->params(L->serial, &wn, &n));
+    memcpy(L->w, wn, L->N * L->sz);
+    if (L->n_state) {
+        par_optim_state so;
+        PAR_TRY(L->ops->get_optim(L->serial, &so));
+        for (int j = 0; j < L->n_state; j++) memcpy(L->s[j], so.arr[j], L->N * L->sz);
+        L->opt_t = so.t;
+    }
+    return PAR_OK;
+}
+
+// A step before cfg.first: parity's alone.
+static par_status own_step(loop *L, long step)
+{
+    const double t0 = par_now();
+    size_t B;
+    PAR_TRY(load_batch(L, step, &B));
+    PAR_TRY(parity_step(L, B));
+    PAR_TRY(advance(L));
+    L->r->seconds_parity += par_now() - t0;
+    return PAR_OK;
+}
+
 static par_status one_step(loop *L, long step)
 {
     const ext_lockstep_cfg *c = L->c;
     const par_model *m = c->m;
     ext_lockstep_result *r = L->r;
     double t0 = par_now();
-    size_t *idx, B;
-    int epoch;
-    PAR_TRY(chk_step_records(&idx, &B, &epoch, c->ds, c->seed, c->batch, step));
-    par_data_gather(&c->ds->train, idx, B, c->dt, L->x, L->labels);
-    for (size_t s = 0; s < B; s++) L->records[s] = (int64_t)idx[s];
-    free(idx);
+    size_t B;
+    PAR_TRY(load_batch(L, step, &B));
     char state[600], batch[600], out[600], inter[600];
     ext_path(L->t, state, sizeof state, "state.npz");
     ext_path(L->t, batch, sizeof batch, "batch.npz");
@@ -260,14 +312,7 @@ static par_status one_step(loop *L, long step)
     PAR_TRY(st);
     // Meanwhile: the step's bound, and parity's own step from the same state.
     PAR_TRY(ext_bound_step(L->b, L->w, L->x, L->labels, B, &c->ulps, &L->e));
-    PAR_TRY(L->ops->set_params(L->serial, L->w));
-    if (L->n_state) {
-        const par_optim_state in = {L->n_state, {L->s[0], L->s[1]}, L->opt_t};
-        PAR_TRY(L->ops->set_optim(L->serial, &in));
-    }
-    const par_batch pb = {L->x, L->labels, B, NULL, NULL};
-    double loss_parity;
-    PAR_TRY(L->ops->step(L->serial, &pb, &loss_parity));
+    PAR_TRY(parity_step(L, B));
     r->seconds_parity += par_now() - t0;
     t0 = par_now();
     json_t *reply;
@@ -283,7 +328,8 @@ static par_status one_step(loop *L, long step)
                 "the trainer answered step %ld as step %lld", step, (long long)got_step);
     PAR_FAIL_IF(!loss_given || !isfinite(loss), PAR_ERR_EXTERNAL,
                 "step %ld: the trainer's loss is not a finite number", step);
-    note(&r->worst, &r->first, &r->violations, step, "loss", NULL, 0, loss, L->e.lc, L->e.El);
+    const ext_cmp lcmp = {"loss", NULL, 0, NULL, 0, loss, L->e.lc, L->e.El};
+    note_any(L, step, 0, &lcmp);
     r->worst_loss_ratio = fmax(r->worst_loss_ratio,
                                loss == L->e.lc ? 0 : fabs(loss - L->e.lc) / L->e.El);
     par_npz zo = {0}, zi = {0};
@@ -321,7 +367,7 @@ static par_status one_step(loop *L, long step)
         }
     }
     if (st == PAR_OK && r->intermediates) {   // its every op, from its own values
-        local_sink k = {r, step};
+        local_sink k = {L, step};
         const ext_local_in li = {m, c->dt, B, L->w, L->x, L->labels, &zi, loss, &c->ulps, step,
                                  on_local, &k};
         int checked;
@@ -336,20 +382,17 @@ static par_status one_step(loop *L, long step)
         }
         r->signature_flagged = !(r->signature <= EXT_SIGNATURE_LIMIT);
     }
+    const ext_hooks *h = c->hooks;
+    if (st == PAR_OK && h && h->answer) {
+        const ext_answer a = {step, B, L->w, {L->s[0], L->s[1]}, L->opt_t, L->x, L->labels,
+                              &L->e, loss, wa, sa, r->intermediates ? ga : NULL,
+                              r->intermediates ? &zi : NULL};
+        st = h->answer(h->ctx, &a);
+    }
     par_npz_free(&zo);
     par_npz_free(&zi);
     PAR_TRY(st);
-    // On from parity's state (the reference's bits).
-    const void *wn;
-    size_t n;
-    PAR_TRY(L->ops->params(L->serial, &wn, &n));
-    memcpy(L->w, wn, L->N * L->sz);
-    if (L->n_state) {
-        par_optim_state so;
-        PAR_TRY(L->ops->get_optim(L->serial, &so));
-        for (int j = 0; j < L->n_state; j++) memcpy(L->s[j], so.arr[j], L->N * L->sz);
-        L->opt_t = so.t;
-    }
+    PAR_TRY(advance(L));
     r->steps = step;
     r->seconds_parity += par_now() - t0;
     return PAR_OK;
@@ -378,6 +421,8 @@ par_status ext_lockstep(ext_lockstep_result *r, const ext_lockstep_cfg *c)
     const par_model *m = c->m;
     PAR_FAIL_IF(c->steps < 1 || c->batch < 1, PAR_ERR_CONFIG,
                 "lockstep --external needs steps >= 1 and a batch >= 1");
+    PAR_FAIL_IF(!(c->proto.timeout_s > 0), PAR_ERR_CONFIG, "--timeout %g: expected seconds > 0",
+                c->proto.timeout_s);
     PAR_FAIL_IF(c->ds->train.n_features != m->n_inputs || c->ds->n_classes != m->n_classes,
                 PAR_ERR_CONFIG, "--model %s does not fit dataset %s", m->spec, c->ds->name);
     loop L = {.c = c, .r = r, .N = m->n_params, .sz = par_dtype_size(c->dt)};
@@ -420,7 +465,8 @@ par_status ext_lockstep(ext_lockstep_result *r, const ext_lockstep_cfg *c)
         }
         json_decref(reply);
     }
-    for (long k = 1; st == PAR_OK && k <= c->steps; k++) st = one_step(&L, k);
+    for (long k = 1; st == PAR_OK && k <= c->steps; k++)
+        st = k < c->first ? own_step(&L, k) : one_step(&L, k);
     if (st != PAR_OK) {
         // Keep the message past the cleanup, which may record its own.
         char keep[700];

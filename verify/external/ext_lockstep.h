@@ -15,9 +15,36 @@
 #include <stdint.h>
 
 #include "ext_bound.h"
+#include "ext_local.h"
 #include "ext_proto.h"
 #include "par_data.h"
 #include "par_model.h"
+
+// A checked step's answer, as the loop read and checked it (every array of
+// the shape and dtype it must have), for a caller that checks more of it
+// (`parity check --external`, ext_check.h). Valid during the call only.
+typedef struct ext_answer {
+    long step;
+    size_t B;
+    const void *w, *s[2];         // the state the step started from (dt; s: n_state arrays)
+    long opt_t;                   // updates done before it
+    const void *x;                // the batch (B, n_inputs) of dt
+    const int32_t *labels;
+    const ext_step_bound *e;      // the step's centre and any-order bound
+    double loss;                  // the trainer's
+    const par_array *const *wa;   // its new weights, one per view
+    const par_array *const *sa;   // its new state: [j * n_views + v]
+    const par_array *const *ga;   // its gradient, one per view (NULL: not sent)
+    const par_npz *inter;         // its intermediates (NULL: none)
+} ext_answer;
+
+typedef struct ext_hooks {
+    // Every comparison: of the step's bound (local 0) or of its own ops (1).
+    void (*cmp)(void *ctx, long step, int local, const ext_cmp *c);
+    // Each checked step's answer, after the loop's own checks of it.
+    par_status (*answer)(void *ctx, const ext_answer *a);
+    void *ctx;
+} ext_hooks;
 
 typedef struct ext_lockstep_cfg {
     const par_model *m;
@@ -28,6 +55,9 @@ typedef struct ext_lockstep_cfg {
     ext_optim optim;
     uint64_t seed;                // the batch order's (par_epoch_order)
     long steps;                   // >= 1
+    long first;                   // steps before it are parity's own, without the trainer
+                                  //   (0 or 1: the trainer takes every step)
+    const ext_hooks *hooks;       // NULL: none
     const void *init;             // initial weights, n_params of dt
     ext_ulps ulps;
     int want_intermediates;       // ask the trainer for them (it may decline)
