@@ -5,16 +5,7 @@
 # Usage: test_external.sh PATH/TO/parity. Needs Debian's python3 with numpy
 # (skipped, 77, without).
 P=$1
-PY=/usr/bin/python3
-HERE=$(cd "$(dirname "$0")" && pwd)
-$PY -c 'import numpy' 2>/dev/null || { echo "skip: no numpy for $PY"; exit 77; }
-T=$(mktemp -d)
-export TMPDIR=$T/tmp   # parity's private folders go here: the test sees what is left
-mkdir -p "$TMPDIR"
-trap 'rm -rf "$T"' EXIT
-. "$HERE/../common/test_lib.sh"
-
-liar() { echo "$PY $HERE/ext_liar.py $1"; }
+. "$(dirname "$0")/liar_env.sh"
 run() { expect 3 "$2" lockstep --external "$(liar "$1")" --steps 2 --model mlp:784-16-10 \
                --timeout 4; }
 EXPECT_TIMEOUT=60
