@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A trainer that breaks the step protocol one way, for tests/external/test_external.sh.
 
-MODE (argv[1]): noproto (never opens the FIFOs), crash0 (exits before
+MODE (argv[1]; argv[2], when there, only tags the process for the test):
+noproto (never opens the FIFOs), crash0 (exits before
 them), crash (exits during step 1), hang (never answers step 1), shape,
 nan, missing, dtype (a wrong array in out.npz), garbage (a line that is
 not JSON), error (answers with an error message), stepno (answers the

@@ -21,7 +21,7 @@ run garbage "^parity lockstep: the trainer's answer to 'step' is not a JSON obje
 run error "^parity lockstep: the trainer reported an error at 'step': CUDA not available$"
 run stepno "^parity lockstep: the trainer answered step 1 as step 2$"
 check "nothing left behind: no private folder, no trainer process" \
-    test -z "$(ls -A "$TMPDIR")" -a -z "$(pgrep -f "$HERE/ext_liar.py")"
+    test -z "$(ls -A "$TMPDIR")" -a -z "$(liars_left)"
 # A trainer that hands parity's state back unchanged has not trained: its
 # weights lie outside the step's bound (exit 1, the first violation named).
 "$P" lockstep --external "$(liar still)" --steps 1 --model mlp:784-16-10 >"$T/out" 2>"$T/err"

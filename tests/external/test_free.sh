@@ -16,7 +16,7 @@ run nosnap "^parity bisect: step 1: the trainer wrote no weights-1.npz, the snap
 run runsteps "^parity bisect: the trainer answered run with 4 steps, not 3$"
 run error "^parity bisect: the trainer reported an error at 'run': CUDA not available$"
 check "nothing left behind: no private folder, no trainer process" \
-    test -z "$(ls -A "$TMPDIR")" -a -z "$(pgrep -f "$HERE/ext_liar.py")"
+    test -z "$(ls -A "$TMPDIR")" -a -z "$(liars_left)"
 
 # A trainer that hands its starting state back as every snapshot has not
 # trained: its loss leaves the band at step 1 (it logs 2.3 against the
