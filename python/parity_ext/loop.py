@@ -10,12 +10,15 @@ training step. The trainer has three methods, called on every rank:
     state()                    the full state now ({name: array}; rank 0's
                                counts)
 
-`step` requests load parity's state each time; a `train` request loads its
-init once and runs its steps on the dataset parity named in hello.
+`step` requests load parity's state each time; a `run` request loads its
+state once and runs its steps on its own, on the dataset parity named in
+hello, timing each step (the trainer's step call, on rank 0's clock).
 
 Not the protocol itself (protocol.py); tested through the examples
-(python/tests/test_examples.py).
+(python/tests/test_examples_*.py).
 """
+import time
+
 from .data import Dataset
 
 
@@ -28,12 +31,12 @@ def serve(session, trainer):
             loss, inter = trainer.step(lambda: req.batch, req.step, req.wants_intermediates)
             req.reply(trainer.state(), loss, inter)
         else:
-            train(session, trainer, req)
+            run(session, trainer, req)
 
 
-def train(session, trainer, req):
-    """A `train` request: req.steps steps from req.init on the records of
-    req.order, the dataset opened only on the ranks that read a batch."""
+def run(session, trainer, req):
+    """A `run` request: req.steps steps from req.state on the records of
+    req.records, the dataset opened only on the ranks that read a batch."""
     data = []
 
     def batch(records):
@@ -42,10 +45,11 @@ def train(session, trainer, req):
             data.append(Dataset(h.dataset.get("dir") or h.dataset["name"], h.dtype))
         return data[0].batch(records)
 
-    trainer.load(lambda: req.init, 0)
+    trainer.load(lambda: req.state, 0)
     for t in range(1, req.steps + 1):
-        loss, _ = trainer.step(lambda: batch(req.order[t - 1]), t, False)
-        req.log(t, loss)
-        if t in req.save_steps:
+        t0 = time.perf_counter()
+        loss, _ = trainer.step(lambda: batch(req.records[t - 1]), t, False)
+        req.log(t, loss, time.perf_counter() - t0)
+        if t in req.snapshots:
             req.save(t, trainer.state())
     req.reply()

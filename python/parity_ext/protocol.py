@@ -2,7 +2,7 @@
 drives, the trainer answers.
 
     with Session(name="my-trainer", rank=r, world=w, broadcast=bcast) as s:
-        for req in s:                       # StepRequest or TrainRequest
+        for req in s:                       # StepRequest or RunRequest
             if req.op == "step":
                 ...load req.state, train one step on req.batch...
                 req.reply(new_state, loss, intermediates)
@@ -82,7 +82,7 @@ class Hello:
 
 
 class Request:
-    """One request from parity; `op` is 'step' or 'train'. Files are loaded on
+    """One request from parity; `op` is 'step' or 'run'. Files are loaded on
     the ranks that ask for them (all ranks share parity's folder: one host)."""
 
     def __init__(self, session, msg):
@@ -189,88 +189,89 @@ class StepRequest(Request):
         self._send({"op": "step", "step": self.step, "loss": loss})
 
 
-class TrainRequest(Request):
-    """`train`: `steps` steps on the trainer's own from `init`, batches from
-    `order`. log(t, loss) after each step, save(t, state) after the steps in
-    `save_steps`, then reply()."""
+class RunRequest(Request):
+    """`run`: `steps` steps on the trainer's own from `state`, step t on the
+    records of row t of `batches`. log(t, loss, seconds) after each step,
+    save(t, state) after the steps named in `snapshots`, then reply()."""
 
     def __init__(self, session, msg):
         super().__init__(session, msg)
         try:
             self.steps = int(msg["steps"])
-            self.save_steps = sorted(int(s) for s in msg.get("save_steps") or [])
+            snaps = msg.get("snapshots") or []
+            self.snapshots = {int(s["step"]): str(s["path"]) for s in snaps}
         except (KeyError, TypeError, ValueError) as e:
-            raise ProtocolError(f"train: field {e} missing or malformed") from e
-        self._init = self._order = None
+            raise ProtocolError(f"run: field {e} missing or malformed") from e
+        if self.steps < 1:
+            raise ProtocolError(f"run: steps {self.steps}: expected at least 1")
+        bad = [t for t in self.snapshots if not 1 <= t <= self.steps]
+        if bad:
+            raise ProtocolError(f"run: a snapshot of step {bad[0]}, outside 1..{self.steps}")
+        self._state = self._records = None
         self._log, self._logged, self._saved = None, 0, set()
 
     @property
-    def init(self):
+    def state(self):
         """The full starting state (opt.* arrays not in the file are zeros)."""
-        if self._init is None:
-            self._init = self.load_state("init", "train", fill_optimizer=True)
-        return self._init
+        if self._state is None:
+            self._state = self.load_state("state", "run", fill_optimizer=True)
+        return self._state
 
     @property
-    def order(self):
+    def records(self):
         """The records of each step: a list of `steps` int64 arrays."""
-        if self._order is None:
+        if self._records is None:
             from .data import DataError, order_rows
-            path = self.path("order")
+            path = self.path("batches")
             try:
-                rows = order_rows(np.load(path, allow_pickle=False))
+                rows = order_rows(npz.load(path).get("records"))
             except (OSError, ValueError, DataError) as e:
-                raise ProtocolError(f"train: {path}: {e}") from e
+                raise ProtocolError(f"run: {path}: {e}") from e
             if len(rows) != self.steps:
-                raise ProtocolError(f"train: {path}: {len(rows)} rows for {self.steps} steps")
-            self._order = rows
-        return self._order
+                raise ProtocolError(f"run: {path}: {len(rows)} rows for {self.steps} steps")
+            self._records = rows
+        return self._records
 
-    def log(self, step, loss):
+    def log(self, step, loss, seconds):
         """Rank 0: the log line of step `step` (1-based, in order)."""
         if self.session.rank != 0:
             return
         if step != self._logged + 1:
-            raise ProtocolError(f"train: log of step {step} after step {self._logged}")
+            raise ProtocolError(f"run: log of step {step} after step {self._logged}")
         loss = float(loss)
         if not math.isfinite(loss):
-            raise ProtocolError(f"train: step {step}: the loss is {loss}, not a finite number")
+            raise ProtocolError(f"run: step {step}: the loss is {loss}, not a finite number")
         if self._log is None:
             self._log = open(self.path("log") + ".part", "w", encoding="utf-8")
-        self._log.write(json.dumps({"step": step, "loss": loss}) + "\n")
+        self._log.write(json.dumps({"step": step, "loss": loss, "seconds": float(seconds)})
+                        + "\n")
         self._logged = step
 
     def save(self, step, state):
         """Rank 0: the state after step `step` when parity asked for it (else nothing)."""
-        if self.session.rank != 0 or step not in self.save_steps:
+        if self.session.rank != 0 or step not in self.snapshots:
             return
-        pattern = self.msg.get("save")
-        if not isinstance(pattern, str) or "%" not in pattern:
-            raise ProtocolError("train: field 'save' is no printf pattern")
-        self.check_state(state, f"train: step {step}")
-        npz.save(os.path.join(self.session.folder, pattern % step), state)
+        self.check(state, self.session.hello.state_layout(), f"run: step {step}: state")
+        npz.save(os.path.join(self.session.folder, self.snapshots[step]), state)
         self._saved.add(step)
-
-    def check_state(self, state, where):
-        self.check(state, self.session.hello.state_layout(), f"{where}: state")
 
     def reply(self):
         """Rank 0: closes the log (renamed from .part) and tells parity it is done."""
         if self.session.rank != 0:
             return
         if self._logged != self.steps:
-            raise ProtocolError(f"train: {self._logged} steps logged of {self.steps}")
-        missing = [s for s in self.save_steps if s not in self._saved]
+            raise ProtocolError(f"run: {self._logged} steps logged of {self.steps}")
+        missing = sorted(s for s in self.snapshots if s not in self._saved)
         if missing:
-            raise ProtocolError(f"train: the weights after step {missing[0]} were not saved")
+            raise ProtocolError(f"run: the weights after step {missing[0]} were not saved")
         if self._log is None:
             self._log = open(self.path("log") + ".part", "w", encoding="utf-8")
         self._log.close()
         os.replace(self.path("log") + ".part", self.path("log"))
-        self._send({"op": "train", "steps": self.steps})
+        self._send({"op": "run", "steps": self.steps})
 
 
-REQUESTS = {"step": StepRequest, "train": TrainRequest}
+REQUESTS = {"step": StepRequest, "run": RunRequest}
 
 
 class Session:

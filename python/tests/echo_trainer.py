@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A trainer for the protocol tests: answers every step with the state it got
-(loss 1.0) and every train request with its init, unless told to misbehave:
+(loss 1.0) and every run request with its starting state, unless told to misbehave:
 --lie shape|missing|nan|silent|raise|twice|extra-inter names the mistake."""
 import argparse
 import os
@@ -42,9 +42,10 @@ def main():
             if req.op == "step":
                 answer(req, o.lie)
             else:
+                req.records   # read and checked, as a trainer reads its batches
                 for t in range(1, req.steps + 1):
-                    req.log(t, 1.0)
-                    req.save(t, req.init)
+                    req.log(t, 1.0, 0.0)
+                    req.save(t, req.state)
                 req.reply()
     return 0
 

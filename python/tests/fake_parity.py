@@ -152,18 +152,19 @@ class FakeParity:
                  and os.path.exists(self.file("inter.npz")) else None)
         return ans, out, inter
 
-    def train(self, init, order, save_steps=()):
-        """One train request; (answer, log lines, {step: saved arrays})."""
+    def run(self, init, records, snapshots=()):
+        """One run request; (answer, log lines, {step: saved arrays})."""
         npz.save(self.file("init.npz"), init)
-        np.save(self.file("order.npy"), np.asarray(order, dtype=np.int64))
-        self.send({"op": "train", "steps": len(order), "init": "init.npz", "order": "order.npy",
-                   "log": "log.jsonl", "save": "w-%06d.npz", "save_steps": list(save_steps)})
+        npz.save(self.file("batches.npz"), {"records": np.asarray(records, dtype=np.int64)})
+        self.send({"op": "run", "steps": len(records), "state": "init.npz",
+                   "batches": "batches.npz", "log": "log.jsonl",
+                   "snapshots": [{"step": s, "path": f"w-{s:06d}.npz"} for s in snapshots]})
         ans = self.recv()
-        if ans.get("op") != "train":
+        if ans.get("op") != "run":
             return ans, None, None
         with open(self.file("log.jsonl")) as f:
             lines = [json.loads(s) for s in f]
-        return ans, lines, {s: npz.load(self.file(f"w-{s:06d}.npz")) for s in save_steps}
+        return ans, lines, {s: npz.load(self.file(f"w-{s:06d}.npz")) for s in snapshots}
 
     def quit(self):
         """Sends quit; the trainer's exit status."""

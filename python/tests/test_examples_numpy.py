@@ -40,13 +40,15 @@ class NumpyExamples(ReferenceCase):
         loss, (w, where) = self.errors(got, MODEL, "sigmoid", dtype="f32")
         self.assertLess(max(loss, w), 1e-5, where)
 
-    def test_serial_train(self):
+    def test_serial_run(self):
         states, batches, losses = self.ref(MODEL, "sigmoid")
         with FakeParity(SERIAL) as p:
             p.hello(MODEL, act="sigmoid", batch=self.BATCH, optim=sgd(0.1))
-            ans, log, saved = p.train(states[0], np.array([b["records"] for b in batches]),
-                                      [self.STEPS])
-            self.assertEqual(ans, {"op": "train", "steps": self.STEPS})
+            ans, log, saved = p.run(states[0], np.array([b["records"] for b in batches]),
+                                    [self.STEPS])
+            self.assertEqual(ans, {"op": "run", "steps": self.STEPS})
+            self.assertEqual([s["step"] for s in log], list(range(1, self.STEPS + 1)))
+            self.assertTrue(all(s["seconds"] > 0 for s in log), log)
             np.testing.assert_allclose([s["loss"] for s in log], losses, rtol=1e-12)
             self.assertLess(worst(saved[self.STEPS], states[self.STEPS])[0], 1e-12)
             self.assertEqual(p.quit(), 0)

@@ -3,41 +3,20 @@ batch 32, mlp:784-32-10): each passes (exit 0, PASS) in one process, under
 mpirun at world 3 and under torchrun at world 2, with and without
 intermediates; each negative control fails it (exit 1, a first violation
 named), the ones about ranks at world 2."""
-import os
-import subprocess
-import tempfile
 import unittest
 
-from util import EXAMPLES, HAVE_MPI4PY, HAVE_TORCH, PARITY, PYTHON, need_parity, mnist_missing
+import util
+from util import DDP, HAVE_MPI4PY, HAVE_TORCH, MPI, SERIAL, need_parity, mnist_missing
 
 RUN = ["lockstep", "--dataset", "mnist", "--model", "mlp:784-32-10", "--act", "tanh",
        "--dtype", "f64", "--steps", "3", "--lr", "0.1", "--batch", "32"]
-SERIAL = f"{PYTHON} {EXAMPLES}/numpy_serial.py"
-MPI = f"mpirun --oversubscribe --bind-to none -n {{w}} {PYTHON} {EXAMPLES}/mpi4py_fullbatch.py"
-# Debian's torchrun needs --redirects/--tee other than 0 (see test_examples_torch.py).
-DDP = (f"torchrun --standalone --nproc_per_node {{w}} --redirects 1 --tee 1 "
-       f"{EXAMPLES}/torch_ddp.py")
 
 
 @unittest.skipIf(mnist_missing(), mnist_missing())
 @need_parity
-class UnderParity(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()   # TMPDIR of the trainers (torchrun's logs)
-        cls.env = dict(os.environ, TMPDIR=cls.tmp.name, OMP_NUM_THREADS="1",
-                       OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
-                       OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                       OMPI_MCA_btl_vader_single_copy_mechanism="none")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
+class UnderParity(util.UnderParity):
     def lockstep(self, cmd, *extra):
-        r = subprocess.run([PARITY, *RUN, "--external", cmd, *extra], capture_output=True,
-                           text=True, env=self.env, timeout=600)
-        return r.returncode, r.stdout + r.stderr
+        return self.run_parity(*RUN, "--external", cmd, *extra)
 
     def passes(self, cmd, *extra):
         rc, out = self.lockstep(cmd, *extra)

@@ -1,5 +1,5 @@
 """parity_ext.protocol against a Python stand-in for parity (fake_parity.py):
-the handshake, step and train requests, quit, every way a trainer or parity
+the handshake, step and run requests, quit, every way a trainer or parity
 can break the rules (each a one-line error sent to parity, a nonzero exit,
 no .part file left), and world > 1 with rank 0 alone on the FIFOs."""
 import json
@@ -33,7 +33,7 @@ def batch(B=5, dtype=np.float64):
 
 
 class Conversation(unittest.TestCase):
-    def test_hello_step_train_quit(self):
+    def test_hello_step_run_quit(self):
         with FakeParity(ECHO) as p:
             self.assertEqual(p.hello(MODEL), {"op": "hello", "protocol": 1, "name": "echo",
                                               "world": 1, "intermediates": True})
@@ -43,20 +43,20 @@ class Conversation(unittest.TestCase):
             self.assertEqual(list(out), list(s))
             self.assertTrue(all(out[k].tobytes() == s[k].tobytes() for k in s))
             self.assertEqual(list(inter), ["loss.samples"])
-            ans, log, saved = p.train({k: v for k, v in s.items()}, np.zeros((3, 2)), [2])
-            self.assertEqual(ans, {"op": "train", "steps": 3})
-            self.assertEqual(log, [{"step": t, "loss": 1.0} for t in (1, 2, 3)])
+            ans, log, saved = p.run({k: v for k, v in s.items()}, np.zeros((3, 2)), [2])
+            self.assertEqual(ans, {"op": "run", "steps": 3})
+            self.assertEqual(log, [{"step": t, "loss": 1.0, "seconds": 0.0} for t in (1, 2, 3)])
             self.assertEqual(list(saved), [2])
             self.assertEqual(p.quit(), 0)
             self.assertEqual(p.leftovers(), [])
 
-    def test_train_init_without_optimizer_state(self):
+    def test_run_state_without_optimizer_state(self):
         s = state(optim="momentum")
         weights = {k: v for k, v in s.items() if not k.startswith("opt.")}
         with FakeParity(ECHO) as p:
             p.hello(MODEL, optim=dict(sgd(0.1), name="momentum"))
-            ans, _, saved = p.train(weights, np.zeros((1, 2)), [1])
-            self.assertEqual(ans["op"], "train")
+            ans, _, saved = p.run(weights, np.zeros((1, 2)), [1])
+            self.assertEqual(ans["op"], "run")
             self.assertEqual(list(saved[1]), list(s))   # opt.velocity.* filled in, as zeros
             self.assertEqual(float(np.abs(saved[1]["opt.velocity.layer0.weight"]).max()), 0.0)
             self.assertEqual(p.quit(), 0)
@@ -102,6 +102,24 @@ class Errors(unittest.TestCase):
         cases = [(lambda p: self.step(p, s=s), r"step 1: .*state.npz: array 'layer0.bias' missing"),
                  (lambda p: self.step(p, b=b), r"batch.npz: array 'labels' has dtype <i8"),
                  (lambda p: self.step(p, s=state(np.float32)), "has dtype <f4, expected <f8")]
+        for drive, text in cases:
+            with self.subTest(text):
+                self.expect_error([], drive, text)
+
+    def test_bad_run_requests(self):
+        def run(steps, records, snapshots=()):
+            def drive(p):
+                npz.save(p.file("s.npz"), state())
+                npz.save(p.file("b.npz"), {"records": np.asarray(records, np.int64)})
+                p.send({"op": "run", "steps": steps, "state": "s.npz", "batches": "b.npz",
+                        "log": "log.jsonl", "snapshots": list(snapshots)})
+                return p.recv()
+            return drive
+        cases = [(run(2, [[0, 1]] * 3), r"run: .*b.npz: 3 rows for 2 steps"),
+                 (run(2, [0, 1]), r"run: .*b.npz: order: expected an integer array"),
+                 (run(2, [[0, 1]] * 2, [{"step": 3, "path": "w.npz"}]),
+                  r"run: a snapshot of step 3, outside 1..2"),
+                 (run(0, []), "run: steps 0: expected at least 1")]
         for drive, text in cases:
             with self.subTest(text):
                 self.expect_error([], drive, text)

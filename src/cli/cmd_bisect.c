@@ -4,9 +4,11 @@
 // replayed tensor by tensor. `parity bisect --logs a.jsonl b.jsonl [a.npz
 // b.npz]` compares two saved step logs, and the weights each run saved after
 // the first differing step array by array (runs of two builds or machines,
-// which cannot be replayed in one process). Exit 0 no divergence, 1
-// divergence, 2 usage, 3 runtime error. Tests: tests/verify/test_bisect.c,
-// tests/cli/test_bisect.sh.
+// which cannot be replayed in one process). `parity bisect --external CMD`
+// free-runs a trainer parity did not build against the rounding spread
+// (verify/external/ext_free.h). Exit 0 no divergence, 1 divergence, 2 usage,
+// 3 runtime error. Tests: tests/verify/test_bisect.c, tests/cli/test_bisect.sh,
+// tests/external/test_free.sh.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +20,8 @@
 #include "bis_bisect.h"
 #include "cli.h"
 #include "cli_mpi_launch.h"
+#include "cmd_lockstep_ext.h"
+#include "ext_free.h"
 #include "par_engine.h"
 
 typedef struct side_opts {
@@ -72,6 +76,10 @@ static void usage(const cli_opt *opts)
               "computation order; the first differing element gets MPFR's verdict.\n"
               "e.g. parity bisect \"--trainer serial\" \"--trainer omp --threads 4 --mode fast\" "
               "--steps 200\n"
+              "--external: the trainer CMD (docs/external.md) trains N steps on its own from\n"
+              "parity's initial weights and batches; its losses and final weights are held to\n"
+              "the spread of parity's runs under other reduction orders; leaving it names the\n"
+              "first step and checks steps 1..that one in lockstep (exit 3: protocol broken).\n"
               "Exit: 0 no divergence, 1 divergence, 2 usage, 3 runtime error.",
               opts);
 }
@@ -712,6 +720,145 @@ static int bisect_sides(int argc, char **argv, const side_opts so[2], double tol
     return use_mpi ? cli_mpi_finish(rc) : rc;
 }
 
+// ---- --external: a trainer parity did not build, free-running ----------------------
+
+static void free_json(const ext_free_result *r)
+{
+    json_t *mem = json_array();
+    for (int k = 0; k < r->members; k++) json_array_append_new(mem, json_string(r->member[k]));
+    json_t *j = json_pack(
+        "{s:s, s:i, s:I, s:o, s:s, s:o, s:f, s:I, s:o, s:o, s:f, s:f, s:f}", "trainer", r->name,
+        "world", r->world, "steps", (json_int_t)r->steps, "spread", mem, "verdict",
+        r->within ? "within" : "left", "first_step",
+        r->first_step ? json_integer(r->first_step) : json_null(), "worst_loss_ratio",
+        r->worst_loss_ratio, "worst_loss_step", (json_int_t)r->worst_loss_step, "tensor_step",
+        r->tensor_step ? json_integer(r->tensor_step) : json_null(), "first_tensor",
+        r->tensor_step ? json_pack("{s:s, s:f, s:f}", "tensor", r->first_tensor, "diff",
+                                   r->tensor_diff, "allowed", r->tensor_limit)
+                       : json_null(), "worst_tensor_ratio",
+        r->worst_tensor_ratio, "seconds_trainer", r->seconds_trainer, "seconds_parity",
+        r->seconds_parity);
+    json_object_set_new(j, "worst_spread_ratio", jnum(r->worst_spread_ratio));
+    json_object_set_new(j, "worst_tensor", json_pack("{s:s, s:I}", "tensor", r->worst_tensor,
+                                                     "step", (json_int_t)r->worst_tensor_step));
+    if (r->first_step)
+        json_object_set_new(j, "first_loss", json_pack("{s:o, s:o, s:o, s:o}", "trainer",
+                                                       jnum(r->first_loss), "reference",
+                                                       jnum(r->first_ref), "lo",
+                                                       jnum(r->first_lo), "hi", jnum(r->first_hi)));
+    json_object_set_new(j, "lockstep", r->lockstep_ran ? cmd_lockstep_ext_json(&r->lockstep)
+                                                       : json_null());
+    print_json(j);
+}
+
+static void free_human(const ext_free_result *r, par_dtype dt)
+{
+    printf("bisect external '%s' (world %d), %ld steps, against parity's reference and %d runs "
+           "under other orders (", r->name, r->world, r->steps, r->members);
+    for (int k = 0; k < r->members; k++) printf("%s%s", k ? ", " : "", r->member[k]);
+    printf("): loss worst %.3g of its band (step %ld), weights worst %.3g of their spread and "
+           "bound (%s, step %ld; %.3g times the spread alone); its steps took %.3g s: %s\n",
+           r->worst_loss_ratio, r->worst_loss_step, r->worst_tensor_ratio, r->worst_tensor,
+           r->worst_tensor_step, r->worst_spread_ratio, r->seconds_trainer,
+           r->within ? "within rounding spread" : "LEFT the rounding spread");
+    const int g = dt == PAR_F32 ? 9 : 17;
+    if (r->first_step)
+        printf("first step outside: step %ld, loss %.*g where rounding spreads it over "
+               "[%.*g, %.*g] (reference %.*g)\n", r->first_step, g, r->first_loss, g,
+               r->first_lo, g, r->first_hi, g, r->first_ref);
+    if (r->first_tensor[0])
+        printf("first weights outside: after step %ld, %s, max |diff| from the reference %.3g "
+               "where the spread and the step's bound allow %.3g\n", r->tensor_step,
+               r->first_tensor, r->tensor_diff, r->tensor_limit);
+    if (r->lockstep_ran) {
+        printf("narrowing in lockstep, steps 1..%ld:\n", r->lockstep.steps);
+        cmd_lockstep_ext_print(&r->lockstep, dt);
+    }
+}
+
+// The train flags of --external, resolved into f (m, act, dt, optim: the
+// caller's); 0 or the exit code.
+static int external_flags(const side_opts *o, lockstep_ext_flags *f, par_model *m,
+                          par_optim *optim)
+{
+    const struct { const char *flag; int given; } own[] = {
+        {"--trainer", o->trainer != NULL}, {"--mode", o->mode != NULL},
+        {"--ranks", o->ranks > 0}, {"--threads", o->threads != 1},
+        {"--fault", o->fault != NULL}, {"--upscale", o->upscale != 0},
+        {"--epochs", o->epochs != 1}};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (own[i].given) {
+            char msg[120];
+            snprintf(msg, sizeof msg, "%s: not with --external (the command is the trainer)",
+                     own[i].flag);
+            return fail_usage(msg, NULL);
+        }
+    if (o->steps < 1 || !(f->timeout_s > 0) || o->chunk < 1 || !(o->lr > 0))
+        return fail_usage("--external needs --steps N >= 1, --timeout > 0, --chunk >= 1 and "
+                          "--lr > 0", NULL);
+    int batch, full;
+    int rc = resolve_shared(o, &batch, &full, optim, m);
+    if (rc) return rc;
+    if (full) return fail_usage("--batch full: not with --external (give a number)", NULL);
+    if (strcmp(o->dtype, "f32") != 0 && strcmp(o->dtype, "f64") != 0)
+        return fail_usage("--dtype: expected f32 or f64", NULL);
+    f->dt = strcmp(o->dtype, "f64") == 0 ? PAR_F64 : PAR_F32;
+    if (par_act_parse(&f->act, o->act) != PAR_OK) return cli_fail("bisect", PAR_ERR_CONFIG, NULL);
+    f->m = m;
+    f->dataset = o->dataset;
+    f->init_load = o->init_load;
+    f->batch = (size_t)batch;
+    f->chunk = (size_t)o->chunk;
+    f->lr = o->lr;
+    f->optim = optim;
+    f->seed = o->seed;
+    f->steps = o->steps;
+    return 0;
+}
+
+static int bisect_external(int argc, char **argv, const side_opts *base)
+{
+    side_opts o = *base;
+    o.trainer = o.mode = NULL;
+    lockstep_ext_flags f = {.timeout_s = 120};
+    cli_opt opts[N_SIDE_OPTS + 6];
+    side_table(opts, &o);
+    const cli_opt extra[] = {
+        {"--external", CLI_STR, &f.command, NULL},
+        {"--intermediates", CLI_FLAG, &f.intermediates, NULL},
+        {"--ulps", CLI_STR, &f.ulps, NULL}, {"--timeout", CLI_DOUBLE, &f.timeout_s, NULL},
+        {"--json", CLI_FLAG, &f.json, NULL}, {NULL, CLI_FLAG, NULL, NULL}};
+    memcpy(opts + N_SIDE_OPTS, extra, sizeof extra);
+    const char *pos[1];
+    int n_pos;
+    int rc = cli_parse("bisect", argc, argv, 2, opts, pos, 0, &n_pos);
+    if (rc) return rc;
+    par_model m;
+    par_optim optim;
+    if ((rc = external_flags(&o, &f, &m, &optim))) return rc;
+    ext_lockstep_job job;
+    ext_free_result r;
+    if (!rc) rc = cmd_lockstep_ext_job(&job, &f);
+    if (!rc) rc = cmd_lockstep_ext_run("bisect", &job, ext_free_fn, &r);
+    if (rc) return rc;
+    if (f.json) free_json(&r);
+    else free_human(&r, f.dt);
+    return r.within ? EXIT_OK : EXIT_VERIFY;
+}
+
+// With --external anywhere: its help (opts: bisect's table) or its run;
+// without: -1.
+static int external_or_not(int argc, char **argv, const cli_opt *opts, const side_opts *base)
+{
+    int ext = 0, help = 0;
+    for (int i = 2; i < argc; i++) {
+        ext |= strcmp(argv[i], "--external") == 0;
+        help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+    }
+    if (ext && help) usage(opts);
+    return !ext ? -1 : help ? EXIT_OK : bisect_external(argc, argv, base);
+}
+
 int cmd_bisect(int argc, char **argv)
 {
     side_opts base = {
@@ -721,8 +868,10 @@ int cmd_bisect(int argc, char **argv)
         .beta1 = NAN, .beta2 = NAN, .eps = NAN,
     };
     double tol = 0, atol = NAN;   // atol NaN: not given (the derived floor)
-    int json = 0, prec = 256, help = 0, logs = 0;
-    cli_opt opts[N_SIDE_OPTS + 7];
+    int json = 0, prec = 256, help = 0, logs = 0, ext_flag = 0;
+    const char *ext_cmd = NULL, *ext_str = NULL;
+    double ext_timeout = NAN;
+    cli_opt opts[N_SIDE_OPTS + 11];
     side_table(opts, &base);
     const cli_opt extra[] = {
         {"--tol", CLI_DOUBLE, &tol, "REL       equal within |a - b| <= REL max(|a|, |b|) (0: bitwise)"},
@@ -733,12 +882,18 @@ int cmd_bisect(int argc, char **argv)
         {"--prec", CLI_INT, &prec, "BITS      MPFR precision of the exact value (256)"},
         {"--json", CLI_FLAG, &json, "          one JSON object on stdout"},
         {"--logs", CLI_FLAG, &logs, "          compare two step logs instead (see above)"},
+        {"--external", CLI_STR, &ext_cmd, "CMD       free-run a trainer parity did not build against the rounding spread"},
+        {"--intermediates", CLI_FLAG, &ext_flag, "          --external: its lockstep asks it for its gradients too"},
+        {"--ulps", CLI_STR, &ext_str, "FUNC=U,.. --external: ulps its exp, log, tanh, sigmoid may be off (1 each)"},
+        {"--timeout", CLI_DOUBLE, &ext_timeout, "S         --external: the longest wait for one answer, the whole run's included (120)"},
         {"--help", CLI_FLAG, &help, "          this text"},
         {NULL, CLI_FLAG, NULL, NULL},
     };
     memcpy(opts + N_SIDE_OPTS, extra, sizeof extra);
     for (int i = 2; i < argc; i++)
         if (strcmp(argv[i], "--logs") == 0) return bisect_logs(argc, argv);
+    int rc;
+    if ((rc = external_or_not(argc, argv, opts, &base)) >= 0) return rc;
     if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
         usage(opts);
         return EXIT_OK;
@@ -761,13 +916,15 @@ int cmd_bisect(int argc, char **argv)
         }
     const char *pos[1];
     int n_pos;
-    int rc = cli_parse("bisect", argc, argv, 4, opts, pos, 0, &n_pos);
+    rc = cli_parse("bisect", argc, argv, 4, opts, pos, 0, &n_pos);
     if (rc) return rc;
     if (help) {
         usage(opts);
         return EXIT_OK;
     }
     if (!(tol >= 0) || prec < 64) return fail_usage("--tol must be >= 0 and --prec >= 64", NULL);
+    if (ext_flag || ext_str || ext_timeout == ext_timeout)
+        return fail_usage("--intermediates, --ulps and --timeout go with --external", NULL);
     if (atol < 0) {
         char msg[100];
         snprintf(msg, sizeof msg, "--atol %g: expected a number >= 0", atol);

@@ -36,8 +36,14 @@ static double ulps_of(const ext_worst *w, par_dtype dt)
     return fabs(w->got - w->centre) / ldexp(u, e - 1);
 }
 
-static void print_human(const ext_lockstep_result *r, par_dtype dt, int pass)
+int cmd_lockstep_ext_pass(const ext_lockstep_result *r)
 {
+    return r->violations == 0 && r->local_violations == 0 && !r->signature_flagged;
+}
+
+void cmd_lockstep_ext_print(const ext_lockstep_result *r, par_dtype dt)
+{
+    const int pass = cmd_lockstep_ext_pass(r);
     printf("lockstep external '%s' (world %d), %ld steps: %zu violations, worst |diff|/bound "
            "%.3g (%s%s, step %ld), worst loss ratio %.3g", r->name, r->world, r->steps,
            r->violations, r->worst.ratio, r->worst.tensor, r->worst.index, r->worst.step,
@@ -68,9 +74,9 @@ static void print_human(const ext_lockstep_result *r, par_dtype dt, int pass)
                r->signature, r->signature_tensor, r->signature_step, par_dtype_name(dt));
 }
 
-int cmd_lockstep_external(const lockstep_ext_flags *f)
+int cmd_lockstep_ext_job(ext_lockstep_job *job, const lockstep_ext_flags *f)
 {
-    ext_lockstep_job job = {
+    *job = (ext_lockstep_job){
         .cfg = {.m = f->m, .act = f->act, .dt = f->dt, .batch = f->batch, .chunk = f->chunk,
                 .optim = {(int)f->optim->kind, f->lr, f->optim->momentum, f->optim->beta1,
                           f->optim->beta2, f->optim->eps},
@@ -79,40 +85,58 @@ int cmd_lockstep_external(const lockstep_ext_flags *f)
                 .proto = {.command = f->command, .timeout_s = f->timeout_s,
                           .interrupted = NULL}},
         .dataset = f->dataset, .init_load = f->init_load};
-    if (f->ulps && ext_ulps_parse_list(&job.cfg.ulps, f->ulps) != PAR_OK)
+    if (f->ulps && ext_ulps_parse_list(&job->cfg.ulps, f->ulps) != PAR_OK)
         return cli_fail("lockstep", PAR_ERR_CONFIG, NULL);
-    job.cfg.proto.interrupted = cli_stop_catch();
-    ext_lockstep_result r;
+    return 0;
+}
+
+int cmd_lockstep_ext_run(const char *cmd, ext_lockstep_job *job, ext_job_fn fn, void *result)
+{
+    job->cfg.proto.interrupted = cli_stop_catch();   // Ctrl-C: stop the trainer, clean up
     int opening = 0;
-    const par_status st = ext_lockstep_run(&r, &job, &opening);
+    const par_status st = ext_job_run(job, &opening, fn, result);
     cli_stop_release();
-    if (st != PAR_OK)
-        return cli_fail("lockstep", st,
-                        opening ? "run data/fetch.sh (or ci/setup.sh) to install the datasets"
-                        : st == PAR_ERR_EXTERNAL ? "docs/external.md says what a trainer must "
-                                                   "answer, and in which files"
-                                                 : NULL);
-    const int pass = r.violations == 0 && r.local_violations == 0 && !r.signature_flagged;
+    if (st == PAR_OK) return EXIT_OK;
+    return cli_fail(cmd, st,
+                    opening ? "run data/fetch.sh (or ci/setup.sh) to install the datasets"
+                    : st == PAR_ERR_EXTERNAL ? "docs/external.md says what a trainer must "
+                                               "answer, and in which files"
+                                             : NULL);
+}
+
+json_t *cmd_lockstep_ext_json(const ext_lockstep_result *r)
+{
+    json_t *j = json_pack("{s:s, s:i, s:I, s:I, s:f, s:b, s:I, s:f, s:s, s:b, s:f, s:f, s:s}",
+                          "trainer", r->name, "world", r->world, "steps", (json_int_t)r->steps,
+                          "violations", (json_int_t)r->violations, "worst_loss_ratio",
+                          r->worst_loss_ratio, "intermediates", r->intermediates,
+                          "local_violations", (json_int_t)r->local_violations, "signature",
+                          r->signature, "signature_tensor", r->signature_tensor,
+                          "signature_flagged", r->signature_flagged, "seconds_waiting",
+                          r->seconds_wait, "seconds_parity", r->seconds_parity, "verdict",
+                          cmd_lockstep_ext_pass(r) ? "pass" : "fail");
+    worst_json(j, "worst", &r->worst);
+    worst_json(j, "first_violation", &r->first);
+    worst_json(j, "local_worst", &r->local_worst);
+    worst_json(j, "local_first_violation", &r->local_first);
+    return j;
+}
+
+int cmd_lockstep_external(const lockstep_ext_flags *f)
+{
+    ext_lockstep_job job;
+    int rc = cmd_lockstep_ext_job(&job, f);
+    ext_lockstep_result r;
+    if (!rc) rc = cmd_lockstep_ext_run("lockstep", &job, ext_lockstep_fn, &r);
+    if (rc) return rc;
     if (f->json) {
-        json_t *j = json_pack("{s:s, s:i, s:I, s:I, s:f, s:b, s:I, s:f, s:s, s:b, s:f, s:f, s:s}",
-                              "trainer", r.name, "world", r.world, "steps", (json_int_t)r.steps,
-                              "violations", (json_int_t)r.violations, "worst_loss_ratio",
-                              r.worst_loss_ratio, "intermediates", r.intermediates,
-                              "local_violations", (json_int_t)r.local_violations,
-                              "signature", r.signature, "signature_tensor", r.signature_tensor,
-                              "signature_flagged", r.signature_flagged, "seconds_waiting",
-                              r.seconds_wait, "seconds_parity", r.seconds_parity, "verdict",
-                              pass ? "pass" : "fail");
-        worst_json(j, "worst", &r.worst);
-        worst_json(j, "first_violation", &r.first);
-        worst_json(j, "local_worst", &r.local_worst);
-        worst_json(j, "local_first_violation", &r.local_first);
+        json_t *j = cmd_lockstep_ext_json(&r);
         char *s = json_dumps(j, JSON_REAL_PRECISION(17));
         if (s) printf("%s\n", s);
         free(s);
         json_decref(j);
     } else {
-        print_human(&r, f->dt, pass);
+        cmd_lockstep_ext_print(&r, f->dt);
     }
-    return pass ? EXIT_OK : EXIT_VERIFY;
+    return cmd_lockstep_ext_pass(&r) ? EXIT_OK : EXIT_VERIFY;
 }

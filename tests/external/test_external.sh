@@ -5,16 +5,7 @@
 # Usage: test_external.sh PATH/TO/parity. Needs Debian's python3 with numpy
 # (skipped, 77, without).
 P=$1
-PY=/usr/bin/python3
-HERE=$(cd "$(dirname "$0")" && pwd)
-$PY -c 'import numpy' 2>/dev/null || { echo "skip: no numpy for $PY"; exit 77; }
-T=$(mktemp -d)
-export TMPDIR=$T/tmp   # parity's private folders go here: the test sees what is left
-mkdir -p "$TMPDIR"
-trap 'rm -rf "$T"' EXIT
-. "$HERE/../common/test_lib.sh"
-
-liar() { echo "$PY $HERE/ext_liar.py $1"; }
+. "$(dirname "$0")/liar_env.sh"
 run() { expect 3 "$2" lockstep --external "$(liar "$1")" --steps 2 --model mlp:784-16-10 \
                --timeout 4; }
 EXPECT_TIMEOUT=60
@@ -30,7 +21,7 @@ run garbage "^parity lockstep: the trainer's answer to 'step' is not a JSON obje
 run error "^parity lockstep: the trainer reported an error at 'step': CUDA not available$"
 run stepno "^parity lockstep: the trainer answered step 1 as step 2$"
 check "nothing left behind: no private folder, no trainer process" \
-    test -z "$(ls -A "$TMPDIR")" -a -z "$(pgrep -f "$HERE/ext_liar.py")"
+    test -z "$(ls -A "$TMPDIR")" -a -z "$(liars_left)"
 # A trainer that hands parity's state back unchanged has not trained: its
 # weights lie outside the step's bound (exit 1, the first violation named).
 "$P" lockstep --external "$(liar still)" --steps 1 --model mlp:784-16-10 >"$T/out" 2>"$T/err"

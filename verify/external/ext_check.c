@@ -207,7 +207,7 @@ par_status ext_check_run(ext_check_result *r, ext_lockstep_job *job, const chk_o
     job->cfg.first = job->cfg.steps;
     job->cfg.hooks = &hooks;
     job->cfg.want_intermediates = 1;
-    const par_status st = ext_lockstep_run(&lr, job, opening);
+    const par_status st = ext_job_run(job, opening, ext_lockstep_fn, &lr);
     job->cfg.hooks = NULL;
     chk_report_free(&h.local);
     PAR_TRY(st);

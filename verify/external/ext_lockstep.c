@@ -43,27 +43,35 @@ static const char *state_name(const ext_optim *o, int j)
 
 // ---- files handed over ------------------------------------------------------------
 
-static par_status write_state(loop *L, const char *path)
+par_status ext_write_state(const ext_lockstep_cfg *c, const char *path, const void *w,
+                           void *const s[2])
 {
-    const par_model *m = L->c->m;
-    par_array *a = calloc((size_t)m->n_views * (size_t)(1 + L->n_state), sizeof *a);
+    const par_model *m = c->m;
+    const int n_state = par_optim_n_state((par_optim_kind)c->optim.kind);
+    const size_t sz = par_dtype_size(c->dt);
+    par_array *a = calloc((size_t)m->n_views * (size_t)(1 + n_state), sizeof *a);
     PAR_FAIL_IF(!a, PAR_ERR_ALLOC, "out of memory");
     size_t k = 0;
-    for (int j = -1; j < L->n_state; j++)
+    for (int j = -1; j < n_state; j++)
         for (int v = 0; v < m->n_views; v++, k++) {
-            const par_view *w = &m->views[v];
-            if (j < 0) snprintf(a[k].name, sizeof a[k].name, "%s", w->name);
-            else snprintf(a[k].name, sizeof a[k].name, "opt.%s.%s", state_name(&L->c->optim, j),
-                          w->name);
-            a[k].dtype = L->c->dt;
-            a[k].ndim = w->ndim;
-            memcpy(a[k].shape, w->shape, sizeof a[k].shape);
-            a[k].count = w->count;
-            a[k].data = (char *)(j < 0 ? L->w : L->s[j]) + w->offset * L->sz;
+            const par_view *vw = &m->views[v];
+            if (j < 0) snprintf(a[k].name, sizeof a[k].name, "%s", vw->name);
+            else snprintf(a[k].name, sizeof a[k].name, "opt.%s.%s", state_name(&c->optim, j),
+                          vw->name);
+            a[k].dtype = c->dt;
+            a[k].ndim = vw->ndim;
+            memcpy(a[k].shape, vw->shape, sizeof a[k].shape);
+            a[k].count = vw->count;
+            a[k].data = (char *)(j < 0 ? (void *)w : s[j]) + vw->offset * sz;
         }
     par_status st = par_npz_write(path, a, k);
     free(a);
     return st;
+}
+
+static par_status write_state(loop *L, const char *path)
+{
+    return ext_write_state(L->c, path, L->w, L->s);
 }
 
 static par_status write_batch(loop *L, const char *path, size_t B)
@@ -216,7 +224,7 @@ static void signature(loop *L, long step, const par_array *const *ga, const void
 
 // ---- the loop ----------------------------------------------------------------------
 
-static json_t *hello_of(const ext_lockstep_cfg *c)
+json_t *ext_hello_json(const ext_lockstep_cfg *c)
 {
     const par_dataset *ds = c->ds;
     return json_pack(
@@ -451,7 +459,7 @@ par_status ext_lockstep(ext_lockstep_result *r, const ext_lockstep_cfg *c)
         st = par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
     if (st == PAR_OK) {
         memcpy(L.w, c->init, N * sz);
-        json_t *hello = hello_of(c), *reply = NULL;
+        json_t *hello = ext_hello_json(c), *reply = NULL;
         st = hello ? ext_start(&L.t, &c->proto, hello, &reply)
                    : par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
         json_decref(hello);
@@ -478,7 +486,7 @@ par_status ext_lockstep(ext_lockstep_result *r, const ext_lockstep_cfg *c)
     return PAR_OK;
 }
 
-par_status ext_lockstep_run(ext_lockstep_result *r, ext_lockstep_job *job, int *opening)
+par_status ext_job_run(ext_lockstep_job *job, int *opening, ext_job_fn fn, void *result)
 {
     ext_lockstep_cfg *c = &job->cfg;
     par_dataset ds;
@@ -500,10 +508,15 @@ par_status ext_lockstep_run(ext_lockstep_result *r, ext_lockstep_job *job, int *
     else if (st == PAR_OK) par_model_init(m, c->dt, c->seed, init);
     c->ds = &ds;
     c->init = init;
-    if (st == PAR_OK) st = ext_lockstep(r, c);
+    if (st == PAR_OK) st = fn(result, c);
     c->ds = NULL;
     c->init = NULL;
     free(init);
     par_dataset_free(&ds);
     return st;
+}
+
+par_status ext_lockstep_fn(void *result, const ext_lockstep_cfg *c)
+{
+    return ext_lockstep(result, c);
 }

@@ -97,16 +97,26 @@ typedef struct ext_lockstep_result {
 // element, was not summed in the dtype (TF32's 10-bit mantissa gives ~2^13).
 #define EXT_SIGNATURE_LIMIT 64.0
 
-// `parity lockstep --external` as one call: the dataset by name or folder
+// A check as one call (ext_job_run): the dataset by name or folder
 // (opening: set when that failed, for the CLI's hint), the batch checked
-// against it, the initial weights drawn from the seed or loaded, then
-// ext_lockstep. c->ds and c->init are filled here.
+// against it, the initial weights drawn from the seed or loaded, then the
+// check (ext_lockstep_fn: ext_lockstep). c->ds and c->init are filled there.
 typedef struct ext_lockstep_job {
     ext_lockstep_cfg cfg;
     const char *dataset;
     const char *init_load;        // NULL: par_model_init(seed)
 } ext_lockstep_job;
-par_status ext_lockstep_run(ext_lockstep_result *r, ext_lockstep_job *job, int *opening);
+typedef par_status (*ext_job_fn)(void *result, const ext_lockstep_cfg *c);
+par_status ext_job_run(ext_lockstep_job *job, int *opening, ext_job_fn fn, void *result);
+// result: an ext_lockstep_result
+par_status ext_lockstep_fn(void *result, const ext_lockstep_cfg *c);
+
+// Pieces the free-running comparison shares: the hello message of a cfg
+// (a new object, NULL when out of memory), and a state file: the weights w
+// and the optimizer's state arrays s (n_params of dt each), parity's names.
+json_t *ext_hello_json(const ext_lockstep_cfg *c);
+par_status ext_write_state(const ext_lockstep_cfg *c, const char *path, const void *w,
+                           void *const s[2]);
 
 // Runs the check. PAR_OK when it ran (r->violations, local_violations and
 // signature_flagged say whether the trainer passed); PAR_ERR_EXTERNAL when
