@@ -4,7 +4,8 @@
 # rows carry a speedup whose 95% interval is within +-10% (the rest NOISY,
 # docs/table.md). Writes the summary and the table (without the loss plots)
 # to bench/results/verify.md (bench/results_lib.sh); a failed verdict writes
-# nothing and exits 1. README.md's figures read it.
+# nothing and exits 1. README.md's figures read it. The run's results.json
+# (the raw runs) is left in ${TMPDIR:-/tmp}/parity-bench-verify-SUITE.json.
 # Usage: bench/verify.sh [SUITE]   (default: default; quick for a smoke run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,10 @@ t0=$(date +%s)
 "$P" verify "$SUITE" --out "$T/out" --key "$key" >&2
 secs=$(($(date +%s) - t0))
 "$P" table verify "$T/out" --pub "${key%.key}.pub" >&2
+# The run's raw runs (results.json, 2 MB) are not a results file: kept
+# outside the tree for whoever wants to recompute its statistics.
+raw="${TMPDIR:-/tmp}/parity-bench-verify-$SUITE.json"
+cp "$T/out/results.json" "$raw" && echo "bench/verify.sh: the run's results.json: $raw" >&2
 
 summary() {   # the two-core rows: how many carry a number (interval within +-10%)
     /usr/bin/python3 - "$T/out/results.json" <<'PY'
