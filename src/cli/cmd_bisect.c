@@ -746,7 +746,7 @@ static void free_json(const ext_free_result *r)
                                                        jnum(r->first_loss), "reference",
                                                        jnum(r->first_ref), "lo",
                                                        jnum(r->first_lo), "hi", jnum(r->first_hi)));
-    json_object_set_new(j, "lockstep", r->lockstep_ran ? cmd_lockstep_ext_json(&r->lockstep)
+    json_object_set_new(j, "lockstep", r->lockstep_ran ? ext_lockstep_json(&r->lockstep)
                                                        : json_null());
     print_json(j);
 }

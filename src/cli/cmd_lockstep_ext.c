@@ -15,18 +15,6 @@
 #include "cmd_lockstep_ext.h"
 #include "ext_check.h"
 
-static void worst_json(json_t *j, const char *key, const ext_worst *w)
-{
-    if (w->step == 0) {
-        json_object_set_new(j, key, json_null());
-        return;
-    }
-    json_object_set_new(j, key, json_pack("{s:I, s:s, s:s, s:s, s:f, s:f, s:f, s:f}", "step",
-                                          (json_int_t)w->step, "tensor", w->tensor, "index",
-                                          w->index, "op", w->op, "trainer", w->got, "centre",
-                                          w->centre, "bound", w->bound, "ratio", w->ratio));
-}
-
 // |got - centre| in ulps of the run's dtype at the centre.
 static double ulps_of(const ext_worst *w, par_dtype dt)
 {
@@ -36,14 +24,9 @@ static double ulps_of(const ext_worst *w, par_dtype dt)
     return fabs(w->got - w->centre) / ldexp(u, e - 1);
 }
 
-int cmd_lockstep_ext_pass(const ext_lockstep_result *r)
-{
-    return r->violations == 0 && r->local_violations == 0 && !r->signature_flagged;
-}
-
 void cmd_lockstep_ext_print(const ext_lockstep_result *r, par_dtype dt)
 {
-    const int pass = cmd_lockstep_ext_pass(r);
+    const int pass = ext_lockstep_pass(r);
     printf("lockstep external '%s' (world %d), %ld steps: %zu violations, worst |diff|/bound "
            "%.3g (%s%s, step %ld), worst loss ratio %.3g", r->name, r->world, r->steps,
            r->violations, r->worst.ratio, r->worst.tensor, r->worst.index, r->worst.step,
@@ -104,24 +87,6 @@ int cmd_lockstep_ext_run(const char *cmd, ext_lockstep_job *job, ext_job_fn fn, 
                                              : NULL);
 }
 
-json_t *cmd_lockstep_ext_json(const ext_lockstep_result *r)
-{
-    json_t *j = json_pack("{s:s, s:i, s:I, s:I, s:f, s:b, s:I, s:f, s:s, s:b, s:f, s:f, s:s}",
-                          "trainer", r->name, "world", r->world, "steps", (json_int_t)r->steps,
-                          "violations", (json_int_t)r->violations, "worst_loss_ratio",
-                          r->worst_loss_ratio, "intermediates", r->intermediates,
-                          "local_violations", (json_int_t)r->local_violations, "signature",
-                          r->signature, "signature_tensor", r->signature_tensor,
-                          "signature_flagged", r->signature_flagged, "seconds_waiting",
-                          r->seconds_wait, "seconds_parity", r->seconds_parity, "verdict",
-                          cmd_lockstep_ext_pass(r) ? "pass" : "fail");
-    worst_json(j, "worst", &r->worst);
-    worst_json(j, "first_violation", &r->first);
-    worst_json(j, "local_worst", &r->local_worst);
-    worst_json(j, "local_first_violation", &r->local_first);
-    return j;
-}
-
 int cmd_lockstep_external(const lockstep_ext_flags *f)
 {
     ext_lockstep_job job;
@@ -130,7 +95,7 @@ int cmd_lockstep_external(const lockstep_ext_flags *f)
     if (!rc) rc = cmd_lockstep_ext_run("lockstep", &job, ext_lockstep_fn, &r);
     if (rc) return rc;
     if (f->json) {
-        json_t *j = cmd_lockstep_ext_json(&r);
+        json_t *j = ext_lockstep_json(&r);
         char *s = json_dumps(j, JSON_REAL_PRECISION(17));
         if (s) printf("%s\n", s);
         free(s);
@@ -138,5 +103,5 @@ int cmd_lockstep_external(const lockstep_ext_flags *f)
     } else {
         cmd_lockstep_ext_print(&r, f->dt);
     }
-    return cmd_lockstep_ext_pass(&r) ? EXIT_OK : EXIT_VERIFY;
+    return ext_lockstep_pass(&r) ? EXIT_OK : EXIT_VERIFY;
 }

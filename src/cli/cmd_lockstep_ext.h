@@ -34,11 +34,9 @@ int cmd_lockstep_external(const lockstep_ext_flags *f);
 // The pieces `parity bisect --external` shares. f as a job (0, or the exit
 // code of a bad --ulps); fn(result, cfg) through ext_job_run with Ctrl-C
 // ending the trainer cleanly (0, or one line for cmd and the exit code); the
-// lockstep's verdict, its lines and its JSON object (new).
+// lockstep's lines (its verdict and JSON object: ext_lockstep.h).
 int cmd_lockstep_ext_job(ext_lockstep_job *job, const lockstep_ext_flags *f);
 int cmd_lockstep_ext_run(const char *cmd, ext_lockstep_job *job, ext_job_fn fn, void *result);
-int cmd_lockstep_ext_pass(const ext_lockstep_result *r);
 void cmd_lockstep_ext_print(const ext_lockstep_result *r, par_dtype dt);
-json_t *cmd_lockstep_ext_json(const ext_lockstep_result *r);
 
 #endif

@@ -350,7 +350,7 @@ PY
     "$P" verify quick --key "$T/none.key" --out "$T/o" >/dev/null 2>"$T/err"
     check "a missing signing key exits 2 before any work, with the keygen hint" \
         test $? = 2 -a "$(grep -c 'parity table keygen' "$T/err")" = 1 -a ! -e "$T/o"
-    for s in quick default full studies studies-quick studies-cifar10; do
+    for s in quick default full studies studies-quick studies-cifar10 external-example; do
         "$P" verify "$(dirname "$0")/../../verify/suites/$s" --key "$T/none.key" --out "$T/o" >/dev/null 2>"$T/err"
         check "shipped suite $s parses (fails only for the missing key)" grep -q "no signing key" "$T/err"
     done

@@ -27,6 +27,7 @@ typedef struct plan {
     int32_t *labels;
     double *ref, *lo, *hi, *El;    // per step: the reference's loss, the spread, its bound
     double *trainer;               // per step: the trainer's loss
+    long timed_from;               // steps whose seconds the log's sum leaves out (warm-up)
     int n_snap;                    // the steps whose weights are compared: 1, 2, 4, ..., T
     long snap[EXT_FREE_MAX_SNAPS];
     void *w_ref;                   // the reference's weights after each (n_snap x N)
@@ -245,7 +246,7 @@ static par_status log_line(plan *p, const char *line, long t, double *seconds)
     PAR_FAIL_IF(!ok_sec, PAR_ERR_EXTERNAL,
                 "step %ld: the trainer's log.jsonl: 'seconds' is not a number >= 0", t);
     p->trainer[t - 1] = loss;
-    *seconds += sec;
+    if (t > p->timed_from) *seconds += sec;
     return PAR_OK;
 }
 
@@ -424,30 +425,36 @@ static void plan_free(plan *p)
     free(p->w_ref);
 }
 
+// The plan's arrays for c->steps steps and p->n_snap snapshots (p->c, T, N,
+// sz and the snapshots set).
+static par_status plan_alloc(plan *p)
+{
+    const ext_lockstep_cfg *c = p->c;
+    const size_t T = (size_t)p->T;
+    p->idx = malloc(T * c->batch * sizeof *p->idx);
+    p->B = malloc(T * sizeof *p->B);
+    p->x = malloc(c->batch * c->m->n_inputs * p->sz);
+    p->labels = malloc(c->batch * sizeof *p->labels);
+    p->ref = malloc(5 * T * sizeof *p->ref);   // ref, lo, hi, El, trainer
+    p->w_ref = malloc((size_t)(p->n_snap > 0 ? p->n_snap : 1) * p->N * p->sz);
+    PAR_FAIL_IF(!p->idx || !p->B || !p->x || !p->labels || !p->ref || !p->w_ref, PAR_ERR_ALLOC,
+                "out of memory");
+    p->lo = p->ref + T;
+    p->hi = p->lo + T;
+    p->El = p->hi + T;
+    p->trainer = p->El + T;
+    return PAR_OK;
+}
+
 par_status ext_free(ext_free_result *r, const ext_lockstep_cfg *c)
 {
     memset(r, 0, sizeof *r);
     PAR_FAIL_IF(c->steps < 1 || c->batch < 1, PAR_ERR_CONFIG,
                 "bisect --external needs steps >= 1 and a batch >= 1");
     plan p = {.c = c, .T = c->steps, .N = c->m->n_params, .sz = par_dtype_size(c->dt)};
-    const size_t T = (size_t)p.T;
-    p.idx = malloc(T * c->batch * sizeof *p.idx);
-    p.B = malloc(T * sizeof *p.B);
-    p.x = malloc(c->batch * c->m->n_inputs * p.sz);
-    p.labels = malloc(c->batch * sizeof *p.labels);
-    p.ref = malloc(5 * T * sizeof *p.ref);   // ref, lo, hi, El, trainer
     for (long t = 1; t < p.T && p.n_snap < EXT_FREE_MAX_SNAPS - 1; t *= 2) p.snap[p.n_snap++] = t;
     p.snap[p.n_snap++] = p.T;
-    p.w_ref = malloc((size_t)p.n_snap * p.N * p.sz);
-    par_status st = !p.idx || !p.B || !p.x || !p.labels || !p.ref || !p.w_ref
-                        ? par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory")
-                        : PAR_OK;
-    if (st == PAR_OK) {
-        p.lo = p.ref + T;
-        p.hi = p.lo + T;
-        p.El = p.hi + T;
-        p.trainer = p.El + T;
-    }
+    par_status st = plan_alloc(&p);
     const double t0 = par_now();
     if (st == PAR_OK) st = plan_records(&p);
     if (st == PAR_OK) st = reference(&p);
@@ -468,3 +475,25 @@ par_status ext_free(ext_free_result *r, const ext_lockstep_cfg *c)
 }
 
 par_status ext_free_fn(void *result, const ext_lockstep_cfg *c) { return ext_free(result, c); }
+
+par_status ext_time_fn(void *result, const ext_lockstep_cfg *c)
+{
+    ext_time_result *tr = result;
+    PAR_FAIL_IF(c->steps < 1 || c->batch < 1 || tr->warmup < 0 || tr->warmup >= c->steps,
+                PAR_ERR_CONFIG, "a timed external run needs steps >= 1 after its warm-up");
+    plan p = {.c = c, .T = c->steps, .N = c->m->n_params, .sz = par_dtype_size(c->dt),
+              .timed_from = tr->warmup};
+    ext_free_result *r = calloc(1, sizeof *r);
+    par_status st = r ? plan_alloc(&p)
+                      : par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
+    if (st == PAR_OK) st = plan_records(&p);
+    if (st == PAR_OK) st = trainer_run(&p, r);
+    if (st == PAR_OK) {
+        tr->seconds = r->seconds_trainer;
+        tr->world = r->world;
+        snprintf(tr->name, sizeof tr->name, "%s", r->name);
+    }
+    free(r);
+    plan_free(&p);
+    return st;
+}

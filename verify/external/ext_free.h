@@ -2,7 +2,8 @@
 // docs/external.md): its N steps on its own, from parity's weights on parity's
 // batches, held to the spread of parity's runs under other reduction orders
 // widened by each step's any-order bound; leaving it names the first step (loss,
-// or snapshot and tensor) and narrows in lockstep. No printing. Tests:
+// or snapshot and tensor) and narrows in lockstep. Also a timed run of it for
+// `parity verify` (ext_time_fn). No printing. Tests:
 // tests/external/test_free.sh, python/tests/test_examples_free.py.
 #ifndef EXT_FREE_H
 #define EXT_FREE_H
@@ -49,5 +50,18 @@ par_status ext_free(ext_free_result *r, const ext_lockstep_cfg *c);
 // ext_free for ext_job_run (the dataset by name, the initial weights);
 // result: ext_free_result.
 par_status ext_free_fn(void *result, const ext_lockstep_cfg *c);
+
+// A timed free run for `parity verify`'s external rows: one launch of the
+// trainer, one `run` of c->steps steps from c->init on parity's batches, no
+// snapshots, nothing compared. seconds: the sum of its log's per-step
+// seconds over the steps after the first `warmup` (the caller's).
+typedef struct ext_time_result {
+    long warmup;                   // in: steps trained, not timed (< c->steps)
+    double seconds;                // out: the window's training seconds, by the trainer's log
+    char name[64];                 // out: from its hello
+    int world;
+} ext_time_result;
+// For ext_job_run; result: ext_time_result. PAR_ERR_EXTERNAL as ext_free.
+par_status ext_time_fn(void *result, const ext_lockstep_cfg *c);
 
 #endif

@@ -520,3 +520,38 @@ par_status ext_lockstep_fn(void *result, const ext_lockstep_cfg *c)
 {
     return ext_lockstep(result, c);
 }
+
+int ext_lockstep_pass(const ext_lockstep_result *r)
+{
+    return r->violations == 0 && r->local_violations == 0 && !r->signature_flagged;
+}
+
+static void worst_json(json_t *j, const char *key, const ext_worst *w)
+{
+    if (w->step == 0) {
+        json_object_set_new(j, key, json_null());
+        return;
+    }
+    json_object_set_new(j, key, json_pack("{s:I, s:s, s:s, s:s, s:f, s:f, s:f, s:f}", "step",
+                                          (json_int_t)w->step, "tensor", w->tensor, "index",
+                                          w->index, "op", w->op, "trainer", w->got, "centre",
+                                          w->centre, "bound", w->bound, "ratio", w->ratio));
+}
+
+json_t *ext_lockstep_json(const ext_lockstep_result *r)
+{
+    json_t *j = json_pack("{s:s, s:i, s:I, s:I, s:f, s:b, s:I, s:f, s:s, s:b, s:f, s:f, s:s}",
+                          "trainer", r->name, "world", r->world, "steps", (json_int_t)r->steps,
+                          "violations", (json_int_t)r->violations, "worst_loss_ratio",
+                          r->worst_loss_ratio, "intermediates", r->intermediates,
+                          "local_violations", (json_int_t)r->local_violations, "signature",
+                          r->signature, "signature_tensor", r->signature_tensor,
+                          "signature_flagged", r->signature_flagged, "seconds_waiting",
+                          r->seconds_wait, "seconds_parity", r->seconds_parity, "verdict",
+                          ext_lockstep_pass(r) ? "pass" : "fail");
+    worst_json(j, "worst", &r->worst);
+    worst_json(j, "first_violation", &r->first);
+    worst_json(j, "local_worst", &r->local_worst);
+    worst_json(j, "local_first_violation", &r->local_first);
+    return j;
+}

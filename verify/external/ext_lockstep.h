@@ -124,4 +124,13 @@ par_status ext_write_state(const ext_lockstep_cfg *c, const char *path, const vo
 // array, a wrong step), with one line naming the step and the array.
 par_status ext_lockstep(ext_lockstep_result *r, const ext_lockstep_cfg *c);
 
+// Whether a check that ran passed: no element over its bound, no op over
+// its own, no rounding narrower than the dtype's.
+int ext_lockstep_pass(const ext_lockstep_result *r);
+// Its result as a JSON object (new; NULL when out of memory): trainer, world,
+// steps, violations, worst (and first_violation, local_worst,
+// local_first_violation: {step, tensor, index, op, trainer, centre, bound,
+// ratio} or null), signature, seconds and verdict ("pass", "fail").
+json_t *ext_lockstep_json(const ext_lockstep_result *r);
+
 #endif

@@ -46,7 +46,19 @@ static void correctness_cell(char *buf, size_t n, const json_t *cf)
     const json_t *c = json_object_get(cf, "correctness");
     const char *v = str(c, "verdict"), *method = str(c, "method");
     if (strcmp(v, "error") == 0) snprintf(buf, n, "error (below)");
-    else if (strcmp(method, "bitwise") == 0) {
+    else if (strcmp(method, "external lockstep") == 0) {
+        const json_t *f = json_object_get(json_object_get(c, "lockstep"), "first_violation");
+        const json_t *lf = json_object_get(json_object_get(c, "lockstep"), "local_first_violation");
+        if (json_is_object(lf)) f = lf;   // the op it got wrong first
+        if (strcmp(v, "pass") == 0) snprintf(buf, n, "within bound, worst %.2f", num(c, "worst_ratio"));
+        else if (json_is_object(f))
+            snprintf(buf, n, "first violation: step %ld, %s%s, %.3g times its bound",
+                     integer(f, "step"), str(f, "tensor"), str(f, "index"), num(f, "ratio"));
+        else if (json_is_object(json_object_get(c, "lockstep")))
+            snprintf(buf, n, "rounding %.3gx parity's (below)",
+                     num(json_object_get(c, "lockstep"), "signature"));
+        else snprintf(buf, n, "broke the protocol (below)");
+    } else if (strcmp(method, "bitwise") == 0) {
         if (strcmp(v, "pass") == 0) {
             snprintf(buf, n, "bitwise");
             return;
@@ -109,8 +121,10 @@ static void loadavg_text(char *buf, size_t n, const json_t *l)
 static void speedup_cell(char *buf, size_t n, const json_t *cf, const json_t *t)
 {
     const json_t *ci = json_object_get(t, "speedup_ci95");
-    const int base = strcmp(str(cf, "trainer"), "serial") == 0 &&
-                     strcmp(str(cf, "mode"), "exact") == 0;
+    const json_t *tb = json_object_get(cf, "timing_base");
+    const int base = tb ? json_is_true(tb)
+                        : strcmp(str(cf, "trainer"), "serial") == 0 &&
+                              strcmp(str(cf, "mode"), "exact") == 0;
     char near[48] = "";
     const char *placement = str(t, "speedup_placement");
     if (strcmp(placement, "near") == 0 || strcmp(placement, "far") == 0)
@@ -352,6 +366,26 @@ static void md_predicted(FILE *f, const json_t *pr)
     fprintf(f, "\n");
 }
 
+// What an external case's rows are: its command, how each row is checked
+// and timed, and its own timing baseline.
+static void md_external(FILE *f, const json_t *st, const json_t *configs)
+{
+    fprintf(f, "External trainer `%s`: `", str(st, "external"));
+    md_text(f, str(st, "command"));
+    fprintf(f, "` at world");
+    size_t i;
+    json_t *cf;
+    json_array_foreach(configs, i, cf) fprintf(f, "%s %ld", i ? "," : "", integer(cf, "ranks"));
+    fprintf(f, " ({world}: the process count, the R column). Each world's row is checked in "
+               "lockstep over the case's steps (`parity lockstep --external`: every step from "
+               "the reference's state, every new weight, optimizer-state element and the loss "
+               "held to the step's any-order bound, its update from its own gradient); rows "
+               "that pass are timed as free runs of the command (one launch a run: warm-up "
+               "steps, then the window, seconds from the trainer's own per-step log). **Timing "
+               "baseline: its own world 1 row** (speedup = world 1's median / the row's), not "
+               "`serial exact`.\n\n");
+}
+
 static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char *plot_note)
 {
     const json_t *st = json_object_get(cs, "settings"), *ref = json_object_get(cs, "reference");
@@ -377,6 +411,8 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
             integer(st, "steps_per_epoch"), num(st, "lr"), integer(st, "seed"), timing, json_is_string(json_object_get(st, "fault")) ? " **Test-only fault injected into the configs: `" : "",
             json_is_string(json_object_get(st, "fault")) ? str(st, "fault") : "",
             json_is_string(json_object_get(st, "fault")) ? "`.**" : "");
+    if (json_is_string(json_object_get(st, "external")))
+        md_external(f, st, json_object_get(cs, "configs"));
     fprintf(f, "Reference (the correctness baseline, not timed): final loss %.6g, test accuracy "
                "%.4f, weights SHA-256 `%.16s…`.\n\n", num(ref, "final_loss"), num(ref, "test_accuracy"),
             str(ref, "weights_sha256"));
@@ -418,7 +454,9 @@ static void md_case(FILE *f, const json_t *cs, const char *plot_file, const char
     md_timing(f, cs);
     md_phases(f, cs);
     if (!json_object_get(cs, "timing_baseline") || json_is_null(json_object_get(cs, "timing_baseline")))
-        fprintf(f, "No speedups: this case has no timed `serial exact T=1 R=1` config (the timing baseline).\n\n");
+        fprintf(f, "No speedups: this case has no timed %s (the timing baseline).\n\n",
+                json_is_string(json_object_get(st, "external")) ? "world 1 row"
+                                                                : "`serial exact T=1 R=1` config");
 
     // Why rows failed, in full.
     int any = 0;

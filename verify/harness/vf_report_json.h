@@ -24,11 +24,15 @@ static inline long integer(const json_t *o, const char *key)
     return (long)json_integer_value(json_object_get(o, key));
 }
 
-// "serial exact T=1 R=1" of a config's result.
+// "serial exact T=1 R=1" of a config's result; "NAME world 2" of an
+// external case's.
 static inline void label(char *buf, size_t n, const json_t *cf)
 {
-    snprintf(buf, n, "%s %s T=%ld R=%ld", str(cf, "trainer"), str(cf, "mode"),
-             integer(cf, "threads"), integer(cf, "ranks"));
+    if (json_is_true(json_object_get(cf, "external")))
+        snprintf(buf, n, "%s world %ld", str(cf, "trainer"), integer(cf, "ranks"));
+    else
+        snprintf(buf, n, "%s %s T=%ld R=%ld", str(cf, "trainer"), str(cf, "mode"),
+                 integer(cf, "threads"), integer(cf, "ranks"));
 }
 
 #endif

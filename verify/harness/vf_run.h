@@ -117,6 +117,20 @@ par_status vf_run_reference(vf_runner *r, vf_case_run *cr, json_t **ref);
 // One config: its run and its comparison with the reference (vf_run_config.c).
 par_status vf_run_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, const json_t *ref,
                          json_t *cres);
+// An external case's config (vf_run_external.c): its world's command in
+// lockstep over the case's steps into cres ("correctness": a FAIL row with
+// the trainer's one line when it broke the protocol; "losses": its loss of
+// each step it was handed; "command"). One timed run of it: K warm-up steps
+// then the W-step window in one launch, *sec the window's seconds by the
+// trainer's log (0 when the run failed: why says how). PAR_OK unless the run
+// could not be made.
+par_status vf_run_external(vf_runner *r, vf_case_run *cr, const vf_config *cf, const json_t *ref,
+                           json_t *cres);
+par_status vf_time_external(vf_runner *r, vf_case_run *cr, const vf_config *cf, long K, long W,
+                            double *sec, double *wall, char *why, size_t why_n);
+// Whether cf is its case's timing baseline: serial exact, or an external
+// case's world 1.
+int vf_config_is_base(const vf_case *c, const vf_config *cf);
 // MPFR (vf_run_check.c): the configs that `parity check` runs for a case
 // (the reference first, then each config: MPI trainers under mpirun, rank
 // 0's view); one check, appended to checks; a config's MPFR verdict from

@@ -181,7 +181,8 @@ int vf_check_keys(const vf_case *c, vf_config *keys)
     keys[n++] = (vf_config){"reference", PAR_MODE_EXACT, 1, 1};
     for (int i = 0; i < c->n_configs; i++) {
         const vf_config *k = &c->configs[i];
-        if (c->check_fast_only && k->mode == PAR_MODE_EXACT) continue;
+        if ((c->check_fast_only && k->mode == PAR_MODE_EXACT) || vf_config_is_external(k))
+            continue;
         int dup = 0;
         for (int j = 0; j < n && !dup; j++) dup = memcmp(&keys[j], k, sizeof *k) == 0;
         if (!dup) keys[n++] = *k;
@@ -202,6 +203,13 @@ void vf_config_mpfr(json_t *cres, const vf_case *c, const vf_config *cf, const j
     json_object_set_new(cres, "mpfr", m);
     if (!available) {
         vf_set_verdict(m, "not run", "not run (parity check missing)");
+        return;
+    }
+    if (vf_config_is_external(cf)) {   // held to each step's any-order bound instead
+        vf_set_verdict(m, "not covered", "not covered: an external trainer, held to each step's "
+                       "any-order bound in lockstep (parity check --external checks one step "
+                       "in MPFR)");
+        json_object_set_new(m, "checked_as", json_string("none"));
         return;
     }
     const json_t *first = json_array_get(checks, 0);

@@ -203,6 +203,7 @@ static par_status compare_fast(vf_runner *r, vf_case_run *cr, const vf_config *c
 par_status vf_run_config(vf_runner *r, vf_case_run *cr, const vf_config *cf, const json_t *ref,
                              json_t *cres)
 {
+    if (vf_config_is_external(cf)) return vf_run_external(r, cr, cf, ref, cres);
     char label[128], base[1100], log[1200], w[1200], out[1200], err[1200];
     vf_config_label(label, sizeof label, cf);
     vf_fmt(base, sizeof base, "%s/%s-%s-T%d-R%d", cr->dir, cf->trainer, vf_mode_name(cf->mode),

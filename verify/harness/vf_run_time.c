@@ -20,6 +20,7 @@
 #include "par_sort.h"
 #include "par_trainer.h"
 #include "sm_measure.h"
+#include "vf_report_json.h"
 #include "vf_stats.h"
 
 // The step counts of a timed run: K warm-up steps, then the W-step window.
@@ -33,6 +34,8 @@ typedef struct time_plan {
 static par_status time_run(vf_runner *r, vf_case_run *cr, const vf_config *cf, time_plan p,
                            double *sec, double *wall, json_t **last, char *why, size_t why_n)
 {
+    if (vf_config_is_external(cf))   // one launch of its command, one free run
+        return vf_time_external(r, cr, cf, p.K, p.W, sec, wall, why, why_n);
     char out[1200], err[1200];
     vf_fmt(out, sizeof out, "%s/timing.json", cr->dir);
     vf_fmt(err, sizeof err, "%s/timing.err", cr->dir);
@@ -380,12 +383,11 @@ par_status vf_time_case(vf_runner *r, vf_case_run *cr, json_t *configs, const in
     int ticks_ok;
     machine_before(tc, &t0, &ticks_ok);
 
-    // The calibration config and timing baseline: serial exact, when it is timed.
+    // The calibration config and timing baseline: serial exact (an external
+    // case: its world 1), when it is timed.
     int cal = 0, base = -1;
-    for (int j = n - 1; j >= 0; j--) {
-        const vf_config *cf = &c->configs[idx[j]];
-        if (strcmp(cf->trainer, "serial") == 0 && cf->mode == PAR_MODE_EXACT) cal = base = j;
-    }
+    for (int j = n - 1; j >= 0; j--)
+        if (vf_config_is_base(c, &c->configs[idx[j]])) cal = base = j;
     time_plan p;
     PAR_TRY(plan_window(r, cr, &c->configs[idx[cal]], &p, tc));
     cr->time_warmup = p.K;
@@ -513,23 +515,26 @@ static int runs_of(const json_t *t, double *sec, int *round, int *near, size_t c
     return (int)n;
 }
 
-// Speedup and efficiency against the serial exact T=1 R=1 config of the
-// case (vf_row_speedup: paired by round, the rounds of one placement for a
+// Speedup and efficiency against the case's timing baseline, the config
+// marked "timing_base" (serial exact T=1 R=1; an external case's world 1;
+// vf_row_speedup: paired by round, the rounds of one placement for a
 // two-core row when the cores moved), with its 95% interval where two rounds or more pair.
 void vf_speedups(json_t *configs, json_t *cres_case)
 {
     const json_t *base_t = NULL;
     size_t i;
     json_t *cf;
+    char base_label[128] = "";
     json_array_foreach(configs, i, cf) {
-        if (strcmp(json_string_value(json_object_get(cf, "trainer")), "serial") == 0 &&
-            strcmp(json_string_value(json_object_get(cf, "mode")), "exact") == 0) {
+        if (json_is_true(json_object_get(cf, "timing_base"))) {
             json_t *t = json_object_get(cf, "timing");
-            if (json_is_true(json_object_get(t, "timed"))) base_t = t;
+            if (!json_is_true(json_object_get(t, "timed"))) continue;
+            base_t = t;
+            label(base_label, sizeof base_label, cf);
         }
     }
     json_object_set_new(cres_case, "timing_baseline",
-                        base_t ? json_string("serial exact T=1 R=1") : json_null());
+                        base_t ? json_string(base_label) : json_null());
     if (!base_t) return;
     const size_t cap = json_array_size(json_object_get(base_t, "seconds")) + 1;
     double *bs = malloc(cap * sizeof *bs), *xs = malloc(cap * sizeof *xs);

@@ -33,7 +33,8 @@ const char *vf_mode_name(int m) { return m == PAR_MODE_FAST ? "fast" : "exact"; 
 
 void vf_config_label(char *buf, size_t n, const vf_config *cf)
 {
-    snprintf(buf, n, "%s %s T=%d R=%d", cf->trainer, vf_mode_name(cf->mode), cf->threads, cf->ranks);
+    if (vf_config_is_external(cf)) snprintf(buf, n, "external world %d", cf->ranks);
+    else snprintf(buf, n, "%s %s T=%d R=%d", cf->trainer, vf_mode_name(cf->mode), cf->threads, cf->ranks);
 }
 
 // ---- progress --------------------------------------------------------------------
@@ -301,6 +302,12 @@ void vf_set_verdict(json_t *o, const char *verdict, const char *fmt, ...)
     va_end(ap);
     json_object_set_new(o, "verdict", json_string(verdict));
     json_object_set_new(o, "detail", json_string(buf));
+}
+
+int vf_config_is_base(const vf_case *c, const vf_config *cf)
+{
+    return c->external[0] ? cf->ranks == 1
+                          : strcmp(cf->trainer, "serial") == 0 && cf->mode == PAR_MODE_EXACT;
 }
 
 int vf_oversubscribed(const vf_runner *r, const vf_config *cf)

@@ -42,6 +42,10 @@ static json_t *settings_json(const vf_case_run *cr)
     }
     json_object_set_new(s, "upscale", c->upscale > 0 ? json_integer(c->upscale) : json_null());
     json_object_set_new(s, "optim", json_string(c->optim));
+    if (c->external[0]) {
+        json_object_set_new(s, "external", json_string(c->external));
+        json_object_set_new(s, "command", json_string(c->command));
+    }
     const char *const hp[4] = {"momentum", "beta1", "beta2", "eps"};
     const double hv[4] = {c->momentum, c->beta1, c->beta2, c->eps};
     for (int i = 0; i < 4; i++)
@@ -125,8 +129,9 @@ static void count_case(vf_runner *r, vf_case_run *cr)
     for (int i = 0; i < c->n_configs; i++) {
         const vf_config *cf = &c->configs[i];
         const double u = (double)cr->N * cf->ranks * w;
-        vf_plan_add(r, cr, VF_T_RUN, 1, u, 0);
-        if (cf->mode == PAR_MODE_FAST) vf_plan_add(r, cr, VF_T_LOCKSTEP, 1, u, 0);
+        if (!vf_config_is_external(cf)) vf_plan_add(r, cr, VF_T_RUN, 1, u, 0);
+        if (cf->mode == PAR_MODE_FAST || vf_config_is_external(cf))
+            vf_plan_add(r, cr, VF_T_LOCKSTEP, 1, u, 0);
         const int runs = vf_timed_runs(c, cf, r->o->cores);
         if (runs > 0) {
             if (c->window > 0)
@@ -174,6 +179,12 @@ static par_status run_case(vf_runner *r, vf_case_run *cr, json_t *cres)
                               "cores", cf->threads * cf->ranks, "oversubscribed",
                               vf_oversubscribed(r, cf));
         json_object_set_new(e, "fault", c->fault[0] ? json_string(c->fault) : json_null());
+        json_object_set_new(e, "timing_base", json_boolean(vf_config_is_base(c, cf)));
+        if (vf_config_is_external(cf)) {   // its label in the trainer column, world in R
+            json_object_set_new(e, "trainer", json_string(c->external));
+            json_object_set_new(e, "mode", json_string("external"));
+            json_object_set_new(e, "external", json_true());
+        }
         json_array_append_new(configs, e);
         PAR_TRY(vf_run_config(r, cr, cf, ref, e));
     }

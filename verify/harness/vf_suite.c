@@ -23,14 +23,14 @@ typedef enum key_id {
     K_DATASET, K_MODEL, K_ACT, K_DTYPE, K_BATCH, K_CHUNK, K_STEPS, K_EPOCHS, K_LR, K_SEED,
     K_TRAINERS, K_MODES, K_THREADS, K_RANKS, K_REPEATS, K_WARMUP, K_CHECK_STEPS, K_FAULT,
     K_PREDICT, K_OPTIM, K_MOMENTUM, K_BETA1, K_BETA2, K_EPS, K_UPSCALE, K_WINDOW, K_PRECISION,
-    K_CHECK_CONFIGS, K_N
+    K_CHECK_CONFIGS, K_EXTERNAL, K_COMMAND, K_WORLD, K_N
 } key_id;
 
 static const char *const KEY_NAMES[K_N] = {
     "dataset", "model", "act", "dtype", "batch", "chunk", "steps", "epochs", "lr", "seed",
     "trainers", "modes", "threads", "ranks", "repeats", "warmup", "check_steps", "fault",
     "predict", "optim", "momentum", "beta1", "beta2", "eps", "upscale", "window", "precision",
-    "check_configs",
+    "check_configs", "external", "command", "world",
 };
 
 __attribute__((format(printf, 4, 5)))
@@ -93,6 +93,8 @@ int vf_trainer_is_mpi(const char *name)
     const par_trainer_ops *t = par_trainer_find(name);
     return t && (t->caps & PAR_CAP_RANKS);
 }
+
+int vf_config_is_external(const vf_config *cf) { return strcmp(cf->trainer, VF_EXTERNAL) == 0; }
 
 static void case_defaults(vf_case *c, const char *name, int line)
 {
@@ -315,6 +317,24 @@ static par_status set_key(vf_suite *s, vf_case *c, key_id k, int line, char *v)
         }
         c->n_check_steps = n;
         return PAR_OK;
+    case K_EXTERNAL: {
+        int ok = strlen(v) < sizeof c->external;
+        for (const char *p = v; ok && *p; p++)
+            ok = isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.';
+        if (!ok)
+            return fail(s, line, key, "'%s': expected a label of letters, digits, '-', '_', '.' "
+                        "(at most %zu; e.g. my-ddp)", v, sizeof c->external - 1);
+        strcpy(c->external, v);
+        return PAR_OK;
+    }
+    case K_COMMAND:
+        if (strlen(v) >= sizeof c->command)
+            return fail(s, line, key, "expected a command line shorter than %zu characters",
+                        sizeof c->command);
+        strcpy(c->command, v);
+        return PAR_OK;
+    case K_WORLD:
+        return int_list(s, line, key, v, c->ranks, &c->n_ranks);
     case K_FAULT: {
         par_fault f;
         if (strlen(v) >= sizeof c->fault || par_fault_parse(&f, v) != PAR_OK)
@@ -328,13 +348,47 @@ static par_status set_key(vf_suite *s, vf_case *c, key_id k, int line, char *v)
     return PAR_OK;
 }
 
+// An external case's configs, one per world count (in c->ranks), after its
+// own checks: a command, none of the keys of parity's own trainers.
+static par_status external_configs(vf_suite *s, vf_case *c, const int *seen)
+{
+    static const key_id own[] = {K_TRAINERS, K_MODES, K_THREADS, K_RANKS, K_FAULT, K_PREDICT,
+                                 K_UPSCALE, K_CHECK_CONFIGS};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (seen[own[i]])
+            return fail(s, seen[own[i]], KEY_NAMES[own[i]], "not with external = %s (line %d): "
+                        "an external case runs its command at each world, not parity's trainers",
+                        c->external, seen[K_EXTERNAL]);
+    if (!seen[K_COMMAND])
+        return fail(s, c->line, "command", "missing in [case %s]: external = %s needs the "
+                    "trainer's command line ({world} for its process count)", c->name,
+                    c->external);
+    if (c->n_ranks > 1 && !strstr(c->command, "{world}"))
+        return fail(s, seen[K_COMMAND], "command", "has no {world}, so each of the %d world "
+                    "counts would run the same command", c->n_ranks);
+    c->n_configs = 0;
+    for (int r = 0; r < c->n_ranks; r++) {
+        const vf_config cf = {VF_EXTERNAL, PAR_MODE_EXACT, 1, c->ranks[r]};
+        int dup = 0;
+        for (int k = 0; k < c->n_configs && !dup; k++) dup = c->configs[k].ranks == cf.ranks;
+        if (!dup) c->configs[c->n_configs++] = cf;
+    }
+    return PAR_OK;
+}
+
 // Checks a finished case and expands its configs. set[k]: the line that set
 // key k (negative: the [defaults] section's line), 0 when none did.
 static par_status finish_case(vf_suite *s, vf_case *c, const int *set)
 {
     int seen[K_N];
     for (int k = 0; k < K_N; k++) seen[k] = abs(set[k]);
-    if (!seen[K_TRAINERS])
+    if (seen[K_COMMAND] && !seen[K_EXTERNAL])
+        return fail(s, seen[K_COMMAND], "command", "goes with external = NAME (the label of the "
+                    "trainer it runs)");
+    if (seen[K_WORLD] && !seen[K_EXTERNAL])
+        return fail(s, seen[K_WORLD], "world", "goes with external = NAME and command (use "
+                    "ranks for parity's own trainers)");
+    if (!seen[K_TRAINERS] && !seen[K_EXTERNAL])
         return fail(s, c->line, "trainers", "missing in [case %s] (e.g. trainers = serial, omp)", c->name);
     if (!seen[K_STEPS] && !seen[K_EPOCHS])
         return fail(s, c->line, "steps", "missing in [case %s]: give steps or epochs", c->name);
@@ -356,6 +410,7 @@ static par_status finish_case(vf_suite *s, vf_case *c, const int *set)
     for (int i = 0; i < c->n_check_steps; i++)
         if (c->steps > 0 && c->check_steps[i] > c->steps)
             return fail(s, seen[K_CHECK_STEPS], "check_steps", "%ld: expected a step from 1 to steps (%ld)", c->check_steps[i], c->steps);
+    if (seen[K_EXTERNAL]) return external_configs(s, c, seen);
     c->n_configs = 0;
     for (int t = 0; t < c->n_trainers; t++)
         for (int m = 0; m < c->n_modes; m++)
@@ -497,7 +552,7 @@ static par_status parse(vf_suite *s, FILE *f)
         int k = 0;
         while (k < K_N && strcmp(KEY_NAMES[k], key) != 0) k++;
         if (k == K_N) {
-            char names[300] = "";
+            char names[400] = "";
             for (int i = 0; i < K_N; i++) {
                 strcat(names, i ? ", " : "");
                 strcat(names, KEY_NAMES[i]);
@@ -512,7 +567,8 @@ static par_status parse(vf_suite *s, FILE *f)
                       seen[k]);
         } else if (!*val) {
             st = fail(s, line, key, "empty value");
-        } else if (in_defaults && (k == K_TRAINERS || k == K_FAULT)) {
+        } else if (in_defaults && (k == K_TRAINERS || k == K_FAULT || k == K_EXTERNAL ||
+                                   k == K_COMMAND || k == K_WORLD)) {
             st = fail(s, line, key, "belongs to a case, not to [defaults]");
         } else if (in_defaults) {
             // Checked now, on a scratch case, so a bad value is reported at its line.

@@ -12,6 +12,10 @@
 
 enum { VF_MAX_LIST = 16, VF_MAX_CHECKS = 8, VF_MAX_CASES = 64, VF_MAX_CONFIGS = 256 };
 
+// The trainer of an external case's configs (a trainer parity did not
+// build, run by the case's command; not a name of the trainer table).
+#define VF_EXTERNAL "external"
+
 // check_steps entries: a step number >= 1, or one of these.
 enum { VF_STEP_FIRST = -1, VF_STEP_LAST = -2 };
 
@@ -24,6 +28,11 @@ typedef struct vf_config {
 typedef struct vf_case {
     char name[64];
     int line;                   // line of its [case NAME] header
+    // external = NAME: the case's configs are a trainer parity did not build,
+    // one per world count (in ranks; configs' trainer VF_EXTERNAL, threads 1),
+    // each run by `command` with "{world}" replaced by the count ("": none).
+    char external[64];
+    char command[1024];
     char dataset[256], model[128], act[16], dtype[8], fault[64];
     int batch, chunk;           // batch 0: `batch = full` (the whole training split)
     int upscale;                // `parity train --upscale S` (0: off)
@@ -75,7 +84,8 @@ typedef struct vf_suite {
 // ranks [1], repeats [3], warmup [1], window [1: seconds of the timed
 // window on serial exact; 0: the case's steps], check_steps [first, last],
 // predict [none: rank counts for the scaling model's predicted rows],
-// fault [none; tests only]. Returns PAR_ERR_CONFIG with s->error set for
+// fault [none; tests only]; or, instead of trainers, external (a label),
+// command (required with it) and world [1]: a trainer parity did not build. Returns PAR_ERR_CONFIG with s->error set for
 // any mistake in the file, PAR_ERR_IO when it cannot be read. s is large:
 // allocate it, don't put it on the stack.
 par_status vf_suite_load(vf_suite *s, const char *path);
@@ -91,5 +101,8 @@ int vf_trainer_supports(const char *name, int threads, int ranks);
 
 // Whether the trainer runs one process per MPI rank (mpi, hybrid, root).
 int vf_trainer_is_mpi(const char *name);
+
+// Whether cf is an external case's config (a world of its command).
+int vf_config_is_external(const vf_config *cf);
 
 #endif
