@@ -44,6 +44,29 @@ typedef struct member {
 } member;
 
 // Which snapshot step t is (-1: none).
+// max |a[ia + i] - b[ib + i]| over i < n, arrays of dt. One loop per dtype
+// with no early exit: gcc 12's aarch64 vectorizer crashes (an internal
+// compiler error at -O3) on the fmax reduction written through par_get_real.
+static double max_abs_diff(par_dtype dt, const void *a, size_t ia, const void *b, size_t ib,
+                           size_t n)
+{
+    double d = 0;
+    if (dt == PAR_F32) {
+        const float *x = (const float *)a + ia, *y = (const float *)b + ib;
+        for (size_t i = 0; i < n; i++) {
+            const double e = fabs((double)x[i] - (double)y[i]);
+            if (e > d) d = e;
+        }
+    } else {
+        const double *x = (const double *)a + ia, *y = (const double *)b + ib;
+        for (size_t i = 0; i < n; i++) {
+            const double e = fabs(x[i] - y[i]);
+            if (e > d) d = e;
+        }
+    }
+    return d;
+}
+
 static int snap_of(const plan *p, long t)
 {
     for (int k = 0; k < p->n_snap; k++)
@@ -173,9 +196,8 @@ static par_status spread_run(plan *p, const member *mb)
         if (st == PAR_OK && k >= 0) st = ops->params(h, &w, &n);
         for (int v = 0; st == PAR_OK && k >= 0 && v < c->m->n_views; v++) {
             const par_view *vw = &c->m->views[v];
-            for (size_t i = vw->offset; i < vw->offset + vw->count; i++)
-                p->spread[k][v] = fmax(p->spread[k][v], fabs(par_get_real(c->dt, w, i) -
-                                                             par_get_real(c->dt, w_ref(p, k), i)));
+            p->spread[k][v] = fmax(p->spread[k][v], max_abs_diff(c->dt, w, vw->offset, w_ref(p, k),
+                                                                 vw->offset, vw->count));
         }
     }
     if (h) ops->destroy(h);
@@ -296,10 +318,8 @@ static par_status compare_weights(plan *p, ext_free_result *r, int k, const char
         const par_view *vw = &c->m->views[v];
         const par_array *a;
         st = ext_get_array(&a, &z, vw->name, vw->ndim, vw->shape, c->dt, t, file, 0);
-        double d = 0;
-        for (size_t i = 0; st == PAR_OK && i < vw->count; i++)
-            d = fmax(d, fabs(par_get_real(c->dt, a->data, i) -
-                             par_get_real(c->dt, w_ref(p, k), vw->offset + i)));
+        const double d = st == PAR_OK ? max_abs_diff(c->dt, a->data, 0, w_ref(p, k),
+                                                      vw->offset, vw->count) : 0;
         const double lim = p->spread[k][v] + p->E[k][v], q = d == 0 ? 0 : d / lim;
         if (st == PAR_OK && d > 0)   // 0 / 0: equal; d / 0: no reordering moved it
             r->worst_spread_ratio = fmax(r->worst_spread_ratio,
