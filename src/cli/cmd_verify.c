@@ -95,10 +95,20 @@ static void show_progress_plain(void *ctx, const vf_progress *p)
 }
 
 // Ctrl-C or a kill: end the running child's process group (mpirun and its
-// ranks run in their own session), then die of the same signal.
+// ranks run in their own session), then die of the same signal. With no
+// child running (an external trainer's protocol runs in this process), only
+// note it: the protocol ends its trainer and removes its folder, the harness
+// starts nothing more, and run_suite dies of the signal once it returns. A
+// second signal dies at once.
+static volatile int stop_sig;
+
 static void on_signal(int sig)
 {
     const pid_t p = par_proc_running();
+    if (p <= 0 && !stop_sig) {
+        stop_sig = sig;
+        return;
+    }
     if (p > 0) kill(-p, SIGTERM);
     signal(sig, SIG_DFL);
     raise(sig);
@@ -254,7 +264,8 @@ static int run_suite(int argc, char **argv, const vf_suite *s, const verify_run 
         .build = {PARITY_SOURCE_DIR[0] ? PARITY_SOURCE_DIR : NULL, PARITY_C_COMPILER,
                   PARITY_C_FLAGS, PARITY_BUILD_TYPE, PARITY_MPIEXEC},
         .command_line = cmdline, .cores = cores > 0 ? (int)cores : 1,
-        .timeout_s = v->timeout > 0 ? v->timeout : 3600, .ctx = (void *)&v->every,
+        .timeout_s = v->timeout > 0 ? v->timeout : 3600, .interrupted = &stop_sig,
+        .ctx = (void *)&v->every,
         .progress = v->quiet ? NULL : tty ? show_progress : show_progress_plain,
     };
     if (!v->quiet) {   // what the suite itself says of its time, before anything runs
@@ -278,6 +289,11 @@ static int run_suite(int argc, char **argv, const vf_suite *s, const verify_run 
     signal(SIGHUP, on_signal);
     const par_status st = vf_run_suite(&res, s, &ro);
     if (tty && !v->quiet) fprintf(stderr, "\r\033[K");
+    if (stop_sig) {   // everything it started has ended and cleaned up
+        json_decref(res);
+        signal(stop_sig, SIG_DFL);
+        raise(stop_sig);
+    }
     if (st != PAR_OK) {
         fprintf(stderr, "parity verify: %s\n", cli_error_text());
         if (strstr(par_last_error(), "fetch") || st == PAR_ERR_IO)

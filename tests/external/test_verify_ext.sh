@@ -4,7 +4,8 @@
 # and 2 pass lockstep, are timed (mpi4py: 2 rounds, world 2's speedup against
 # its own world 1) and the table is signed; the mpi4py learning-rate control (1e-3
 # relative) fails, its rows named, not timed, and nothing signed; the keys'
-# mistakes are refused with their line. Usage: test_verify_ext.sh
+# mistakes are refused with their line; Ctrl-C during an external row
+# leaves nothing behind. Usage: test_verify_ext.sh
 # PATH/TO/parity. Needs Debian's python3 with numpy and mpi4py, and mpirun
 # (skipped, 77, without).
 P=$1
@@ -112,6 +113,21 @@ check "a trainer that breaks the protocol: exit 1, its row FAIL with the reason"
     test $rc = 1 -a "$(grep -c "^- \*\*liar world 1\*\*: step 1: the trainer's out.npz: array 'layer0.weight' has shape (16, 10), expected (16, 784)" \
         "$T/l/table.md")" = 1
 check "... nothing left behind" test -z "$(ls -A "$TMPDIR")" -a -z "$(liars_left)"
+
+# Ctrl-C while an external row's trainer computes: parity verify dies of the
+# signal after the protocol has ended the trainer and removed its folder.
+sed "s|^command = .*|command = $(liar hang)|" "$T/liar" >"$T/hang"
+"$P" verify "$T/hang" --out "$T/h" --key "$T/k.key" --quiet >"$T/out" 2>"$T/err" </dev/null &
+pid=$!
+for _ in $(seq 100); do liars_left >/dev/null && break; sleep 0.2; done
+sleep 1
+kill -INT $pid
+wait $pid
+rc=$?
+check "Ctrl-C during an external row: dies of SIGINT (got $rc: $(head -c 200 "$T/err"))" \
+    test $rc = 130
+check "... no trainer, no private folder left, nothing signed" \
+    test -z "$(ls -A "$TMPDIR")" -a -z "$(liars_left)" -a ! -e "$T/h/results.json.minisig"
 
 # The keys' mistakes, each at its line, exit 2.
 bad() {   # bad NAME PATTERN BODY: the suite BODY is refused with PATTERN

@@ -119,6 +119,11 @@ typedef struct vf_run_opts {
     const char *command_line;   // as typed, for provenance
     int cores;                  // cores of this machine (oversubscribed: T * R > cores)
     double timeout_s;           // per process
+    // Set by the caller's signal handler when a signal came while no child
+    // process ran (an external trainer's protocol runs in this process): the
+    // protocol then ends its trainer and removes its folder, and no further
+    // process starts (vf_run_suite returns PAR_ERR_EXTERNAL). NULL: none.
+    volatile int *interrupted;
     void *ctx;
     void (*progress)(void *ctx, const vf_progress *p);   // may be NULL
 } vf_run_opts;

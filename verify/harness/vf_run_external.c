@@ -66,7 +66,8 @@ static par_status row_job(ext_row *x, const vf_runner *r, const vf_case_run *cr,
                           x->optim.eps},
                 .seed = c->seed, .steps = steps, .ulps = ext_ulps_default(),
                 .want_intermediates = 1,
-                .proto = {.command = x->command, .timeout_s = r->o->timeout_s}},
+                .proto = {.command = x->command, .timeout_s = r->o->timeout_s,
+                          .interrupted = r->o->interrupted}},
         .dataset = c->dataset,
         .init_load = json_string_value(json_object_get(ref, "init_weights"))};
     return PAR_OK;

@@ -186,6 +186,7 @@ par_status vf_run_parity(vf_runner *r, par_argv *b, const char *out_path, const 
 {
     *code = -1;
     PAR_FAIL_IF(b->n < 1 || b->oom, PAR_ERR_ALLOC, "out of memory");
+    PAR_FAIL_IF(r->o->interrupted && *r->o->interrupted, PAR_ERR_EXTERNAL, "interrupted");
     free(b->v[0]);
     b->v[0] = strdup(r->o->parity);
     PAR_FAIL_IF(!b->v[0], PAR_ERR_ALLOC, "out of memory");
