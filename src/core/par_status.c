@@ -38,9 +38,13 @@ par_status par_set_error(par_status st, const char *file, int line, const char *
 {
     const char *base = strrchr(file, '/');
     snprintf(last_origin, sizeof last_origin, "%s:%d", base ? base + 1 : file, line);
+    // Formatted apart first: a caller may pass par_last_error() itself as an
+    // argument, to wrap the message of the error beneath.
+    char msg[sizeof last_msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_msg, msg, sizeof msg);
     return st;
 }

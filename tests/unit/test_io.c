@@ -728,6 +728,17 @@ static void test_log(void)
               "log: open in a missing directory -> i/o error naming it");
 }
 
+// An error wrapping the one beneath it, through par_last_error() itself.
+static void test_error_wrap(void)
+{
+    par_set_error(PAR_ERR_IO, __FILE__, __LINE__, "inner %d", 7);
+    const par_status st = par_set_error(PAR_ERR_EXTERNAL, __FILE__, __LINE__, "outer: %s",
+                                        par_last_error());
+    par_check(st == PAR_ERR_EXTERNAL && strcmp(par_last_error(), "outer: inner 7") == 0,
+              "par_set_error wraps par_last_error() once: 'outer: inner 7'");
+    par_clear_error();
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/test_io.XXXXXX");
@@ -745,6 +756,7 @@ int main(void)
     test_sha256();
     test_xxh128();
     test_log();
+    test_error_wrap();
     int rc = par_test_exit();
     if (rc == 0) {
         char cmd[128];
