@@ -308,12 +308,9 @@ static par_status compare_weights(plan *p, ext_free_result *r, int k, const char
                 "step %ld: the trainer wrote no %s, the snapshot parity asked for", t, file);
     par_npz z = {0};
     par_status st = par_npz_read(&z, path);
-    if (st != PAR_OK) {
-        char why[600];   // par_last_error's buffer is the one par_set_error writes
-        snprintf(why, sizeof why, "%s", par_last_error());
+    if (st != PAR_OK)
         st = par_set_error(PAR_ERR_EXTERNAL, __FILE__, __LINE__, "step %ld: the trainer's %s: %s",
-                           t, file, why);
-    }
+                           t, file, par_last_error());
     for (int v = 0; st == PAR_OK && v < c->m->n_views; v++) {
         const par_view *vw = &c->m->views[v];
         const par_array *a;
