@@ -125,25 +125,26 @@ static void test_bootstrap(void)
 {
     double sp, lo, hi;
     // Paired rounds: the config takes exactly half the baseline's time in every
-    // round while the rounds themselves drift from 1 s to 5 s. Any resample of
-    // rounds has median(x) = median(base) / 2 (halving is exact), so every
-    // resampled ratio is 2: the interval is [2, 2]. (Resampling the two rows
-    // independently would give a wide interval: pairing keeps the drift common.)
+    // round while the rounds themselves drift from 1 s to 5 s. Every round's
+    // speedup is exactly 2, so is every resampled median: the interval is [2, 2].
+    // (Medians of the two rows taken apart would give a wide interval: pairing
+    // cancels the drift.)
     const double base[5] = {1.0, 2.0, 3.0, 4.0, 5.0}, half[5] = {0.5, 1.0, 1.5, 2.0, 2.5};
     PAR_REQUIRE(vf_speedup_ci(&sp, &lo, &hi, base, half, 5, VF_BOOT_RESAMPLES, VF_BOOT_SEED));
     par_check(sp == 2.0 && lo == 2.0 && hi == 2.0, "paired rounds, drift common to both: 2 [2, 2]");
 
-    // 2 rounds: base 1.0 1.2, config 0.5 0.5. The point: median 1.1 / 0.5 = 2.2. A
-    // resample is round 0 twice (ratio 2.0, probability 1/4), round 1 twice (2.4,
-    // 1/4) or one of each (2.2, 1/2): the 2.5% and 97.5% points are 2.0 and 2.4.
+    // 2 rounds: base 1.0 1.2, config 0.5 0.5: round speedups 2.0 and 2.4, point
+    // 2.2. A resample is round 0 twice (median 2.0, probability 1/4), round 1
+    // twice (2.4, 1/4) or one of each (2.2, 1/2): the 2.5% and 97.5% points are
+    // 2.0 and 2.4.
     const double b2[2] = {1.0, 1.2}, x2[2] = {0.5, 0.5};
     PAR_REQUIRE(vf_speedup_ci(&sp, &lo, &hi, b2, x2, 2, VF_BOOT_RESAMPLES, VF_BOOT_SEED));
     par_check(near(sp, 2.2, 1e-15) && lo == 2.0 && hi == 2.4, "2 rounds: 2.2 [2.0, 2.4]");
 
-    // 3 rounds: base 1 2 3 against a config at 1 s: the ratio is the median of 3
-    // resampled base values. It is 1 when at least two draws are 1: 3 (1/3)^2 (2/3)
-    // + (1/3)^3 = 7/27 = 26% > 2.5%; likewise 3 (7/27); so the interval is [1, 3],
-    // around the point 2.
+    // 3 rounds: base 1 2 3 against a config at 1 s: round speedups 1, 2, 3. A
+    // resample's median is 1 when at least two draws are round 0: 3 (1/3)^2 (2/3)
+    // + (1/3)^3 = 7/27 = 26% > 2.5%; likewise 3 for round 2; so the interval is
+    // [1, 3], around the point 2.
     const double b3[3] = {1, 2, 3}, x3[3] = {1, 1, 1};
     PAR_REQUIRE(vf_speedup_ci(&sp, &lo, &hi, b3, x3, 3, VF_BOOT_RESAMPLES, VF_BOOT_SEED));
     par_check(sp == 2 && lo == 1 && hi == 3, "3 rounds: 2 [1, 3]");
@@ -156,12 +157,13 @@ static void test_bootstrap(void)
     PAR_REQUIRE(vf_speedup_ci(&sp, &lo, &hi, nb, nx, 10, VF_BOOT_RESAMPLES, VF_BOOT_SEED));
     PAR_REQUIRE(vf_speedup_ci(&sp2, &lo2, &hi2, nb, nx, 10, VF_BOOT_RESAMPLES, VF_BOOT_SEED));
     par_check(sp == sp2 && lo == lo2 && hi == hi2, "the same runs and seed: the same interval");
-    // The point: median(nb) = (1.01 + 1.02) / 2 = 1.015, median(nx) = (0.54 + 0.55) / 2
-    // = 0.545, 1.8624; every resampled ratio lies between min(nb) / max(nx) = 0.97 /
-    // 0.60 = 1.6167 and max(nb) / min(nx) = 1.10 / 0.50 = 2.2.
-    par_check(near(sp, 1.015 / 0.545, 1e-12) && lo <= sp && sp <= hi && lo >= 0.97 / 0.60 &&
-                  hi <= 1.10 / 0.50 && lo < hi,
-              "10 noisy rounds: 1.862 inside its interval, within [1.617, 2.2]");
+    // The round speedups, ascending: 0.98/0.60 = 1.6333, 0.97/0.57, 0.99/0.58,
+    // 1.00/0.55, 1.02/0.56 = 1.8214, 1.01/0.54 = 1.8704, 1.03/0.52, 1.05/0.53,
+    // 1.04/0.50, 1.10/0.51 = 2.1569. The point is the mean of the 5th and 6th,
+    // 1.8459; every resampled median lies between the smallest and the largest.
+    par_check(near(sp, (1.02 / 0.56 + 1.01 / 0.54) / 2, 1e-12) && lo <= sp && sp <= hi &&
+                  lo >= 0.98 / 0.60 && hi <= 1.10 / 0.51 && lo < hi,
+              "10 noisy rounds: 1.846 inside its interval, within [1.633, 2.157]");
     par_check(vf_speedup_ci(&sp, &lo, &hi, nb, nx, 1, VF_BOOT_RESAMPLES, VF_BOOT_SEED) ==
                   PAR_ERR_CONFIG,
               "1 round: no interval (PAR_ERR_CONFIG)");
@@ -192,10 +194,11 @@ static void test_speedup_rows(void)
 
     // Bimodal: serial takes 1.0 s in every round; a two-core row 0.5 s with the
     // cores near (rounds 0, 1, 3, 6) and 0.7 s with them far (2, 4, 5, 7, 8, 9).
-    // All 10 rounds: median 0.7 (the 5th and 6th smallest are both 0.7), point
-    // 1 / 0.7 = 1.429; a resample's median is 0.5 when 6 or more of its 10
-    // draws are near (p = 0.4: P(Bin(10, 0.4) >= 6) = 0.166), 0.6 with exactly
-    // 5 (0.201), else 0.7 (0.633): each end holds over 2.5%, so the interval is
+    // All 10 rounds: speedups 1 / 0.7 (6 rounds) and 2 (4); the 5th and 6th
+    // smallest are both 1 / 0.7 = 1.429, the point. A resample's median is 2 when
+    // 6 or more of its 10 draws are near (p = 0.4: P(Bin(10, 0.4) >= 6) = 0.166),
+    // 1.714 with exactly 5 (0.201), else 1 / 0.7 (0.633): each end holds over
+    // 2.5%, so the interval is
     // [1 / 0.7, 1 / 0.5] = [1.429, 2.0], half-width (2 - 1 / 0.7) / 2 / (1 /
     // 0.7) = 0.2 > 0.10: NOISY. Its 6 far rounds: every ratio is exactly
     // 1 / 0.7: 1.43 [1.43, 1.43] far, not NOISY, significant.
@@ -219,18 +222,18 @@ static void test_speedup_rows(void)
               "the same runs on one core: all 10, NOISY");
 
     // The NOISY threshold. 2 rounds, serial 1.0 and 1.0: a row at 0.5 and 0.6 has
-    // point 1 / 0.55 = 1.818 and interval [1 / 0.6, 2] (each resample: both
-    // rounds 0 (1/4), both 1 (1/4) or one of each): half-width (2 - 1.667) / 2 /
-    // 1.818 = 0.0917, quoted. At 0.5 and 0.625: [1.6, 2] around 1.778,
-    // half-width 0.1125: NOISY.
+    // round speedups 2 and 1.667, point 1.833, interval [1.667, 2] (each
+    // resample: both rounds 0 (1/4), both 1 (1/4) or one of each): half-width
+    // (2 - 1.667) / 2 / 1.833 = 1/11 = 0.0909, quoted. At 0.5 and 0.625: speedups 2
+    // and 1.6, [1.6, 2] around 1.8, half-width 1/9 = 0.111: NOISY.
     const double b2[2] = {1, 1}, x6[2] = {0.5, 0.6}, x625[2] = {0.5, 0.625};
     const int u2[2] = {1, 1};
     PAR_REQUIRE(vf_speedup_of(&e, b2, x6, u2, 2, VF_ROUNDS_ALL));
-    par_check(e.lo == 1 / 0.6 && e.hi == 2 && near(e.half_width, 0.0916666667, 1e-9) && !e.noisy,
-              "half-width 9.2%: a number is quoted");
+    par_check(e.lo == 1 / 0.6 && e.hi == 2 && near(e.half_width, 1.0 / 11, 1e-12) && !e.noisy,
+              "half-width 9.1%: a number is quoted");
     PAR_REQUIRE(vf_speedup_of(&e, b2, x625, u2, 2, VF_ROUNDS_ALL));
-    par_check(e.lo == 1.6 && e.hi == 2 && near(e.half_width, 0.1125, 1e-12) && e.noisy,
-              "half-width 11.25%: NOISY");
+    par_check(e.lo == 1.6 && e.hi == 2 && near(e.half_width, 1.0 / 9, 1e-12) && e.noisy,
+              "half-width 11.1%: NOISY");
     // One round: the ratio, no interval, never NOISY.
     PAR_REQUIRE(vf_speedup_of(&e, b2, x6, u2, 1, VF_ROUNDS_ALL));
     par_check(e.n == 1 && e.speedup == 2 && isnan(e.lo) && !e.noisy, "one round: 2, no interval");

@@ -57,33 +57,29 @@ par_status vf_speedup_ci(double *speedup, double *lo, double *hi, const double *
 {
     PAR_FAIL_IF(n < 2 || resamples < 40, PAR_ERR_CONFIG, "speedup interval of %d rounds and "
                 "%d resamples: expected at least 2 rounds and 40 resamples", n, resamples);
-    double *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
-    double *ratio = malloc((size_t)resamples * sizeof *ratio);
-    if (!a || !b || !ratio) {
-        free(a);
-        free(b);
-        free(ratio);
+    double *r = malloc((size_t)n * sizeof *r), *draw = malloc((size_t)n * sizeof *draw);
+    double *boot = malloc((size_t)resamples * sizeof *boot);
+    if (!r || !draw || !boot) {
+        free(r);
+        free(draw);
+        free(boot);
         PAR_FAIL_IF(1, PAR_ERR_ALLOC, "out of memory");
     }
-    memcpy(a, base, (size_t)n * sizeof *a);
-    memcpy(b, x, (size_t)n * sizeof *b);
-    *speedup = par_median_sort(a, n) / par_median_sort(b, n);
+    for (int i = 0; i < n; i++) r[i] = base[i] / x[i];   // round i's own speedup
+    memcpy(draw, r, (size_t)n * sizeof *draw);
+    *speedup = par_median_sort(draw, n);
     uint64_t s = seed;
-    for (int r = 0; r < resamples; r++) {
-        for (int i = 0; i < n; i++) {
-            const int k = (int)(splitmix64(&s) % (uint64_t)n);
-            a[i] = base[k];
-            b[i] = x[k];
-        }
-        ratio[r] = par_median_sort(a, n) / par_median_sort(b, n);
+    for (int k = 0; k < resamples; k++) {
+        for (int i = 0; i < n; i++) draw[i] = r[splitmix64(&s) % (uint64_t)n];
+        boot[k] = par_median_sort(draw, n);
     }
-    qsort(ratio, (size_t)resamples, sizeof *ratio, par_cmp_double);
+    qsort(boot, (size_t)resamples, sizeof *boot, par_cmp_double);
     const int tail = (int)floor(0.025 * resamples);
-    *lo = ratio[tail];
-    *hi = ratio[resamples - 1 - tail];
-    free(a);
-    free(b);
-    free(ratio);
+    *lo = boot[tail];
+    *hi = boot[resamples - 1 - tail];
+    free(r);
+    free(draw);
+    free(boot);
     return PAR_OK;
 }
 

@@ -1,8 +1,9 @@
 // The statistics of `parity verify`'s timings (docs/table.md, "Timings"):
 // per config the median of its timed runs and, as MLPerf Training scores a
 // benchmark, the fastest and the slowest run dropped before the mean and
-// the coefficient of variation (shown, never a veto); a speedup's 95%
-// confidence interval by a paired percentile bootstrap over the rounds; which
+// the coefficient of variation (shown, never a veto); a speedup as the
+// median of the rounds' own speedups (baseline over row, run in the same
+// round) with its 95% percentile bootstrap interval over the rounds; which
 // rounds a two-core row's speedup uses when the cores moved (those of the
 // placement most of its runs met);
 // the NOISY rule (an interval too wide to quote) and the stopping rule of
@@ -43,14 +44,14 @@ typedef struct vf_time_stats {
 // PAR_ERR_ALLOC when out of memory.
 par_status vf_time_stats_of(vf_time_stats *st, const double *sec, int n);
 
-// The speedup median(base) / median(x) and its two-sided 95% confidence
-// interval [*lo, *hi] by a paired percentile bootstrap: base[i] and x[i]
-// are the i-th round's runs (n >= 2 rounds each); each of `resamples`
-// resamples draws n round indices with replacement (splitmix64 from
-// `seed`, index = output mod n) and takes median(base) / median(x) over
-// them; *lo and *hi are the sorted ratios at 0-based positions
-// floor(0.025 resamples) and resamples - 1 - floor(0.025 resamples).
-// Pairing keeps what one round's drift did to both configs together.
+// The speedup: the median over the n >= 2 rounds of base[i] / x[i] (round
+// i's runs: its own speedup), and its two-sided 95% confidence interval
+// [*lo, *hi] by a percentile bootstrap: each of `resamples` resamples
+// draws n rounds with replacement (splitmix64 from `seed`, index = output
+// mod n) and takes the median of their speedups; *lo and *hi are the
+// sorted medians at 0-based positions floor(0.025 resamples) and
+// resamples - 1 - floor(0.025 resamples). A round's two runs are seconds
+// apart: what the machine did to both cancels in their ratio.
 par_status vf_speedup_ci(double *speedup, double *lo, double *hi, const double *base,
                          const double *x, int n, int resamples, uint64_t seed);
 
@@ -65,7 +66,7 @@ typedef enum vf_placement {
 typedef struct vf_speedup {
     int n;                    // rounds it is computed from
     vf_placement placement;   // which of the row's rounds those are
-    double speedup, lo, hi;   // median(base) / median(x) over those rounds; 95% interval
+    double speedup, lo, hi;   // the median of those rounds' base / x; 95% interval
                               // (lo = hi = NAN with one round: no interval)
     double half_width;        // (hi - lo) / (2 speedup): the interval's relative half-width
     int significant;          // the interval excludes 1 (lo > 1 or hi < 1)
