@@ -22,6 +22,16 @@ run error "^parity lockstep: the trainer reported an error at 'step': CUDA not a
 run stepno "^parity lockstep: the trainer answered step 1 as step 2$"
 check "nothing left behind: no private folder, no trainer process" \
     test -z "$(ls -A "$TMPDIR")" -a -z "$(liars_left)"
+# Without TMPDIR the folder is made in /dev/shm (memory), and goes as well:
+# the trainer prints its PARITY_EXTERNAL and exits, parity's error quotes it.
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+    env -u TMPDIR "$P" lockstep --external "sh -c 'echo \$PARITY_EXTERNAL; exit 7'" --steps 1 \
+        --model mlp:784-16-10 --timeout 10 >/dev/null 2>"$T/shm.err"
+    rc=$?
+    d=$(sed -n 's/.*it last printed: \(\/dev\/shm\/parity-ext\.[A-Za-z0-9]*\)$/\1/p' "$T/shm.err")
+    check "no TMPDIR: the private folder was ${d:-not in /dev/shm}, and is gone (exit $rc)" \
+        test "$rc" = 3 -a -n "$d" -a ! -e "${d:-/nonexistent}"
+fi
 # A trainer that hands parity's state back unchanged has not trained: its
 # weights lie outside the step's bound (exit 1, the first violation named).
 "$P" lockstep --external "$(liar still)" --steps 1 --model mlp:784-16-10 >"$T/out" 2>"$T/err"
