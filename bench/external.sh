@@ -50,11 +50,14 @@ report() {
     echo "\`parity lockstep --external CMD --steps $STEPS --intermediates\`; MLP: \`${MLP[*]}\`"
     echo "(SGD); CNN: \`${CNN[*]}\`. Ratios are |trainer - centre| / bound, the largest over"
     echo "every element of every step (<= 1 passes); rounding: the trainer's median deviation"
-    echo "over parity's on the same op (> 64 fails); seconds per step: waiting for the trainer"
-    echo "after parity's own work (bound, parity's step, files), and that work."
+    echo "over parity's on the same op (> 64 fails). Seconds per step: the trainer's own step"
+    echo "(its step call, rank 0's clock, files excluded); waiting for the trainer after"
+    echo "parity's own work; that work, and its parts: the protocol's files (state and batch"
+    echo "written, the answer read), the step's bound, parity's own step, the comparisons and"
+    echo "op-by-op checks."
     echo
-    echo "| run | trainer | model | world | verdict | step's bound, worst | own ops, worst | rounding | waiting s | parity s |"
-    echo "|---|---|---|--:|---|--:|--:|--:|--:|--:|"
+    echo "| run | trainer | model | world | verdict | step's bound, worst | own ops, worst | rounding | trainer s | waiting s | parity s | files | bound | step | checks |"
+    echo "|---|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
     for r in "${ROWS[@]}"; do
         $PY - "$T/$r.json" "$T/$r.err" "$r" "$STEPS" <<'PY'
 import json, sys
@@ -63,15 +66,19 @@ try:
     d = json.load(open(sys.argv[1]))
 except Exception:
     err = open(sys.argv[2]).read().strip().splitlines()
-    print('| %s | | | | ERROR: %s | | | | | |' % (name, err[0] if err else 'no output'))
+    print('| %s | | | | ERROR: %s |%s' % (name, err[0] if err else 'no output', ' |' * 10))
     sys.exit(0)
 w = d.get('worst') or {}
 l = d.get('local_worst') or {}
 model = 'CNN' if '-cnn-' in name else 'MLP'
-print('| %s | %s | %s | %d | %s | %.3g | %.3g | %.2f | %.3f | %.3f |' % (
+own = d.get('seconds_trainer')
+own = '%.3f' % (own / d['steps_trainer_timed']) if own is not None else '-'
+parts = d['seconds_parity_parts']
+print('| %s | %s | %s | %d | %s | %.3g | %.3g | %.2f | %s | %.3f | %.3f | %s |' % (
     name, d['trainer'], model, d['world'], d['verdict'].upper(), w.get('ratio', 0),
-    l.get('ratio', 0),
-    d['signature'], d['seconds_waiting'] / steps, d['seconds_parity'] / steps))
+    l.get('ratio', 0), d['signature'], own, d['seconds_waiting'] / steps,
+    d['seconds_parity'] / steps,
+    ' | '.join('%.3f' % (parts[k] / steps) for k in ('files', 'bound', 'step', 'checks'))))
 PY
     done
     echo

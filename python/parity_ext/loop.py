@@ -10,9 +10,10 @@ training step. The trainer has three methods, called on every rank:
     state()                    the full state now ({name: array}; rank 0's
                                counts)
 
-`step` requests load parity's state each time; a `run` request loads its
-state once and runs its steps on its own, on the dataset parity named in
-hello, timing each step (the trainer's step call, on rank 0's clock).
+`step` requests load parity's state each time, and the reply carries the
+step call's seconds (on rank 0's clock); a `run` request loads its state
+once and runs its steps on its own, on the dataset parity named in hello,
+timing each step the same way.
 
 Not the protocol itself (protocol.py); tested through the examples
 (python/tests/test_examples_*.py).
@@ -28,8 +29,9 @@ def serve(session, trainer):
     for req in session:
         if req.op == "step":
             trainer.load(lambda: req.state, req.optim_t)
+            t0 = time.perf_counter()
             loss, inter = trainer.step(lambda: req.batch, req.step, req.wants_intermediates)
-            req.reply(trainer.state(), loss, inter)
+            req.reply(trainer.state(), loss, inter, seconds=time.perf_counter() - t0)
         else:
             run(session, trainer, req)
 

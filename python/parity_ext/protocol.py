@@ -156,11 +156,13 @@ class StepRequest(Request):
             self._batch = b
         return self._batch
 
-    def reply(self, state, loss, intermediates=None, check=True):
+    def reply(self, state, loss, intermediates=None, check=True, seconds=None):
         """Rank 0: writes `state` (the full state after the step) to `out` and,
         when parity asked, `intermediates`; sends the loss (the batch's mean
-        cross-entropy before the update). Other ranks: nothing. check=False
-        skips the name/shape/dtype checks (for tests of parity's own checks)."""
+        cross-entropy before the update) and, when given, `seconds`, the step's
+        own training time (writing these files left out).
+        Other ranks: nothing. check=False skips the name/shape/dtype checks (for
+        tests of parity's own checks)."""
         if self.session.rank != 0:
             return
         hello, where = self.session.hello, f"step {self.step}"
@@ -186,7 +188,10 @@ class StepRequest(Request):
                         raise ProtocolError(f"{where}: intermediates: '{extra[0]}' is no "
                                             "intermediate of this model")
                 npz.save(self.path("intermediates"), intermediates)
-        self._send({"op": "step", "step": self.step, "loss": loss})
+        msg = {"op": "step", "step": self.step, "loss": loss}
+        if seconds is not None:
+            msg["seconds"] = float(seconds)
+        self._send(msg)
 
 
 class RunRequest(Request):

@@ -28,7 +28,7 @@ def answer(req, lie):
     inter = {"loss.samples": np.ones(len(req.batch["labels"]), req.batch["x"].dtype)}
     if lie == "extra-inter":
         inter["layer9.out"] = inter["loss.samples"]
-    req.reply(state, loss, inter)
+    req.reply(state, loss, inter, seconds=0.25)
     if lie == "twice":
         req.reply(state, loss, inter)
 

@@ -38,6 +38,21 @@ class UnderParity(util.UnderParity):
                 self.fails(f"{SERIAL} --bug {bug}")
         self.fails(f"{SERIAL} --bug tf32", "--intermediates")
 
+    def test_times_reported(self):
+        # --json: the trainer's own step seconds (parity_ext's loop sends them
+        # with every answer) and parity's side by part, which add up to at
+        # most its total.
+        import json
+        rc, out = self.lockstep(SERIAL, "--json")
+        self.assertEqual(rc, 0, out)
+        d = json.loads(out)
+        self.assertEqual(d["steps_trainer_timed"], 3)
+        self.assertGreater(d["seconds_trainer"], 0)
+        parts = d["seconds_parity_parts"]
+        self.assertEqual(sorted(parts), ["bound", "checks", "files", "step"])
+        self.assertTrue(all(v >= 0 for v in parts.values()), parts)
+        self.assertLessEqual(sum(parts.values()), d["seconds_parity"] * (1 + 1e-9) + 1e-6)
+
     @unittest.skipUnless(HAVE_MPI4PY, "python3-mpi4py is not installed")
     def test_mpi4py(self):
         self.passes(MPI.format(w=3), "--intermediates")

@@ -39,7 +39,7 @@ class Conversation(unittest.TestCase):
                                               "world": 1, "intermediates": True})
             s = state()
             ans, out, inter = p.step(4, s, batch(), intermediates=True)
-            self.assertEqual(ans, {"op": "step", "step": 4, "loss": 1.0})
+            self.assertEqual(ans, {"op": "step", "step": 4, "loss": 1.0, "seconds": 0.25})
             self.assertEqual(list(out), list(s))
             self.assertTrue(all(out[k].tobytes() == s[k].tobytes() for k in s))
             self.assertEqual(list(inter), ["loss.samples"])

@@ -36,6 +36,16 @@ typedef struct loop {
     double *dev;                  // scratch for medians (N)
 } loop;
 
+const char *const ext_part_names[EXT_PART_N] = {"files", "bound", "step", "checks"};
+
+// Adds the seconds since *t0 to part k and restarts the clock.
+static void lap(ext_lockstep_result *r, ext_part k, double *t0)
+{
+    const double now = par_now();
+    r->seconds_part[k] += now - *t0;
+    *t0 = now;
+}
+
 static const char *state_name(const ext_optim *o, int j)
 {
     return par_optim_state_name((par_optim_kind)o->kind, j);
@@ -287,10 +297,12 @@ static par_status advance(loop *L)
 static par_status own_step(loop *L, long step)
 {
     const double t0 = par_now();
+    double t = t0;
     size_t B;
     PAR_TRY(load_batch(L, step, &B));
     PAR_TRY(parity_step(L, B));
     PAR_TRY(advance(L));
+    lap(L->r, EXT_PART_STEP, &t);
     L->r->seconds_parity += par_now() - t0;
     return PAR_OK;
 }
@@ -300,7 +312,7 @@ static par_status one_step(loop *L, long step)
     const ext_lockstep_cfg *c = L->c;
     const par_model *m = c->m;
     ext_lockstep_result *r = L->r;
-    double t0 = par_now();
+    double t0 = par_now(), t = t0;
     size_t B;
     PAR_TRY(load_batch(L, step, &B));
     char state[600], batch[600], out[600], inter[600];
@@ -318,19 +330,27 @@ static par_status one_step(loop *L, long step)
     par_status st = ext_send(L->t, msg);
     json_decref(msg);
     PAR_TRY(st);
+    lap(r, EXT_PART_FILES, &t);
     // Meanwhile: the step's bound, and parity's own step from the same state.
     PAR_TRY(ext_bound_step(L->b, L->w, L->x, L->labels, B, &c->ulps, &L->e));
+    lap(r, EXT_PART_BOUND, &t);
     PAR_TRY(parity_step(L, B));
+    lap(r, EXT_PART_STEP, &t);
     r->seconds_parity += par_now() - t0;
     t0 = par_now();
     json_t *reply;
     PAR_TRY(ext_receive(L->t, "step", &reply));
     r->seconds_wait += par_now() - t0;
-    t0 = par_now();
+    t0 = t = par_now();
     const json_int_t got_step = json_integer_value(json_object_get(reply, "step"));
     const json_t *lj = json_object_get(reply, "loss");
     const double loss = json_number_value(lj);
     const int loss_given = json_is_number(lj);
+    const json_t *sj = json_object_get(reply, "seconds");   // optional: its own step time
+    if (json_is_number(sj) && json_number_value(sj) >= 0) {
+        r->seconds_trainer += json_number_value(sj);
+        r->steps_trainer_timed++;
+    }
     json_decref(reply);
     PAR_FAIL_IF(got_step != step, PAR_ERR_EXTERNAL,
                 "the trainer answered step %ld as step %lld", step, (long long)got_step);
@@ -366,6 +386,7 @@ static par_status one_step(loop *L, long step)
             st = get_array(&ga[v], &zi, name, &m->views[v], c->dt, step, "intermediates.npz");
         }
     }
+    lap(r, EXT_PART_FILES, &t);
     if (st == PAR_OK) {
         compare_state(L, step, wa, sa, r->intermediates ? ga : NULL);
         if (r->intermediates) {
@@ -397,10 +418,12 @@ static par_status one_step(loop *L, long step)
                               r->intermediates ? &zi : NULL};
         st = h->answer(h->ctx, &a);
     }
+    lap(r, EXT_PART_CHECKS, &t);
     par_npz_free(&zo);
     par_npz_free(&zi);
     PAR_TRY(st);
     PAR_TRY(advance(L));
+    lap(r, EXT_PART_STEP, &t);
     r->steps = step;
     r->seconds_parity += par_now() - t0;
     return PAR_OK;
@@ -549,6 +572,13 @@ json_t *ext_lockstep_json(const ext_lockstep_result *r)
                           "signature_flagged", r->signature_flagged, "seconds_waiting",
                           r->seconds_wait, "seconds_parity", r->seconds_parity, "verdict",
                           ext_lockstep_pass(r) ? "pass" : "fail");
+    json_t *parts = json_object();
+    for (int k = 0; parts && k < EXT_PART_N; k++)
+        json_object_set_new(parts, ext_part_names[k], json_real(r->seconds_part[k]));
+    json_object_set_new(j, "seconds_parity_parts", parts);
+    json_object_set_new(j, "seconds_trainer", r->steps_trainer_timed > 0
+                                                  ? json_real(r->seconds_trainer) : json_null());
+    json_object_set_new(j, "steps_trainer_timed", json_integer(r->steps_trainer_timed));
     worst_json(j, "worst", &r->worst);
     worst_json(j, "first_violation", &r->first);
     worst_json(j, "local_worst", &r->local_worst);

@@ -73,6 +73,13 @@ typedef struct ext_worst {
     double got, centre, bound, ratio;
 } ext_worst;
 
+// Where parity's side of a step goes: writing the state and batch and
+// reading the answer (the protocol); the step's bound; parity's own step
+// from the same state; comparing and the op-by-op checks.
+typedef enum ext_part { EXT_PART_FILES, EXT_PART_BOUND, EXT_PART_STEP, EXT_PART_CHECKS,
+                        EXT_PART_N } ext_part;
+extern const char *const ext_part_names[EXT_PART_N];   // "files", "bound", "step", "checks"
+
 typedef struct ext_lockstep_result {
     long steps;                   // steps checked
     size_t violations;            // elements (and losses) over their bound, all steps
@@ -91,6 +98,9 @@ typedef struct ext_lockstep_result {
     char name[64];                // from the trainer's hello
     int world;
     double seconds_wait, seconds_parity;   // waiting for the trainer; parity's own work
+    double seconds_part[EXT_PART_N];       // seconds_parity by part (ext_part)
+    double seconds_trainer;       // the trainer's own step seconds, summed over the
+    long steps_trainer_timed;     //   steps whose answer gave them (an optional field)
 } ext_lockstep_result;
 
 // A gradient whose rounding is this many times parity's own, at the median
