@@ -91,8 +91,9 @@ par_status ext_bound_create(ext_bound **out, const par_model *m, par_dtype dt, s
     *out = NULL;
     for (int l = 0; l < m->n_layers; l++)
         PAR_FAIL_IF(m->layers[l].kind == PAR_LAYER_BATCHNORM, PAR_ERR_CONFIG,
-                    "%s: the any-order bound does not cover batchnorm (layer %d); a trainer "
-                    "that sends its intermediates is checked op by op instead", m->spec, l);
+                    "%s: the any-order bound does not cover batchnorm (layer %d) yet, nor do "
+                    "the op-by-op checks: a trainer parity did not build is checked on models "
+                    "without it", m->spec, l);
     ext_bound *b = calloc(1, sizeof *b);
     PAR_FAIL_IF(!b, PAR_ERR_ALLOC, "out of memory");
     b->m = m;
