@@ -57,9 +57,9 @@ def verify_figure(text):
 
 def external_figure(text):
     r = row(text, "ddp-cnn-2")
-    if not r or len(r) < 10:
+    if not r or len(r) < 15:
         return MISSING
-    return "%s; %s s" % (r[4], r[9])
+    return "%s; %s s; %s s (files %s s)" % (r[4], r[8], r[10], r[11])
 
 
 def gpu_figure(text):
@@ -84,7 +84,8 @@ def main():
         ("PyTorch one thread / parity serial exact, the same epoch (above 1: parity is faster)",
          cell(vs, "PyTorch 1 thread / parity serial exact", 1), "bench/vs_pytorch.sh"),
         ("PyTorch DDP, 2 processes, MNIST CNN with Adam under `parity lockstep --external "
-         "--intermediates`: verdict; parity's seconds a step", external_figure(ext),
+         "--intermediates`: verdict; the trainer's own step; parity's side of it (the "
+         "protocol's files)", external_figure(ext),
          "bench/external.sh"),
         ("default MLP, one epoch, f32, on %s: `--trainer cuda` exact; PyTorch on the same GPU"
          % (provenance(gpu, "GPU, driver").split(",")[0] or "a GPU"), gpu_figure(gpu),
