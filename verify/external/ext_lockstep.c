@@ -36,7 +36,7 @@ typedef struct loop {
     double *dev;                  // scratch for medians (N)
 } loop;
 
-const char *const ext_part_names[EXT_PART_N] = {"files", "bound", "step", "checks"};
+static const char *const part_names[EXT_PART_N] = {"files", "bound", "step", "checks"};
 
 // Adds the seconds since *t0 to part k and restarts the clock.
 static void lap(ext_lockstep_result *r, ext_part k, double *t0)
@@ -574,7 +574,7 @@ json_t *ext_lockstep_json(const ext_lockstep_result *r)
                           ext_lockstep_pass(r) ? "pass" : "fail");
     json_t *parts = json_object();
     for (int k = 0; parts && k < EXT_PART_N; k++)
-        json_object_set_new(parts, ext_part_names[k], json_real(r->seconds_part[k]));
+        json_object_set_new(parts, part_names[k], json_real(r->seconds_part[k]));
     json_object_set_new(j, "seconds_parity_parts", parts);
     json_object_set_new(j, "seconds_trainer", r->steps_trainer_timed > 0
                                                   ? json_real(r->seconds_trainer) : json_null());

@@ -75,10 +75,10 @@ typedef struct ext_worst {
 
 // Where parity's side of a step goes: writing the state and batch and
 // reading the answer (the protocol); the step's bound; parity's own step
-// from the same state; comparing and the op-by-op checks.
+// from the same state; comparing and the op-by-op checks (in --json:
+// seconds_parity_parts {files, bound, step, checks}).
 typedef enum ext_part { EXT_PART_FILES, EXT_PART_BOUND, EXT_PART_STEP, EXT_PART_CHECKS,
                         EXT_PART_N } ext_part;
-extern const char *const ext_part_names[EXT_PART_N];   // "files", "bound", "step", "checks"
 
 typedef struct ext_lockstep_result {
     long steps;                   // steps checked
