@@ -289,6 +289,8 @@ int main(void)
 {
     check_sums("mlp:37-10", 7);
     check_sums("mlp:37-10", 8);
+    check_sums("mlp:2500-9", 8);   // a wide layer, as the MNIST CNN's flattened one
+    check_sums("mlp:2500-9", 7);
     check_sums("cnn:2x7x6-c3k3s2p1-f-fc10", 5);
     par_dataset ds;
     fixture_dataset(&ds, 64);
