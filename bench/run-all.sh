@@ -38,6 +38,7 @@ case $ROUNDS in '' | [1-9] | [1-9][0-9]) ;; *) echo "--rounds: expected 1-99" >&
 declare -A ARGS SMALL
 ARGS[trainers]="${ROUNDS:-3} 1"              SMALL[trainers]="1 1"
 ARGS[kernels]="300"                           SMALL[kernels]="30"
+ARGS[layers]="15"                             SMALL[layers]="3"
 ARGS[log]="${ROUNDS:-7}"                      SMALL[log]="1"
 ARGS[contention]="${ROUNDS:-7} 400"           SMALL[contention]="1 100"
 ARGS[vs_pytorch]="${ROUNDS:-3} mlp"           SMALL[vs_pytorch]="1 mlp"
@@ -47,7 +48,7 @@ ARGS[model_hosts]=""                          SMALL[model_hosts]="--steps 30"
 ARGS[studies]="studies"                       SMALL[studies]="studies-quick"
 ARGS[verify]="default"                        SMALL[verify]="quick"
 ARGS[external]="5"                            SMALL[external]="1"
-NAMES=(trainers kernels log contention vs_pytorch bn_ring model model_hosts external)
+NAMES=(trainers kernels layers log contention vs_pytorch bn_ring model model_hosts external)
 [ "$VERIFY" = 0 ] || NAMES+=(verify)
 [ "$STUDIES" = 0 ] || NAMES+=(studies)
 [ -z "$ONLY" ] || IFS=, read -r -a NAMES <<<"$ONLY"
@@ -56,7 +57,7 @@ for name in "${NAMES[@]}"; do
 done
 
 cmake -S . -B build >/dev/null
-cmake --build build -j"$(nproc)" --target parity bench_peak bench_cores >/dev/null
+cmake --build build -j"$(nproc)" --target parity bench_peak bench_cores bench_layers >/dev/null
 
 failed=()
 start=$(date +%s)
