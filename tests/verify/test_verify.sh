@@ -789,6 +789,29 @@ print('window %d steps after %d; CV %s' % (W, tc['warmup_steps'],
       ', '.join('%.1f%%' % (100 * x['timing']['cv']) for x in cf)))
 PY
         check "the window, the rounds, each row's statistics and interval, and the table agree with the raw runs" test $? = 0
+        # Adaptive rounds (precision 0.5, at most 8 rounds): every row runs 5
+        # to 8 rounds, serial exact as many as the longest other row, and a
+        # row that stopped early has, as the table computes it at the end, an
+        # interval within +-50% (a row is looked at again every round).
+        printf '[case t]\nsteps = 20\ntrainers = serial, omp\nthreads = 1, 2\nrepeats = 8\nwarmup = 0\nwindow = 0.1\ncheck_steps = first\nprecision = 0.5\n' >"$T/adapt"
+        "$P" verify "$T/adapt" --out "$T/a" --key "$T/k.key" >"$T/aout" 2>"$T/aerr" </dev/null
+        rc=$?
+        python3 - "$T/a/results.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))['cases'][0]
+assert c['timing']['precision'] == 0.5 and c['timing']['rounds_max'] == 8, c['timing']
+cf = c['configs']
+runs = [len(x['timing']['seconds']) for x in cf]
+assert cf[0]['trainer'] == 'serial' and all(5 <= n <= 8 for n in runs), runs
+assert runs[0] == max(runs[1:]), runs
+for x in cf[1:]:
+    t = x['timing']
+    assert len(t['seconds']) == 8 or t['speedup_half_width'] <= 0.5, t
+print('adaptive rounds run per row: %s' % runs)
+PY
+        prc=$?
+        check "adaptive rounds: 5 to 8 a row, serial exact as long as any, a row stopped early within +-50%" \
+            test $rc = 0 -a $prc = 0
     else
         python3 - "$T/r/results.json" <<'PY'
 import json, sys

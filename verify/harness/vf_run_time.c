@@ -281,12 +281,16 @@ static par_status case_near(const row_runs *rows, int n_rows, int **near)
     return PAR_OK;
 }
 
-// Adaptive rounds: after round rd (0-based, timed), each open row other
-// than the baseline whose speedup interval's half-width is at most the
-// case's precision, computed from at least VF_ADAPT_MIN_ROUNDS rounds, is
-// closed;
-// the baseline stays open while any other row is. Returns how many rows
-// are still open.
+// Adaptive rounds: after round rd (0-based, timed), each row other than the
+// baseline (and than a row whose run failed) is closed when its speedup
+// interval's half-width is at most the case's precision, computed from at
+// least VF_ADAPT_MIN_ROUNDS rounds, and open otherwise. A closed row is
+// looked at again every round: a faster probe can move its runs between
+// near and far (case_near), and with them the rounds its interval uses, so
+// a row that stopped on an interval the table would no longer give runs
+// again (the progress estimate, which counted its rounds off, then runs
+// short). The baseline stays open while any other row is. Returns how many
+// rows are still open.
 static par_status close_settled(const vf_case *c, row_runs *rows, int n, int base, int rd,
                                 const int *cores, int **near, int *n_open)
 {
@@ -294,11 +298,11 @@ static par_status close_settled(const vf_case *c, row_runs *rows, int n, int bas
     if (c->precision > 0 && rd + 1 >= VF_ADAPT_MIN_ROUNDS && base >= 0) {
         PAR_TRY(case_near(rows, n, near));
         for (int j = 0; j < n; j++) {
-            if (j == base || !rows[j].open || rows[j].n < VF_ADAPT_MIN_ROUNDS) continue;
+            if (j == base || rows[j].why[0] || rows[j].n < VF_ADAPT_MIN_ROUNDS) continue;
             vf_speedup e;
             PAR_TRY(vf_row_speedup(&e, rows[base].sec, rows[base].round, rows[base].n,
                                    rows[j].sec, rows[j].round, near[j], rows[j].n, cores[j]));
-            if (e.n >= VF_ADAPT_MIN_ROUNDS && e.half_width <= c->precision) rows[j].open = 0;
+            rows[j].open = !(e.n >= VF_ADAPT_MIN_ROUNDS && e.half_width <= c->precision);
         }
     }
     int others = 0;
