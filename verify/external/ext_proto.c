@@ -312,8 +312,8 @@ par_status ext_start(ext_trainer **out, const ext_opts *o, json_t *hello, json_t
     t->timeout_s = o->timeout_s > 0 ? o->timeout_s : 120;
     t->interrupted = o->interrupted;
     // The folder's files are rewritten every step (tens of MB for a CNN):
-    // $TMPDIR when set, else /dev/shm (memory: writing 38 MB there takes a
-    // third of what /tmp on disk does here), else /tmp.
+    // $TMPDIR when set, else /dev/shm (memory: 38 MB written in 0.045 s
+    // there, 0.12-0.40 s on a disk-backed /tmp here), else /tmp.
     const char *tmp = getenv("TMPDIR");
     int made = 0;
     if (!(tmp && *tmp)) {
