@@ -18,6 +18,10 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# A job killed with SIGKILL leaves its shared-memory segments behind (no
+# rank lives to unlink them): put them in $T, which goes at the end, not
+# in /dev/shm.
+export OMPI_MCA_btl_vader_backing_directory="$T"
 
 sha() { sed -n 's/.*"weights_sha256": *"\([0-9a-f]*\)".*/\1/p' "$1"; }
 # The run of every test: 2 epochs would be 1688 steps; 1000 steps cross the
