@@ -296,14 +296,12 @@ static par_status advance(loop *L)
 // A step before cfg.first: parity's alone.
 static par_status own_step(loop *L, long step)
 {
-    const double t0 = par_now();
-    double t = t0;
+    double t = par_now();
     size_t B;
     PAR_TRY(load_batch(L, step, &B));
     PAR_TRY(parity_step(L, B));
     PAR_TRY(advance(L));
     lap(L->r, EXT_PART_STEP, &t);
-    L->r->seconds_parity += par_now() - t0;
     return PAR_OK;
 }
 
@@ -312,7 +310,7 @@ static par_status one_step(loop *L, long step)
     const ext_lockstep_cfg *c = L->c;
     const par_model *m = c->m;
     ext_lockstep_result *r = L->r;
-    double t0 = par_now(), t = t0;
+    double t = par_now();
     size_t B;
     PAR_TRY(load_batch(L, step, &B));
     char state[600], batch[600], out[600], inter[600];
@@ -336,12 +334,10 @@ static par_status one_step(loop *L, long step)
     lap(r, EXT_PART_BOUND, &t);
     PAR_TRY(parity_step(L, B));
     lap(r, EXT_PART_STEP, &t);
-    r->seconds_parity += par_now() - t0;
-    t0 = par_now();
     json_t *reply;
     PAR_TRY(ext_receive(L->t, "step", &reply));
-    r->seconds_wait += par_now() - t0;
-    t0 = t = par_now();
+    r->seconds_wait += par_now() - t;
+    t = par_now();
     const json_int_t got_step = json_integer_value(json_object_get(reply, "step"));
     const json_t *lj = json_object_get(reply, "loss");
     const double loss = json_number_value(lj);
@@ -425,7 +421,6 @@ static par_status one_step(loop *L, long step)
     PAR_TRY(advance(L));
     lap(r, EXT_PART_STEP, &t);
     r->steps = step;
-    r->seconds_parity += par_now() - t0;
     return PAR_OK;
 }
 
@@ -498,6 +493,7 @@ par_status ext_lockstep(ext_lockstep_result *r, const ext_lockstep_cfg *c)
     }
     for (long k = 1; st == PAR_OK && k <= c->steps; k++)
         st = k < c->first ? own_step(&L, k) : one_step(&L, k);
+    for (int k = 0; k < EXT_PART_N; k++) r->seconds_parity += r->seconds_part[k];
     if (st != PAR_OK) {
         // Keep the message past the cleanup, which may record its own.
         char keep[700];

@@ -97,8 +97,9 @@ typedef struct ext_lockstep_result {
     int signature_flagged;        // signature > EXT_SIGNATURE_LIMIT
     char name[64];                // from the trainer's hello
     int world;
-    double seconds_wait, seconds_parity;   // waiting for the trainer; parity's own work
-    double seconds_part[EXT_PART_N];       // seconds_parity by part (ext_part)
+    double seconds_wait;          // waiting for the trainer
+    double seconds_part[EXT_PART_N];       // parity's own work by part (ext_part)
+    double seconds_parity;        // ... and in all: their sum
     double seconds_trainer;       // the trainer's own step seconds, summed over the
     long steps_trainer_timed;     //   steps whose answer gave them (an optional field)
 } ext_lockstep_result;
