@@ -314,19 +314,18 @@ par_status ext_start(ext_trainer **out, const ext_opts *o, json_t *hello, json_t
     // The folder's files are rewritten every step (tens of MB for a CNN):
     // $TMPDIR when set, else /dev/shm (memory: 38 MB written in 0.045 s
     // there, 0.12-0.40 s on a disk-backed /tmp here), else /tmp.
-    const char *tmp = getenv("TMPDIR");
-    int made = 0;
-    if (!(tmp && *tmp)) {
-        snprintf(t->dir, sizeof t->dir, "/dev/shm/parity-ext.XXXXXX");
-        made = mkdtemp(t->dir) != NULL;
-        tmp = "/tmp";
-    }
-    if (!made) snprintf(t->dir, sizeof t->dir, "%s/parity-ext.XXXXXX", tmp);
-    if (!made && !mkdtemp(t->dir)) {
+    const char *tmpdir_env = getenv("TMPDIR");
+    const int set = tmpdir_env && *tmpdir_env;
+    const char *where[2] = {set ? tmpdir_env : "/dev/shm", "/tmp"};
+    const int tries = set ? 1 : 2;
+    int k = 0;
+    do snprintf(t->dir, sizeof t->dir, "%s/parity-ext.XXXXXX", where[k]);
+    while (!mkdtemp(t->dir) && ++k < tries);
+    if (k == tries) {
         const int e = errno;
         free(t);
         return par_set_error(PAR_ERR_IO, __FILE__, __LINE__,
-                             "cannot make a private folder in %s: %s", tmp, strerror(e));
+                             "cannot make a private folder in %s: %s", where[k - 1], strerror(e));
     }
     char to[600], from[600], log[600], tmpdir[600], env_dir[700], env_tmp[700];
     ext_path(t, to, sizeof to, "to-trainer");
