@@ -25,11 +25,11 @@
 enum { OP_FORWARD, OP_INPUT_GRAD, OP_WEIGHT_GRAD, OP_N };
 static const char *const op_names[OP_N] = {"forward", "input gradient", "weight gradient"};
 
-// Multiply-adds of one op of layer ly on B samples (0: none counted).
-static double flops(const par_layer *ly, int op, size_t B)
+// Flops of one op of layer ly on B samples (0: none counted); forward, input
+// and weight gradient each take every tap once.
+static double flops(const par_layer *ly, size_t B)
 {
     if (ly->kind != PAR_LAYER_DENSE && ly->kind != PAR_LAYER_CONV2D) return 0;
-    if (op == OP_WEIGHT_GRAD && ly->n_rows == 0) return 0;
     // n_rows x row_len weights, each used once per output position and sample
     const double positions = ly->kind == PAR_LAYER_CONV2D ? (double)(ly->h_out * ly->w_out) : 1;
     return 2.0 * (double)B * positions * (double)ly->n_rows * (double)ly->row_len;
@@ -50,9 +50,12 @@ int main(int argc, char **argv)
     const int R = argc > 3 ? atoi(argv[3]) : 15;
     const par_dtype dt = argc > 4 && strcmp(argv[4], "f64") == 0 ? PAR_F64 : PAR_F32;
     par_model m;
-    if (B < 1 || R < 1 || par_model_parse(&m, spec, PAR_ACT_RELU) != PAR_OK) {
-        fprintf(stderr, "usage: bench_layers [MODEL [BATCH [REPEATS [f32|f64]]]]: %s\n",
-                par_last_error());
+    if (B < 1 || R < 1) {
+        fprintf(stderr, "usage: bench_layers [MODEL [BATCH >= 1 [REPEATS >= 1 [f32|f64]]]]\n");
+        return 2;
+    }
+    if (par_model_parse(&m, spec, PAR_ACT_RELU) != PAR_OK) {
+        fprintf(stderr, "bench_layers: %s\n", par_last_error());
         return 2;
     }
     const size_t sz = par_dtype_size(dt);
@@ -90,7 +93,7 @@ int main(int argc, char **argv)
                 run_op(&e, &c, l, op, B);
                 t[r] = par_now() - t0;
             }
-            const double med = par_median_sort(t, R), f = flops(ly, op, B);
+            const double med = par_median_sort(t, R), f = flops(ly, B);
             total += med;
             total_flops += f;
             printf("%d\t%s\t%s\t%.3f\t", l, e.ops[l]->name, op_names[op], 1e3 * med);

@@ -3,6 +3,7 @@ batch 32, mlp:784-32-10): each passes (exit 0, PASS) in one process, under
 mpirun at world 3 and under torchrun at world 2, with and without
 intermediates; each negative control fails it (exit 1, a first violation
 named), the ones about ranks at world 2."""
+import json
 import unittest
 
 import util
@@ -42,7 +43,6 @@ class UnderParity(util.UnderParity):
         # --json: the trainer's own step seconds (parity_ext's loop sends them
         # with every answer) and parity's side by part, which add up to at
         # most its total.
-        import json
         rc, out = self.lockstep(SERIAL, "--json")
         self.assertEqual(rc, 0, out)
         d = json.loads(out)

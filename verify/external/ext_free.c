@@ -43,7 +43,6 @@ typedef struct member {
     size_t chunk;
 } member;
 
-// Which snapshot step t is (-1: none).
 // max |a[ia + i] - b[ib + i]| over i < n, arrays of dt. One loop per dtype
 // with no early exit: gcc 12's aarch64 vectorizer crashes (an internal
 // compiler error at -O3) on the fmax reduction written through par_get_real.
@@ -67,6 +66,7 @@ static double max_abs_diff(par_dtype dt, const void *a, size_t ia, const void *b
     return d;
 }
 
+// Which snapshot step t is (-1: none).
 static int snap_of(const plan *p, long t)
 {
     for (int k = 0; k < p->n_snap; k++)
