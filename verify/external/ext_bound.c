@@ -7,6 +7,7 @@
 // then backward to the gradient. Plain loops, one layer kind at a time; no
 // threads (the foreign trainer's step is the slower side).
 #include "ext_bound.h"
+#include "ext_bn.h"
 #include "ext_sums.h"
 
 #include <errno.h>
@@ -37,6 +38,7 @@ struct ext_bound {
     double *dz, *Edz, *dx, *Edx, *t1, *t2;     // backward, (Bmax, max_width) each
     double *gs;        // a layer's gradient sums: 4 (n_rows row_len + n_rows), the widest
     size_t gs_n;
+    ext_bn bn[PAR_MAX_LAYERS];                 // batchnorm layers' statistics
 };
 
 static double gamma_n(double n, double u) { return n * u / (1 - n * u); }
@@ -83,17 +85,13 @@ void ext_bound_destroy(ext_bound *b)
     free(b->t1);
     free(b->t2);
     free(b->gs);
+    for (int l = 0; l < PAR_MAX_LAYERS; l++) ext_bn_free(&b->bn[l]);
     free(b);
 }
 
 par_status ext_bound_create(ext_bound **out, const par_model *m, par_dtype dt, size_t Bmax)
 {
     *out = NULL;
-    for (int l = 0; l < m->n_layers; l++)
-        PAR_FAIL_IF(m->layers[l].kind == PAR_LAYER_BATCHNORM, PAR_ERR_CONFIG,
-                    "%s: the any-order bound does not cover batchnorm (layer %d) yet, nor do "
-                    "the op-by-op checks: a trainer parity did not build is checked on models "
-                    "without it", m->spec, l);
     ext_bound *b = calloc(1, sizeof *b);
     PAR_FAIL_IF(!b, PAR_ERR_ALLOC, "out of memory");
     b->m = m;
@@ -119,6 +117,15 @@ par_status ext_bound_create(ext_bound **out, const par_model *m, par_dtype dt, s
         b->gs_n = k > b->gs_n ? k : b->gs_n;
     }
     ok = ok && (b->gs = malloc(b->gs_n * sizeof(double)));
+    for (int l = 0; ok && l < m->n_layers; l++) {
+        const par_layer *ly = &m->layers[l];
+        if (ly->kind != PAR_LAYER_BATCHNORM) continue;
+        ok = ext_bn_alloc(&b->bn[l], ly, Bmax) == PAR_OK;
+        b->bn[l].u = b->u;
+        b->bn[l].tiny = b->tiny;
+        b->bn[l].gamma = b->w + m->views[ly->w_view].offset;
+        b->bn[l].beta = b->w + m->views[ly->b_view].offset;
+    }
     if (!ok) {
         ext_bound_destroy(b);
         return par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
@@ -369,6 +376,46 @@ static void activation_backward(ext_bound *b, int l, size_t B)
     }
 }
 
+// Batchnorm layer l: z, Ez from its input. Its running statistics have no
+// gradient: out's gc and Eg hold their new values' centre and bound (the
+// count's + 1 is exact).
+static void bn_forward(ext_bound *b, int l, size_t B, ext_step_bound *o)
+{
+    const par_layer *ly = &b->m->layers[l];
+    const par_view *v = b->m->views;
+    const size_t rm = v[ly->stat_view].offset, rv = v[ly->stat_view + 1].offset;
+    const size_t cnt = v[ly->stat_view + 2].offset;
+    ext_bn *s = &b->bn[l];
+    s->B = B;
+    ext_bn_forward(s, b->a[l], b->Ea[l], b->z[l], b->Ez[l]);
+    ext_bn_running(s, b->w + rm, b->w + rv, o->gc + rm, o->Eg + rm, o->gc + rv, o->Eg + rv);
+    o->gc[cnt] = b->w[cnt] + 1;
+    o->Eg[cnt] = 0;
+    for (size_t i = rm; i <= cnt; i++) o->G[i] = fabs(o->gc[i]) + o->Eg[i];
+}
+
+// Batchnorm layer l's gamma and beta gradients and (l > 0) dx from its dz.
+static void bn_backward(ext_bound *b, int l, ext_step_bound *o)
+{
+    const par_layer *ly = &b->m->layers[l];
+    const size_t ow = b->m->views[ly->w_view].offset, ob = b->m->views[ly->b_view].offset;
+    ext_bn_backward(&b->bn[l], b->dz, b->Edz, o->gc + ow, o->Eg + ow, o->gc + ob, o->Eg + ob,
+                    l > 0 ? b->dx : NULL, b->Edx);
+    for (size_t c = 0; c < ly->c_out; c++) {
+        o->G[ow + c] = fabs(o->gc[ow + c]) + o->Eg[ow + c];
+        o->G[ob + c] = fabs(o->gc[ob + c]) + o->Eg[ob + c];
+    }
+}
+
+int ext_view_is_stat(const par_model *m, int v)
+{
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].stat_view >= 0 && v >= m->layers[l].stat_view &&
+            v < m->layers[l].stat_view + 3)
+            return 1;
+    return 0;
+}
+
 par_status ext_bound_step(ext_bound *b, const void *w, const void *x, const int32_t *labels,
                           size_t B, const ext_ulps *ulps, ext_step_bound *out)
 {
@@ -381,21 +428,25 @@ par_status ext_bound_step(ext_bound *b, const void *w, const void *x, const int3
         b->a[0][i] = par_get_real(b->dt, x, i);
         b->Ea[0][i] = 0;   // the batch is given to both sides as these values
     }
+    for (size_t i = 0; i < m->n_params; i++) out->Eg[i] = out->G[i] = out->gc[i] = 0;
     for (int l = 0; l < L; l++) {
         const par_layer *ly = &m->layers[l];
         if (ly->kind == PAR_LAYER_MAXPOOL) {
             pool_forward(b, l, B);
             continue;
         }
-        PAR_TRY(forward_sum(b, l, B));
+        if (ly->kind == PAR_LAYER_BATCHNORM) bn_forward(b, l, B, out);
+        else PAR_TRY(forward_sum(b, l, B));
         activate(b, l, B, ulps);
     }
     softmax_xent(b, L - 1, B, labels, ulps, &out->El, &out->lc);
-    for (size_t i = 0; i < m->n_params; i++) out->Eg[i] = out->G[i] = out->gc[i] = 0;
     for (int l = L - 1; l >= 0; l--) {
         const par_layer *ly = &m->layers[l];
         if (ly->kind == PAR_LAYER_MAXPOOL) {
             pool_backward(b, l, B);
+        } else if (ly->kind == PAR_LAYER_BATCHNORM) {
+            bn_backward(b, l, out);
+            if (l == 0) break;
         } else {
             PAR_TRY(grad_bound(b, l, B, out));
             if (l == 0) break;
@@ -404,6 +455,11 @@ par_status ext_bound_step(ext_bound *b, const void *w, const void *x, const int3
         // dx is dL/d(output of layer l - 1 after its activation): into its dz.
         activation_backward(b, l - 1, B);
     }
+    // A bound that overflowed holds nothing: where an infinite one met a zero
+    // (a weight, a relu's mask) it reads NaN, and is infinite as well.
+    for (size_t i = 0; i < m->n_params; i++)
+        if (isnan(out->Eg[i])) out->Eg[i] = out->G[i] = INFINITY;
+    if (isnan(out->El)) out->El = INFINITY;
     return PAR_OK;
 }
 
@@ -482,4 +538,18 @@ void ext_update_bound(const ext_update *up, double w, double m, double v, double
         E[2] = Ev;
     }
     for (int k = 0; k < 3; k++) E[k] *= SLACK;
+}
+
+void ext_new_bound(const ext_update *up, const par_model *m, int v, const ext_step_bound *e,
+                   size_t i, double w, double s0, double s1, double c[3], double E[3])
+{
+    if (!ext_view_is_stat(m, v)) {
+        ext_update_bound(up, w, s0, s1, e->gc[i], e->Eg[i], c, E);
+        return;
+    }
+    c[0] = e->gc[i];   // the forward's new value; no gradient, its state unchanged
+    E[0] = e->Eg[i];
+    c[1] = s0;
+    c[2] = s1;
+    E[1] = E[2] = 0;
 }

@@ -5,9 +5,8 @@
 // elementwise library it uses within declared ulps. A foreign trainer's step
 // and parity's reference are both such trainers, so each of their results
 // lies within the bound of the exact one, and they lie within twice it of
-// each other. Not for batchnorm (its statistics are a division by a
-// computed variance: the LOCAL check of the trainer's own intermediates
-// covers it). Tests: tests/external/test_ext_bound.c.
+// each other. Batchnorm's part is ext_bn.c. Tests:
+// tests/external/test_ext_bound.c.
 #ifndef EXT_BOUND_H
 #define EXT_BOUND_H
 
@@ -44,7 +43,9 @@ void ext_bound_destroy(ext_bound *b);
 // beside every value: gc[i] the batch gradient of the mean cross-entropy,
 // *lc the batch loss. Eg[i] >= |g_any - gc[i]| for any conforming evaluation
 // g_any in dt (the exact gradient among them), G[i] >= |g_any|, and
-// *El >= |loss_any - *lc|. PAR_ERR_CONFIG for a model with batchnorm.
+// *El >= |loss_any - *lc|. Batchnorm's running statistics have no gradient:
+// for them (ext_view_is_stat) gc and Eg hold their new values' centre and
+// bound, which the step's forward sets.
 typedef struct ext_step_bound {
     double *gc, *Eg, *G;   // n_params each, the caller's
     double lc, El;
@@ -78,5 +79,15 @@ typedef struct ext_update {
 void ext_update_init(ext_update *u, const ext_optim *o, par_dtype dt, long t);
 void ext_update_bound(const ext_update *up, double w, double m, double v, double gc, double Eg,
                       double c[3], double E[3]);
+
+// Whether view v of m is one of batchnorm's running statistics
+// (running_mean, running_var, num_batches_tracked).
+int ext_view_is_stat(const par_model *m, int v);
+
+// Element i of view v after the step, from w and its optimizer state s0, s1
+// before it: ext_update_bound of the step's gradient bound e, or for a
+// running statistic the forward's new value (its state unchanged, bound 0).
+void ext_new_bound(const ext_update *up, const par_model *m, int v, const ext_step_bound *e,
+                   size_t i, double w, double s0, double s1, double c[3], double E[3]);
 
 #endif

@@ -102,7 +102,7 @@ static par_status make_step(hook *h, const ext_answer *a)
         put_view(st->w_new, &m->views[v], a->wa[v], sz);
         for (int j = 0; j < ns; j++)
             put_view(st->s_new[j], &m->views[v], a->sa[j * m->n_views + v], sz);
-        if (a->ga) put_view(st->g, &m->views[v], a->ga[v], sz);
+        if (a->ga && a->ga[v]) put_view(st->g, &m->views[v], a->ga[v], sz);   // none: a statistic
     }
     st->loss = a->loss;
     st->trainer = "external";
@@ -139,14 +139,15 @@ static void e2e_bounds(const hook *h, const ext_answer *a, double *b[3], double 
     const int ns = par_optim_n_state((par_optim_kind)c->optim.kind);
     ext_update up;
     ext_update_init(&up, &c->optim, c->dt, a->opt_t + 1);
-    for (size_t i = 0; i < c->m->n_params; i++) {
-        const double s0 = ns > 0 ? par_get_real(c->dt, a->s[0], i) : 0;
-        const double s1 = ns > 1 ? par_get_real(c->dt, a->s[1], i) : 0;
-        double cen[3], E[3];
-        ext_update_bound(&up, par_get_real(c->dt, a->w, i), s0, s1, a->e->gc[i], a->e->Eg[i], cen,
-                         E);
-        for (int k = 0; k < 3; k++) b[k][i] = 2 * E[k];
-    }
+    for (int v = 0; v < c->m->n_views; v++)
+        for (size_t i = c->m->views[v].offset; i < c->m->views[v].offset + c->m->views[v].count;
+             i++) {
+            const double s0 = ns > 0 ? par_get_real(c->dt, a->s[0], i) : 0;
+            const double s1 = ns > 1 ? par_get_real(c->dt, a->s[1], i) : 0;
+            double cen[3], E[3];
+            ext_new_bound(&up, c->m, v, a->e, i, par_get_real(c->dt, a->w, i), s0, s1, cen, E);
+            for (int k = 0; k < 3; k++) b[k][i] = 2 * E[k];
+        }
     *loss = 2 * a->e->El;
 }
 

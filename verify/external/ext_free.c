@@ -130,7 +130,7 @@ static par_status step_bound(const plan *p, const par_trainer_ops *ops, void *h,
             const double s0 = n_state > 0 ? par_get_real(c->dt, so.arr[0], i) : 0;
             const double s1 = n_state > 1 ? par_get_real(c->dt, so.arr[1], i) : 0;
             double cen[3], E[3];
-            ext_update_bound(&up, par_get_real(c->dt, w, i), s0, s1, e->gc[i], e->Eg[i], cen, E);
+            ext_new_bound(&up, c->m, v, e, i, par_get_real(c->dt, w, i), s0, s1, cen, E);
             Ev[v] = fmax(Ev[v], E[0]);
         }
     }

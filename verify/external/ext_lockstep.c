@@ -188,6 +188,7 @@ static void compare_state(loop *L, long step, const par_array *const *wa,
     ext_update_init(&up, &c->optim, c->dt, L->opt_t + 1);
     for (int v = 0; v < c->m->n_views; v++) {
         const par_view *vw = &c->m->views[v];
+        const int stat = ext_view_is_stat(c->m, v);   // no gradient, nothing of its own
         char names[3][64];   // the view's weights and state arrays
         snprintf(names[0], sizeof names[0], "%s", vw->name);
         for (int j = 0; j < L->n_state; j++)
@@ -199,9 +200,9 @@ static void compare_state(loop *L, long step, const par_array *const *wa,
             const double s0 = L->n_state > 0 ? par_get_real(c->dt, L->s[0], i) : 0;
             const double s1 = L->n_state > 1 ? par_get_real(c->dt, L->s[1], i) : 0;
             double cen[3], E[3];
-            ext_update_bound(&up, w, s0, s1, L->e.gc[i], L->e.Eg[i], cen, E);
+            ext_new_bound(&up, c->m, v, &L->e, i, w, s0, s1, cen, E);
             compare_elem(L, step, 0, v, k, wa, sa, names, cen, E);
-            if (!ga) continue;
+            if (!ga || stat) continue;
             ext_update_bound(&up, w, s0, s1, par_get_real(c->dt, ga[v]->data, k), 0, cen, E);
             compare_elem(L, step, 1, v, k, wa, sa, names, cen, E);
         }
@@ -215,6 +216,7 @@ static void signature(loop *L, long step, const par_array *const *ga, const void
     const par_model *m = L->c->m;
     for (int v = 0; v < m->n_views; v++) {
         const par_view *vw = &m->views[v];
+        if (ext_view_is_stat(m, v)) continue;
         double *d = L->dev;
         for (size_t k = 0; k < vw->count; k++)
             d[k] = fabs(par_get_real(L->c->dt, ga[v]->data, k) - L->e.gc[vw->offset + k]);
@@ -378,6 +380,8 @@ static par_status one_step(loop *L, long step)
                                              step, par_last_error());
         for (int v = 0; st == PAR_OK && v < m->n_views; v++) {
             char name[64];
+            ga[v] = NULL;
+            if (ext_view_is_stat(m, v)) continue;   // batchnorm's statistics: no gradient
             snprintf(name, sizeof name, "grad.%s", m->views[v].name);
             st = get_array(&ga[v], &zi, name, &m->views[v], c->dt, step, "intermediates.npz");
         }
