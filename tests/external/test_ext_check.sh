@@ -4,9 +4,9 @@
 # its lr and tf32 controls fail LOCAL naming the tensor and the op, a trainer
 # that declines intermediates gets END-TO-END only (and one that does not
 # train fails it), torch_ddp passes at world 1 and 2 (MLP, the default
-# suite's small CNN) and its tf32 control fails; protocol breaks and Ctrl-C
-# exit 3 leaving nothing behind; batchnorm and parity's own trainer flags
-# exit 2. Usage: test_ext_check.sh PATH/TO/parity. Skipped (77) without
+# suite's small CNN), at world 1 on a batchnorm CNN, and its tf32 control
+# fails; protocol breaks and Ctrl-C exit 3 leaving nothing behind; parity's
+# own trainer flags exit 2. Usage: test_ext_check.sh PATH/TO/parity. Skipped (77) without
 # Debian's python3 and numpy, or MNIST.
 P=$1
 PY=/usr/bin/python3
@@ -96,8 +96,6 @@ expect 3 "^parity check: the trainer answered step 2 as step 3$" \
     check --external "$PY $HERE/ext_liar.py stepno" --step 2 --model mlp:784-16-10
 expect 3 "^parity check: step 1: the trainer's out.npz has no array 'layer1.bias'$" \
     check --external "$PY $HERE/ext_liar.py missing" --model mlp:784-16-10
-expect 2 "^parity check: cnn:1x28x28-c4k3p1-bn-r-m2-f-fc10: the any-order bound does not cover batchnorm \(layer 1\)" \
-    check --external "$PY $HERE/ext_liar.py still" --model cnn:1x28x28-c4k3p1-bn-r-m2-f-fc10
 expect 2 "^parity check: --trainer: not with --external \(the command is the trainer; the step starts from parity's state\)$" \
     check --external "$PY $HERE/ext_liar.py still" --trainer omp
 expect 2 "^parity check: --weights: not with --external" \
@@ -133,6 +131,11 @@ if $PY -c 'import torch' 2>/dev/null; then
         E2E:layer0.weight.m.new E2E:layer1.bias.v.new E2E:layer0.weight.new
     check "torch_ddp world 2, adam: update 3" $PY -c "import json, sys
 sys.exit(0 if json.load(open('$T/out'))['optim_update'] == 3 else 1)"
+    # shellcheck disable=SC2059
+    run "torch_ddp world 1, batchnorm CNN, step 2" 0 "$(printf "$DDP" 1)" --dataset mnist \
+        --model cnn:1x28x28-c4k3p1-bn-r-m2-f-fc10 --batch 16 --lr 0.05 --mpfr-threads 2 --step 2
+    check "batchnorm: its layer's ops LOCAL" has "^LOCAL +layer1\.out +50176 .* PASS"
+    check "batchnorm: its running statistics END-TO-END" has "^E2E +layer1\.running_var\.new +4 "
     # shellcheck disable=SC2059
     run "torch_ddp world 2 --bug tf32" 1 "$(printf "$DDP" 2) --bug tf32" "${MLP[@]}" --step 2
     check "torch_ddp --bug tf32: its layer fails LOCAL" has "^FAIL LOCAL layer0\.out\["

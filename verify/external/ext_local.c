@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ext_bn.h"
 #include "ext_sums.h"
 #include "par_sort.h"
 
@@ -52,6 +53,8 @@ typedef struct local {
     const double *a[PAR_MAX_LAYERS + 1];   // layer inputs: x, then the trainer's outputs
     const double *dz[PAR_MAX_LAYERS];      // the trainer's output gradients
     double *t1, *t2, *t3;                  // scratch, (B, max_width) each
+    double *zero;                          // (B, max_width) zeros: its own values, exact
+    ext_bn bn[PAR_MAX_LAYERS];             // batchnorm layers' statistics of its input
 } local;
 
 static double gam(const local *L, double n)
@@ -96,7 +99,44 @@ static double act_of(par_act act, double z)
 static const char *kind_name(const par_layer *ly)
 {
     return ly->kind == PAR_LAYER_CONV2D ? "conv2d" : ly->kind == PAR_LAYER_DENSE ? "dense"
-                                                                                 : "max-pool";
+           : ly->kind == PAR_LAYER_BATCHNORM ? "batchnorm" : "max-pool";
+}
+
+// The activation of z +- Ez (its bound into *Ea): relu exact, sigmoid and
+// tanh within their ulps (as ext_bound.c's activate).
+static double act_bound(const local *L, par_act act, double z, double Ez, double *Ea)
+{
+    const double a = act_of(act, z), u = L->u;
+    const ext_ulps *U = L->in->ulps;
+    *Ea = Ez;
+    if (act == PAR_ACT_SIGMOID)
+        *Ea = (Ez / 4 + U->sigmoid * 2 * u * (a + Ez / 4) + 8 * UD * a + L->tiny) * SLACK;
+    else if (act == PAR_ACT_TANH)
+        *Ea = (Ez + U->tanh * 2 * u * (fabs(a) + Ez) + 8 * UD * fabs(a) + L->tiny) * SLACK;
+    return a;
+}
+
+// Batchnorm layer l's output from the trainer's own input: its batch
+// statistics over every sample it sent, the any-order bound of ext_bn.c.
+static par_status check_bn_forward(local *L, int l, const double *W, const double *b,
+                                   const char *tensor, const char *op)
+{
+    const ext_local_in *in = L->in;
+    const par_layer *ly = &in->m->layers[l];
+    ext_bn *s = &L->bn[l];
+    PAR_TRY(ext_bn_alloc(s, ly, in->B));
+    s->B = in->B;
+    s->u = L->u;
+    s->tiny = L->tiny;
+    s->gamma = W;
+    s->beta = b;
+    ext_bn_forward(s, L->a[l], L->zero, L->t1, L->t2);
+    for (size_t j = 0; j < in->B * ly->n_out; j++) {
+        double Ea;
+        const double a = act_bound(L, ly->act, L->t1[j], L->t2[j], &Ea);
+        cmp(L, tensor, op, in->B, ly->n_out, j, L->a[l + 1][j], a, Ea);
+    }
+    return PAR_OK;
 }
 
 // The signature sizes a trainer's deviations on at most this many outputs
@@ -116,6 +156,8 @@ static par_status check_forward(local *L, int l, const double *W, const double *
     snprintf(tensor, sizeof tensor, "layer%d.out", l);
     snprintf(op, sizeof op, "%s forward%s%s, from its own input", kind_name(ly),
              ly->act ? ", " : "", ly->act ? par_act_name(ly->act) : "");
+    *ratio = 0;
+    if (ly->kind == PAR_LAYER_BATCHNORM) return check_bn_forward(L, l, W, b, tensor, op);
     if (ly->kind == PAR_LAYER_MAXPOOL) {   // a copy of the window's maximum: exact
         const size_t K = ly->K;
         for (size_t s = 0; s < B; s++)
@@ -128,14 +170,12 @@ static par_status check_forward(local *L, int l, const double *W, const double *
                     for (size_t kw = 0; kw < K; kw++) mx = fmax(mx, x[base + kh * ly->w_in + kw]);
                 cmp(L, tensor, op, B, ly->n_out, s * ly->n_out + o, out[s * ly->n_out + o], mx, 0);
             }
-        *ratio = 0;
         return PAR_OK;
     }
-    const double n = (double)(ly->c_in * ly->K * ly->K + 1), g = gam(L, n), u = L->u;
+    const double n = (double)(ly->c_in * ly->K * ly->K + 1), g = gam(L, n);
     PAR_TRY(ext_conv_fwd(ly, L->t1, x, W, b, B, 0));
     for (size_t i = 0; i < n_in; i++) L->t3[i] = fabs(x[i]);
     PAR_TRY(ext_conv_fwd(ly, L->t2, L->t3, W, b, B, 1));
-    const ext_ulps *U = in->ulps;
     // The signature's samples go to the front of t3 and t2: sample k is
     // written at output j >= k, after t2[k] was read.
     double *dev_t = L->t3, *dev_p = L->t2;
@@ -143,12 +183,8 @@ static par_status check_forward(local *L, int l, const double *W, const double *
     size_t ns = 0;
     for (size_t j = 0; j < n_out; j++) {
         const double z = L->t1[j], Ez = (g * L->t2[j] + n * L->tiny) * SLACK;
-        const double a = act_of(ly->act, z);
-        double Ea = Ez;
-        if (ly->act == PAR_ACT_SIGMOID)
-            Ea = (Ez / 4 + U->sigmoid * 2 * u * (a + Ez / 4) + 8 * UD * a + L->tiny) * SLACK;
-        else if (ly->act == PAR_ACT_TANH)
-            Ea = (Ez + U->tanh * 2 * u * (fabs(a) + Ez) + 8 * UD * fabs(a) + L->tiny) * SLACK;
+        double Ea;
+        const double a = act_bound(L, ly->act, z, Ez, &Ea);
         cmp(L, tensor, op, B, ly->n_out, j, out[j], a, Ea);
         if (in->dt == PAR_F32 && j % stride == 0) {
             const size_t s = j / ly->n_out, o = j % ly->n_out, P = ly->h_out * ly->w_out;
@@ -201,6 +237,13 @@ static par_status check_backward(local *L, int l, const double *W)
                         if (x[base + kh * ly->w_in + kw] == x[arg]) Edx[base + kh * ly->w_in + kw] = fabs(d);
             }
         snprintf(op, sizeof op, "max-pool %d routing", l);
+    } else if (ly->kind == PAR_LAYER_BATCHNORM) {   // its statistics from the forward check
+        double *dg = malloc(4 * ly->c_out * sizeof *dg);   // its gamma and beta gradients
+        PAR_FAIL_IF(!dg, PAR_ERR_ALLOC, "the input gradient check of layer %d", l);
+        ext_bn_backward(&L->bn[l], dz, L->zero, dg, dg + ly->c_out, dg + 2 * ly->c_out,
+                        dg + 3 * ly->c_out, dx, Edx);
+        free(dg);
+        snprintf(op, sizeof op, "batchnorm %d input gradient", l);
     } else {
         const double n = (double)(ly->c_out * ly->K * ly->K), g = gam(L, n);
         PAR_TRY(ext_conv_bwd(ly, dx, dz, W, B, 0));
@@ -229,6 +272,26 @@ static par_status check_backward(local *L, int l, const double *W)
     return PAR_OK;
 }
 
+// The trainer's weight (gw) and bias (gb) gradient of layer l against the
+// centres c and bounds E, nw weights then nb biases.
+static void check_grad_rows(local *L, int l, const par_array *gw, const par_array *gb,
+                            const double *c, const double *E, size_t nw, size_t nb)
+{
+    const par_layer *ly = &L->in->m->layers[l];
+    const par_dtype dt = L->in->dt;
+    char tw[48], tb[48], op[96];
+    snprintf(tw, sizeof tw, "grad.layer%d.weight", l);
+    snprintf(tb, sizeof tb, "grad.layer%d.bias", l);
+    snprintf(op, sizeof op, "%s %d weight gradient, from its own dz and input", kind_name(ly), l);
+    const size_t d1 = ly->kind == PAR_LAYER_BATCHNORM ? 0 : ly->row_len;   // gamma: (c)
+    for (size_t i = 0; i < nw + nb; i++) {
+        if (i < nw)
+            cmp(L, tw, op, nb, d1, i, par_get_real(dt, gw->data, i), c[i], E[i]);
+        else
+            cmp(L, tb, op, nb, 0, i - nw, par_get_real(dt, gb->data, i - nw), c[i], E[i]);
+    }
+}
+
 // Layer l's weight and bias gradient from the trainer's own dz and input.
 static par_status check_grads(local *L, int l, const par_array *gw, const par_array *gb)
 {
@@ -239,6 +302,12 @@ static par_status check_grads(local *L, int l, const par_array *gw, const par_ar
     double *c = calloc(2 * (nw + nb), sizeof *c);
     PAR_FAIL_IF(!c, PAR_ERR_ALLOC, "the gradient check of layer %d", l);
     double *s = c + nw + nb;
+    if (ly->kind == PAR_LAYER_BATCHNORM) {   // gamma (c), then beta (c), with their bounds
+        ext_bn_backward(&L->bn[l], L->dz[l], L->zero, c, s, c + nw, s + nw, NULL, NULL);
+        check_grad_rows(L, l, gw, gb, c, s, nw, nb);
+        free(c);
+        return PAR_OK;
+    }
     par_status st = ext_conv_grad(ly, c, c + nw, L->dz[l], L->a[l], B);
     for (size_t j = 0; j < B * ly->n_out; j++) L->t1[j] = fabs(L->dz[l][j]);
     for (size_t i = 0; i < B * ly->n_in; i++) L->t2[i] = fabs(L->a[l][i]);
@@ -247,18 +316,9 @@ static par_status check_grads(local *L, int l, const par_array *gw, const par_ar
         free(c);
         return st;
     }
-    char tw[48], tb[48], op[64];
-    snprintf(tw, sizeof tw, "grad.layer%d.weight", l);
-    snprintf(tb, sizeof tb, "grad.layer%d.bias", l);
-    snprintf(op, sizeof op, "%s %d weight gradient, from its own dz and input", kind_name(ly), l);
-    for (size_t i = 0; i < nw + nb; i++) {
-        // 4u |g|: where a trainer puts the 1/B and DDP's 1/world.
-        const double E = (g * s[i] + 4 * u * (fabs(c[i]) + g * s[i]) + n * L->tiny) * SLACK;
-        if (i < nw)
-            cmp(L, tw, op, nb, ly->row_len, i, par_get_real(in->dt, gw->data, i), c[i], E);
-        else
-            cmp(L, tb, op, nb, 0, i - nw, par_get_real(in->dt, gb->data, i - nw), c[i], E);
-    }
+    for (size_t i = 0; i < nw + nb; i++)   // 4u |g|: where a trainer puts the 1/B and DDP's 1/world
+        s[i] = (g * s[i] + 4 * u * (fabs(c[i]) + g * s[i]) + n * L->tiny) * SLACK;
+    check_grad_rows(L, l, gw, gb, c, s, nw, nb);
     free(c);
     return PAR_OK;
 }
@@ -318,9 +378,6 @@ par_status ext_local_check(const ext_local_in *in, int *checked, double *sig, ch
     PAR_TRY(ext_get_array(&probe, in->inter, "layer0.out", 2, shape0, in->dt, in->step,
                           "intermediates.npz", 1));
     if (!probe) return PAR_OK;
-    for (int l = 0; l < Ln; l++)
-        PAR_FAIL_IF(m->layers[l].kind == PAR_LAYER_BATCHNORM, PAR_ERR_CONFIG,
-                    "%s: the op-by-op checks do not cover batchnorm (layer %d)", m->spec, l);
     local L = {.in = in, .u = in->dt == PAR_F32 ? 0x1p-24 : 0x1p-53,
                .tiny = (in->dt == PAR_F32 ? 0x1p-149 : 0x1p-1074) + 0x1p-1074};
     const size_t wide = in->B * m->max_width;
@@ -329,7 +386,8 @@ par_status ext_local_check(const ext_local_in *in, int *checked, double *sig, ch
     L.t1 = malloc(wide * sizeof(double));
     L.t2 = malloc(wide * sizeof(double));
     L.t3 = malloc(wide * sizeof(double));
-    par_status st = xd && w && arr && L.t1 && L.t2 && L.t3
+    L.zero = calloc(wide, sizeof(double));
+    par_status st = xd && w && arr && L.t1 && L.t2 && L.t3 && L.zero
                         ? PAR_OK : par_set_error(PAR_ERR_ALLOC, __FILE__, __LINE__, "out of memory");
     const par_array *ls = NULL, *gw[PAR_MAX_LAYERS] = {0}, *gb[PAR_MAX_LAYERS] = {0};
     for (size_t i = 0; st == PAR_OK && i < in->B * m->n_inputs; i++)
@@ -395,5 +453,7 @@ par_status ext_local_check(const ext_local_in *in, int *checked, double *sig, ch
     free(L.t1);
     free(L.t2);
     free(L.t3);
+    free(L.zero);
+    for (int l = 0; l < Ln; l++) ext_bn_free(&L.bn[l]);
     return st;
 }
