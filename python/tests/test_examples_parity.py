@@ -2,7 +2,8 @@
 batch 32, mlp:784-32-10): each passes (exit 0, PASS) in one process, under
 mpirun at world 3 and under torchrun at world 2, with and without
 intermediates; each negative control fails it (exit 1, a first violation
-named), the ones about ranks at world 2."""
+named), the ones about ranks at world 2. A batchnorm CNN (f32) passes in one
+process; at world 2 DDP's per-rank batch statistics fail it, named."""
 import json
 import unittest
 
@@ -62,6 +63,19 @@ class UnderParity(util.UnderParity):
     def test_torch_ddp(self):
         self.passes(DDP.format(w=2), "--intermediates")
         self.fails(DDP.format(w=2) + " --bug unreduced")
+
+    @unittest.skipUnless(HAVE_TORCH, "python3-torch is not installed")
+    def test_torch_batchnorm(self):
+        bn = ["lockstep", "--dataset", "mnist", "--model", "cnn:1x28x28-c4k3p1-bn-r-m2-f-fc10",
+              "--steps", "2", "--batch", "16", "--intermediates", "--external"]
+        rc, out = self.run_parity(*bn, DDP.format(w=1))
+        self.assertEqual(rc, 0, out)
+        self.assertIn(": PASS", out)
+        rc, out = self.run_parity(*bn, DDP.format(w=2))
+        self.assertEqual(rc, 1, out)
+        self.assertRegex(out, r"first violation of its own ops: step 1, layer1\.out\[.*"
+                              r"\[batchnorm forward, relu, from its own input\]")
+        self.assertIn("batchnorm at world 2: each rank normalising its own samples", out)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,12 @@ static double ulps_of(const ext_worst *w, par_dtype dt)
     return fabs(w->got - w->centre) / ldexp(u, e - 1);
 }
 
+// Whether a violation is in a batchnorm layer's op or running statistics.
+static int in_batchnorm(const ext_worst *w)
+{
+    return strstr(w->op, "batchnorm") || strstr(w->tensor, ".running_");
+}
+
 void cmd_lockstep_ext_print(const ext_lockstep_result *r, par_dtype dt)
 {
     const int pass = ext_lockstep_pass(r);
@@ -51,6 +57,11 @@ void cmd_lockstep_ext_print(const ext_lockstep_result *r, par_dtype dt)
                f->got, f->centre, f->bound, f->ratio, ulps_of(f, dt), f->op[0] ? " [" : "",
                f->op, f->op[0] ? "]" : "");
     }
+    if (r->world > 1 && ((r->local_violations && in_batchnorm(&r->local_first)) ||
+                         (r->violations && in_batchnorm(&r->first))))
+        printf("batchnorm at world %d: each rank normalising its own samples by its own "
+               "statistics looks like this (DDP's BatchNorm; SyncBatchNorm uses the whole "
+               "batch's, as parity's reference does)\n", r->world);
     if (r->signature_flagged)
         printf("its rounding is %.3g times parity's on the same op (%s, step %ld): "
                "not summed in %s (TF32, bf16 or another narrower arithmetic looks like this)\n",
