@@ -222,6 +222,7 @@ int main(void)
         "cnn:1x6x6-m2-c3k3p1-r-f-fc3",                  // pool on raw inputs (ties), conv at l=1
         "cnn:2x5x7-c1k5p2-r-m2-c4k2-th-f-fc3",          // C_out = 1, odd sizes, pool remainder
         "cnn:3x9x9-c5k4p3s2-r-c2k1-sg-m3-f-fc4-r-fc3",  // stride 2, 1x1 conv, sigmoid, pool 3
+        "cnn:2x9x8-c3k3p1-r-c4k3p2s3-r-f-fc3",          // stride 3 and wide padding at l = 1
         "cnn:2x5x7-c3k3p1-bn-th-m2-f-fc4-bn-sg-fc3",    // batchnorm 2d and 1d, pool remainder
         "cnn:1x1x1-c2k1-bn-f-fc2",                      // batchnorm over one position
         "cnn:1x3x3-c1k3p1-bn-f-fc2",                    // batchnorm of one channel
