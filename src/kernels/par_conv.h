@@ -3,7 +3,8 @@
 // with each sample's receptive fields laid out by im2col, so that every
 // element gets exactly the fma chain the contract states:
 //   forward:         y[co][p] = b[co], then the chain over taps ascending:
-//                    C = y (c_out x positions), A = W, B = colT (taps x positions);
+//                    C = yT (positions x c_out), A = col (positions x taps),
+//                    B = W^T (the layer's transposed panel); then y = yT^T;
 //   input gradient:  dcolT[tap][p] = 0, then the chain over co ascending:
 //                    C = dcolT, A = W^T (the layer's transposed panel), B = dz;
 //                    then col2im adds each input element's taps in ascending
@@ -32,10 +33,11 @@ static inline size_t par_conv_ldcol(const par_layer *ly) { return (ly->row_len +
        columns c_in K K .. ldcol - 1 are +0. */                                                 \
     void par_im2col_##SFX(REAL *restrict col, const REAL *restrict x, const par_layer *ly,     \
                           size_t s0, size_t s1);                                               \
-    /* y[i] = *v for i < n. */                                                                \
-    void par_fill_##SFX(REAL *restrict y, size_t n, const REAL *v);                            \
-    /* The same for one sample x, transposed: colT[tap][p]. colT: (c_in K K, h_out w_out). */ \
-    void par_im2col_t_##SFX(REAL *restrict colT, const REAL *restrict x, const par_layer *ly); \
+    /* y[r][j] = v[j] for r < rows, j < n: y (rows, n). */                                    \
+    void par_fill_rows_##SFX(REAL *restrict y, const REAL *restrict v, size_t rows, size_t n); \
+    /* y[j][i] = yT[i][j] for i < rows, j < cols: yT (rows, cols), y (cols, rows). */          \
+    void par_transpose_##SFX(REAL *restrict y, const REAL *restrict yT, size_t rows,           \
+                             size_t cols);                                                     \
     /* One sample: dx[ci][ih][iw] = 0, then for p ascending, for every tap (ci, kh, kw) of     \
        position p that lies inside the image: dx[ci][ih][iw] = dx[ci][ih][iw] + dcolT[tap][p]. \
        So each input element is the sum of its taps in ascending output position. */          \

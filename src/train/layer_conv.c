@@ -7,8 +7,8 @@
 //   weight gradient: per chunk one fma chain over its samples ascending and,
 //            within a sample, output positions ascending; chunks folded left.
 // Threads split samples (forward, input gradient: par_engine_own_samples)
-// and output channels (weight gradient). Scratch per thread: one sample's im2col (forward) or
-// tap gradients (backward), then one chunk's partial weight gradient.
+// and output channels (weight gradient). Scratch per thread: one sample's outputs by
+// position (forward) or tap gradients (backward), then one chunk's partial weight gradient.
 #include <string.h>
 
 #include "par_conv.h"
@@ -23,17 +23,16 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     size_t lo, hi;
     par_engine_own_samples(s0, s1, c->t, c->T, &lo, &hi);
     if (hi <= lo) return;
-    const void *W = par_at(e, e->w, m->views[ly->w_view].offset);
     const void *b = par_at(e, e->w, m->views[ly->b_view].offset);
-    void *colT = c->scratch;
-    PAR_DT_CALL(e->dt, par_im2col, e->col[l], e->a[l], ly, lo, hi);   // for the weight gradient
+    const size_t ld = par_conv_ldcol(ly);
+    void *yT = c->scratch;   // one sample's outputs by position: (n_pos, c_out)
+    PAR_DT_CALL(e->dt, par_im2col, e->col[l], e->a[l], ly, lo, hi);   // also the weight gradient's
     for (size_t s = lo; s < hi; s++) {
-        void *y = par_at(e, e->a[l + 1], s * ly->n_out);
-        for (size_t co = 0; co < ly->c_out; co++)   // every chain starts at its bias
-            PAR_DT_CALL(e->dt, par_fill, par_at(e, y, co * n_pos), n_pos, par_at(e, b, co));
-        PAR_DT_CALL(e->dt, par_im2col_t, colT, par_at(e, e->a[l], s * ly->n_in), ly);
-        KSET(c, gemm_acc, y, n_pos, W, ly->row_len, colT, n_pos, 0, ly->c_out, n_pos,
-             ly->row_len);
+        PAR_DT_CALL(e->dt, par_fill_rows, yT, b, n_pos, ly->c_out);   // each chain from its bias
+        KSET(c, gemm_acc, yT, ly->c_out, par_at(e, e->col[l], s * n_pos * ld), ld, e->wt[l],
+             par_dense_ldwt(ly->c_out), 0, n_pos, ly->c_out, ly->row_len);
+        PAR_DT_CALL(e->dt, par_transpose, par_at(e, e->a[l + 1], s * ly->n_out), yT, n_pos,
+                    ly->c_out);
     }
     PAR_DT_CALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], lo * ly->n_out), (hi - lo) * ly->n_out,
           ly->act);

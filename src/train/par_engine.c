@@ -76,7 +76,8 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
             const size_t n_pos = L->h_out * L->w_out;
             e->col[l] = par_calloc_big(B * n_pos * par_conv_ldcol(L), sz);
             ok = e->col[l] != NULL;
-            const size_t need = L->row_len * (n_pos > L->c_out ? n_pos : L->c_out) + 64;
+            const size_t wide = L->row_len > L->c_out ? L->row_len : L->c_out;
+            const size_t need = wide * (n_pos > L->c_out ? n_pos : L->c_out) + 64;
             if (need > e->scratch_elems) e->scratch_elems = need;
         }
     }
