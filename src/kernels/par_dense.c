@@ -4,6 +4,8 @@
 // aarch64 (all the register-tiled dense_simd.inc; the x86 ones through
 // dense_avx.inc, NEON's own pieces in dense_neon.inc), each a par_kernel_set
 // table; the best set the CPU runs is resolved once, on first use.
+// Batchnorm's sums, normalisation and input gradient likewise: portable
+// (bn_impl.inc, the NEON set's too) and AVX2 / AVX-512VL (bn_avx.inc).
 // Elementwise kernels once (elementwise_impl.inc), their ReLU and Adam loops
 // through the set. Every variant evaluates the same fma chains, so they
 // agree bit for bit (test_kernels runs every available set).
@@ -46,6 +48,22 @@
 #undef SB
 #undef NAME
 
+#define REAL float
+#define FMA fmaf
+#define NAME(f) CAT3(f, _f32_, portable)
+#include "bn_impl.inc"
+#undef REAL
+#undef FMA
+#undef NAME
+
+#define REAL double
+#define FMA fma
+#define NAME(f) CAT3(f, _f64_, portable)
+#include "bn_impl.inc"
+#undef REAL
+#undef FMA
+#undef NAME
+
 // --- AVX2 + FMA variant: intrinsics ----------------------------------------
 // Every function here carries PAR_TARGET_AVX2 (par_target.h); the file
 // outside them stays portable, and the set is used only where cpu_has_avx2.
@@ -68,6 +86,7 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 #define MR 6   // 12 accumulators of AVX2's 16 registers
 #define VARIANT avx2
 #include "dense_avx.inc"
+#include "bn_avx.inc"
 #undef TARGET
 #undef MR
 #undef VARIANT
@@ -83,6 +102,7 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 #define MR 8
 #define VARIANT avx512vl
 #include "dense_avx.inc"
+#include "bn_avx.inc"
 #undef TARGET
 #undef MR
 #undef VARIANT
@@ -237,16 +257,19 @@ TRANSPOSE(f64, double, avx2, 4, tile_f64, PAR_TARGET_AVX2)
 #endif
 
 // --- the sets ----------------------------------------------------------------
-// The dense chains of variant VAR, the elementwise helpers of EW.
-#define SET_DTYPE2(SFX, VAR, EW)                                                                \
+// The dense chains of variant VAR, the elementwise helpers of EW, the
+// batchnorm kernels of BN.
+#define SET_DTYPE3(SFX, VAR, EW, BN)                                                            \
     {                                                                                           \
         .forward = CAT3(forward, _##SFX##_, VAR), .gemm_acc = CAT3(gemm_acc, _##SFX##_, VAR),    \
         .backward_data = CAT3(backward_data, _##SFX##_, VAR),                                  \
         .backward_weights = CAT3(backward_weights, _##SFX##_, VAR),                            \
         .relu_forward = relu_forward_##SFX##_##EW, .relu_backward = relu_backward_##SFX##_##EW,  \
         .adam_head = adam_##SFX##_##EW, .transpose = transpose_##SFX##_##EW,                    \
+        .bn_sums = CAT3(bn_sums, _##SFX##_, BN),                                               \
+        .bn_normalize = CAT3(bn_normalize, _##SFX##_, BN), .bn_dx = CAT3(bn_dx, _##SFX##_, BN), \
     }
-#define SET_DTYPE(SFX, VAR) SET_DTYPE2(SFX, VAR, VAR)
+#define SET_DTYPE(SFX, VAR) SET_DTYPE3(SFX, VAR, VAR, VAR)
 
 static const par_kernel_set set_portable = {
     .name = "portable", .f32 = SET_DTYPE(f32, portable), .f64 = SET_DTYPE(f64, portable)};
@@ -264,8 +287,8 @@ static int cpu_has_avx2(void)
 
 #ifdef PAR_HAVE_AVX512VL_VARIANT
 static const par_kernel_set set_avx512vl = {.name = "avx512vl",
-                                            .f32 = SET_DTYPE2(f32, avx512vl, avx2),
-                                            .f64 = SET_DTYPE2(f64, avx512vl, avx2)};
+                                            .f32 = SET_DTYPE3(f32, avx512vl, avx2, avx512vl),
+                                            .f64 = SET_DTYPE3(f64, avx512vl, avx2, avx512vl)};
 
 // libgcc's test also asks the OS (XGETBV) whether it saves the AVX-512 state.
 static int cpu_has_avx512vl(void)
@@ -276,8 +299,10 @@ static int cpu_has_avx512vl(void)
 #endif
 
 #ifdef PAR_HAVE_NEON_VARIANT
-static const par_kernel_set set_neon = {
-    .name = "neon", .f32 = SET_DTYPE(f32, neon), .f64 = SET_DTYPE(f64, neon)};
+// Batchnorm: the portable loops (aarch64's fma is an instruction).
+static const par_kernel_set set_neon = {.name = "neon",
+                                        .f32 = SET_DTYPE3(f32, neon, neon, portable),
+                                        .f64 = SET_DTYPE3(f64, neon, neon, portable)};
 
 // Advanced SIMD is part of the base ARMv8-A ISA, and Linux always reports it;
 // the check still keeps NEON code off a Linux system that does not.

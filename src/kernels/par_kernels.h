@@ -137,6 +137,21 @@ PAR_DECLARE_KERNELS(double, f64)
 //              n_in), WT rows ld apart: data movement, no arithmetic (the
 //              transposed panels of par_dense_transpose, par_sgd_dense and
 //              par_optim_dense).
+//   bn_sums, bn_normalize, bn_dx: batchnorm's loops (src/train/layer_bn.c)
+//              on n samples of (n, nc, P) tensors x, dz, y, dx (pointing at
+//              their first sample), channels c in [c0, c1), mean, inv, gamma,
+//              beta, G, D indexed by channel:
+//     bn_sums: per channel one chain a0 (and a1) from 0, over samples, then
+//              positions, ascending:
+//                what 0: a0 = a0 + x
+//                what 1: d = x - mean; a0 = fma(d, d, a0)
+//                what 2: h = (x - mean) * inv; a0 = fma(dz, h, a0); a1 = a1 + dz
+//              add = 0: p0[c] = a0 (what 2: p1[c] = a1); add = 1: p0[c] = p0[c] + a0
+//              (p1[c] = p1[c] + a1), continuing a fold. dz may be NULL unless what 2;
+//              p1 is written only for what 2;
+//     bn_normalize: y = fma((x - mean) * inv, gamma, beta) elementwise;
+//     bn_dx:   a = gamma * inv; a = a / N; then elementwise h = (x - mean) * inv;
+//              t = N * dz; t = t - D; u = h * G; t = t - u; dx = a * t.
 #define PAR_KERNEL_SET_DTYPE(REAL)                                                              \
     struct {                                                                                    \
         void (*forward)(REAL *restrict y, const REAL *restrict x, const REAL *restrict WT,      \
@@ -158,6 +173,19 @@ PAR_DECLARE_KERNELS(double, f64)
                             const REAL *restrict g, size_t n, const REAL c[8]);                 \
         void (*transpose)(REAL *restrict WT, size_t ld, const REAL *restrict W, size_t n_in,    \
                           size_t o0, size_t o1, size_t i0, size_t i1);                          \
+        void (*bn_sums)(REAL *restrict p0, REAL *restrict p1, const REAL *restrict x,           \
+                        const REAL *restrict dz, const REAL *restrict mean,                     \
+                        const REAL *restrict inv, size_t n, size_t nc, size_t P, size_t c0,     \
+                        size_t c1, int what, int add);                                          \
+        void (*bn_normalize)(REAL *restrict y, const REAL *restrict x, const REAL *restrict mean, \
+                             const REAL *restrict inv, const REAL *restrict gamma,              \
+                             const REAL *restrict beta, size_t n, size_t nc, size_t P,          \
+                             size_t c0, size_t c1);                                             \
+        void (*bn_dx)(REAL *restrict dx, const REAL *restrict x, const REAL *restrict dz,       \
+                      const REAL *restrict mean, const REAL *restrict inv,                      \
+                      const REAL *restrict gamma, const REAL *restrict G,                       \
+                      const REAL *restrict D, REAL N, size_t n, size_t nc, size_t P, size_t c0, \
+                      size_t c1);                                                               \
     }
 
 // One variant: a static const table per variant in par_dense.c ("portable";

@@ -5,8 +5,9 @@
 // runs this under qemu-aarch64, tests/tools/test_cross.sh), shapes
 // including 1, 7, 33, 784 and 785, any row/column sub-range, any chunk range,
 // fresh or continued folds, and 512 x 1024 and 1024 x 512 (rows 2 KB apart,
-// which the SIMD kernels copy first); ReLU and Adam likewise. A failure prints the
-// shape and seed to reproduce it.
+// which the SIMD kernels copy first); ReLU, Adam and batchnorm's sums,
+// normalisation and input gradient likewise. A failure prints the shape and
+// seed to reproduce it.
 #include <math.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -312,6 +313,133 @@ static void test_signed_zero_fold(void)
     par_kernels_use(NULL);
 }
 
+// Batchnorm's loops as the contract states them (par_kernels.h, bn_*): one
+// chain per channel over samples, then positions; the elementwise forms.
+#define BN_NAIVE(REAL, SFX, FMA)                                                                \
+    static void naive_bn_sums_##SFX(REAL *p0, REAL *p1, const REAL *x, const REAL *dz,         \
+                                    const REAL *mean, const REAL *inv, size_t n, size_t nc,     \
+                                    size_t P, size_t c0, size_t c1, int what, int add)          \
+    {                                                                                           \
+        for (size_t c = c0; c < c1; c++) {                                                      \
+            REAL a0 = 0, a1 = 0;                                                                \
+            for (size_t s = 0; s < n; s++)                                                      \
+                for (size_t q = 0; q < P; q++) {                                                \
+                    const size_t i = (s * nc + c) * P + q;                                      \
+                    if (what == 0) a0 = a0 + x[i];                                              \
+                    if (what == 1) a0 = FMA(x[i] - mean[c], x[i] - mean[c], a0);                \
+                    if (what == 2) {                                                            \
+                        a0 = FMA(dz[i], (x[i] - mean[c]) * inv[c], a0);                         \
+                        a1 = a1 + dz[i];                                                        \
+                    }                                                                           \
+                }                                                                               \
+            p0[c] = add ? p0[c] + a0 : a0;                                                      \
+            if (what == 2) p1[c] = add ? p1[c] + a1 : a1;                                       \
+        }                                                                                       \
+    }                                                                                           \
+    static void naive_bn_elementwise_##SFX(REAL *y, REAL *dx, const REAL *x, const REAL *dz,   \
+                                           const REAL *mean, const REAL *inv, const REAL *gamma, \
+                                           const REAL *beta, const REAL *G, const REAL *D,      \
+                                           REAL N, size_t n, size_t nc, size_t P, size_t c0,    \
+                                           size_t c1)                                           \
+    {                                                                                           \
+        for (size_t s = 0; s < n; s++)                                                          \
+            for (size_t c = c0; c < c1; c++)                                                    \
+                for (size_t q = 0; q < P; q++) {                                                \
+                    const size_t i = (s * nc + c) * P + q;                                      \
+                    const REAL h = (x[i] - mean[c]) * inv[c];                                   \
+                    y[i] = FMA(h, gamma[c], beta[c]);                                           \
+                    const REAL a = gamma[c] * inv[c] / N;                                       \
+                    dx[i] = a * ((N * dz[i] - D[c]) - h * G[c]);                                \
+                }                                                                               \
+    }
+
+BN_NAIVE(float, f32, fmaf)
+BN_NAIVE(double, f64, fma)
+
+// One shape: B samples in chunks of C (the last one shorter), channels
+// [c0, c1) of nc, P positions. The sums as the layer folds them (a chain per
+// chunk, added to the running value after the first), every kind; then
+// normalize and dx on samples [1, B) (a tensor's later part). Every output
+// array compared whole: values outside the range must stay as they were.
+#define BN_CASE(REAL, SFX)                                                                      \
+    do {                                                                                        \
+        const size_t T = B * nc * P;                                                            \
+        REAL *x = malloc(T * sizeof(REAL)), *dz = malloc(T * sizeof(REAL));                     \
+        REAL *y1 = malloc(T * sizeof(REAL)), *y2 = malloc(T * sizeof(REAL));                    \
+        REAL *dx1 = malloc(T * sizeof(REAL)), *dx2 = malloc(T * sizeof(REAL));                  \
+        REAL *par = malloc(10 * nc * sizeof(REAL));                                             \
+        REAL *mean = par, *inv = par + nc, *gamma = par + 2 * nc, *beta = par + 3 * nc;         \
+        REAL *G = par + 4 * nc, *D = par + 5 * nc, *p = par + 6 * nc;                           \
+        for (size_t i = 0; i < T; i++) x[i] = (REAL)(rnd(seed, i) * 3 + 0.5);                   \
+        for (size_t i = 0; i < T; i++) dz[i] = (REAL)rnd(seed + 1, i);                          \
+        for (size_t i = 0; i < T; i++) y1[i] = y2[i] = (REAL)rnd(seed + 2, i);                  \
+        for (size_t i = 0; i < T; i++) dx1[i] = dx2[i] = (REAL)rnd(seed + 3, i);                \
+        for (size_t i = 0; i < 10 * nc; i++) par[i] = (REAL)rnd(seed + 4, i);                   \
+        for (size_t c = 0; c < nc; c++) inv[c] = (REAL)(1 + rnd(seed + 5, c) / 2);              \
+        for (int what = 0; what < 3; what++) {                                                  \
+            for (size_t c = 0; c < 2 * nc; c++) p[2 * nc + c] = p[c];                           \
+            for (size_t k = 0; k * C < B; k++) {                                                \
+                const size_t n = B - k * C < C ? B - k * C : C, o = k * C * nc * P;             \
+                sets[v]->SFX.bn_sums(p, p + nc, x + o, what == 2 ? dz + o : NULL, mean, inv, n, \
+                                     nc, P, c0, c1, what, k > 0);                               \
+                naive_bn_sums_##SFX(p + 2 * nc, p + 3 * nc, x + o, dz + o, mean, inv, n, nc, P, \
+                                    c0, c1, what, k > 0);                                       \
+            }                                                                                   \
+            ok_s &= memcmp(p, p + 2 * nc, 2 * nc * sizeof(REAL)) == 0;                          \
+        }                                                                                       \
+        const size_t o = nc * P;                                                                \
+        const REAL N = (REAL)(B * P);                                                           \
+        sets[v]->SFX.bn_normalize(y1 + o, x + o, mean, inv, gamma, beta, B - 1, nc, P, c0, c1); \
+        sets[v]->SFX.bn_dx(dx1 + o, x + o, dz + o, mean, inv, gamma, G, D, N, B - 1, nc, P, c0, \
+                           c1);                                                                 \
+        naive_bn_elementwise_##SFX(y2 + o, dx2 + o, x + o, dz + o, mean, inv, gamma, beta, G, D, \
+                                   N, B - 1, nc, P, c0, c1);                                    \
+        ok_e &= memcmp(y1, y2, T * sizeof(REAL)) == 0 && memcmp(dx1, dx2, T * sizeof(REAL)) == 0; \
+        free(x), free(dz), free(y1), free(y2), free(dx1), free(dx2), free(par);                 \
+    } while (0)
+
+// Every set's batchnorm kernels against the contract's loops: channel counts
+// around the vector widths (1 .. 33), positions 1, 7, 9, 49 and 64 (vector
+// tails and none), batches and chunks that do not divide, channel sub-ranges.
+static void test_bn(void)
+{
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    const size_t ncs[] = {1, 3, 4, 5, 8, 9, 13, 16, 17, 33}, Ps[] = {1, 7, 9, 49, 64};
+    char name[160];
+    for (size_t v = 0; v < n_sets; v++)
+        for (int d = 0; d < 2; d++) {
+            int ok_s = 1, ok_e = 1, cases = 0;
+            for (uint64_t seed = 1; seed <= 60; seed++) {
+                const size_t nc = ncs[par_rng_bits(seed, 8, 1, 0) % (sizeof ncs / sizeof ncs[0])];
+                const size_t P = Ps[par_rng_bits(seed, 8, 1, 1) % (sizeof Ps / sizeof Ps[0])];
+                const size_t B = 2 + par_rng_bits(seed, 8, 1, 2) % 12;
+                const size_t C = 1 + par_rng_bits(seed, 8, 1, 3) % 5;
+                // every channel in a third of the cases, else a sub-range
+                const int all = seed % 3 == 0;
+                const size_t c0 = all ? 0 : par_rng_bits(seed, 8, 1, 4) % nc;
+                const size_t c1 = all ? nc : c0 + 1 + par_rng_bits(seed, 8, 1, 5) % (nc - c0);
+                const int ok_s0 = ok_s, ok_e0 = ok_e;
+                if (d == 0) BN_CASE(float, f32);
+                else BN_CASE(double, f64);
+                if (ok_s != ok_s0 || ok_e != ok_e0)
+                    printf("  seed %llu: nc=%zu P=%zu B=%zu C=%zu c=[%zu,%zu): sums %s, "
+                           "normalize/dx %s\n",
+                           (unsigned long long)seed, nc, P, B, C, c0, c1, ok_s ? "ok" : "DIFF",
+                           ok_e ? "ok" : "DIFF");
+                cases++;
+            }
+            snprintf(name, sizeof name,
+                     "%s %s bn_sums (x, squares, dz xhat and dz; chunk folds) == contract loops "
+                     "(%d shapes)",
+                     sets[v]->name, d ? "f64" : "f32", cases);
+            par_check(ok_s, name);
+            snprintf(name, sizeof name, "%s %s bn_normalize, bn_dx == contract loops",
+                     sets[v]->name, d ? "f64" : "f32");
+            par_check(ok_e, name);
+        }
+}
+
 // par_calloc_big zeroes by dropping pages on Linux: memory that malloc hands
 // back after a free (filled with 0xAB here) must read as zero again, for a
 // size under the huge page (calloc), one over it, and one not a multiple of it.
@@ -366,6 +494,7 @@ int main(void)
     test_elementwise();
     test_transpose();
     test_signed_zero_fold();
+    test_bn();
     test_calloc_big();
     const size_t sizes[] = {1, 7, 16, 33, 128, 784, 785};
     const size_t n_sizes = sizeof sizes / sizeof sizes[0];
