@@ -12,7 +12,10 @@
 // Threads split channels: every statistic of a channel is one thread's, so
 // no element depends on the split. The batch sums are reductions inside
 // the forward and backward passes; they keep the chunk order in fast mode
-// too (the input gradient is built from them).
+// too (the input gradient is built from them). The loops over samples and
+// positions are the kernel set's (bn_sums, bn_normalize, bn_dx in
+// par_kernels.h); this file keeps the chunks, the ring and the statistics.
+// Tests: tests/unit/test_cnn.c, tests/mpi/test_mpi_cnn.c, test_kernels.
 #include <math.h>
 #include <stdint.h>
 
@@ -23,19 +26,16 @@
 
 #define REAL float
 #define SFX f32
-#define FMA fmaf
 #define SQRT sqrtf
 #define NEXTUP(x) nextafterf(x, INFINITY)
 #include "layer_bn_impl.inc"
 #undef REAL
 #undef SFX
-#undef FMA
 #undef SQRT
 #undef NEXTUP
 
 #define REAL double
 #define SFX f64
-#define FMA fma
 #define SQRT sqrt
 #define NEXTUP(x) nextafter(x, INFINITY)
 #include "layer_bn_impl.inc"
@@ -80,7 +80,8 @@ static void forward_with(const par_layer_ctx *c, int l, const par_fault *f)
     if (e->bn_train) {   // the batch's mean, then its variance, each a fold over all chunks
         void *acc = par_at(e, e->bn[l], 3 * nc);
         for (int sq = 0; sq <= 1; sq++) {
-            PAR_DT_CALL(e->dt, bn_parts, e, l, sq, lo, hi);   // before waiting for earlier ranks
+            // before waiting for earlier ranks
+            PAR_DT_CALL(e->dt, bn_parts, e, c->ks, l, sq, lo, hi);
             const int have = ring_recv(e, acc, nc);
             PAR_DT_CALL(e->dt, bn_fold, e, l, 1, acc, have, lo, hi, swap);
             ring_send(e, acc, nc);
@@ -88,7 +89,7 @@ static void forward_with(const par_layer_ctx *c, int l, const par_fault *f)
         }
         if (c->t == 0) PAR_DT_CALL(e->dt, bn_count, e, l);
     }
-    PAR_DT_CALL(e->dt, bn_normalize, e, l, lo, hi);
+    PAR_DT_CALL(e->dt, bn_normalize, e, c->ks, l, lo, hi);
 }
 
 // The pass's samples [s0, s1) are e->fb_s0, e->fb_s1, which the statistics read.
@@ -120,17 +121,17 @@ static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     par_split(ly->c_out, 1, c->t, c->T, &lo, &hi);
 #pragma omp barrier
     void *g = par_at(e, e->g, m->views[ly->w_view].offset);   // dgamma, then dbeta
-    PAR_DT_CALL(e->dt, bn_parts, e, l, 2, lo, hi);   // before waiting for earlier ranks
+    PAR_DT_CALL(e->dt, bn_parts, e, c->ks, l, 2, lo, hi);   // before waiting for earlier ranks
     const int have = ring_recv(e, g, 2 * ly->c_out);
     PAR_DT_CALL(e->dt, bn_fold, e, l, 2, g, have, lo, hi, 0);
     ring_send(e, g, 2 * ly->c_out);
-    if (l > 0) PAR_DT_CALL(e->dt, bn_dx, e, l, lo, hi);
+    if (l > 0) PAR_DT_CALL(e->dt, bn_dx, e, c->ks, l, lo, hi);
 #pragma omp barrier
 }
 
 static void weight_grads(const par_layer_ctx *c, int l, const par_grad_range *r)
 {
-    PAR_DT_CALL(c->e->dt, bn_grads, c->e, l, r);
+    PAR_DT_CALL(c->e->dt, bn_grads, c->e, c->ks, l, r);
 }
 
 const par_layer_ops par_layer_batchnorm = {.name = "batchnorm",
