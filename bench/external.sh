@@ -2,7 +2,8 @@
 # Trainers parity did not build, under `parity lockstep --external
 # --intermediates` (docs/external.md): the examples of python/examples at
 # world 1, 2 and 3 (NumPy; mpi4py; PyTorch DDP with the MLP and the MNIST
-# CNN), each row its verdict, the largest |trainer - centre| / bound of the
+# CNN; DDP with a batchnorm CNN at world 1 and 2, where its per-rank batch
+# statistics must fail), each row its verdict, the largest |trainer - centre| / bound of the
 # step's bound and of its own ops, its rounding against parity's, and the
 # seconds a step spent waiting for the trainer and in parity's own work
 # (bound, parity's step, files); then every negative control of each
@@ -19,6 +20,7 @@ PY=/usr/bin/python3
 EX=$(pwd)/python/examples
 MLP=(--dataset mnist --model mlp:784-64-10 --act sigmoid --dtype f32)
 CNN=(--dataset mnist --model cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10 --optim adam --lr 0.001)
+BN=(--dataset mnist --model cnn:1x28x28-c8k3p1-bn-r-m2-f-fc10)
 cmd_of() {   # cmd_of EXAMPLE WORLD: the trainer's command line
     case $1 in
     numpy) echo "$PY $EX/numpy_serial.py" ;;
@@ -42,13 +44,16 @@ for w in 1; do run "numpy-$w" numpy $w "" "${MLP[@]}"; ROWS+=("numpy-$w"); done
 for w in 1 2 3; do run "mpi4py-$w" mpi4py $w "" "${MLP[@]}"; ROWS+=("mpi4py-$w"); done
 for w in 1 2 3; do run "ddp-mlp-$w" torch $w "" "${MLP[@]}"; ROWS+=("ddp-mlp-$w"); done
 for w in 1 2 3; do run "ddp-cnn-$w" torch $w "" "${CNN[@]}"; ROWS+=("ddp-cnn-$w"); done
+for w in 1 2; do run "ddp-bn-$w" torch $w "" "${BN[@]}"; ROWS+=("ddp-bn-$w"); done
 BUGS=(world unreduced lr stale tf32 drop)
 for b in "${BUGS[@]}"; do run "bug-ddp-$b" torch 2 "$b" "${MLP[@]}"; done
 for b in "${BUGS[@]}"; do run "bug-mpi4py-$b" mpi4py 2 "$b" "${MLP[@]}"; done
 
 report() {
     echo "\`parity lockstep --external CMD --steps $STEPS --intermediates\`; MLP: \`${MLP[*]}\`"
-    echo "(SGD); CNN: \`${CNN[*]}\`. Ratios are |trainer - centre| / bound, the largest over"
+    echo "(SGD); CNN: \`${CNN[*]}\`; BN CNN: \`${BN[*]}\` (SGD; at world 2 DDP normalises"
+    echo "each rank's samples by that rank's statistics, which must fail). Ratios are"
+    echo "|trainer - centre| / bound, the largest over"
     echo "every element of every step (<= 1 passes); rounding: the trainer's median deviation"
     echo "over parity's on the same op (> 64 fails). Seconds per step: the trainer's own step"
     echo "(its step call, rank 0's clock, files excluded); waiting for the trainer after"
@@ -70,7 +75,7 @@ except Exception:
     sys.exit(0)
 w = d.get('worst') or {}
 l = d.get('local_worst') or {}
-model = 'CNN' if '-cnn-' in name else 'MLP'
+model = 'CNN' if '-cnn-' in name else 'BN CNN' if '-bn-' in name else 'MLP'
 own = d.get('seconds_trainer')
 own = '%.3f' % (own / d['steps_trainer_timed']) if own is not None else '-'
 parts = d['seconds_parity_parts']
