@@ -62,6 +62,13 @@ def external_figure(text):
     return "%s; %s s; %s s (files %s s)" % (r[4], r[8], r[10], r[11])
 
 
+def layers_figure(text):
+    r = row(text, "all")   # the first "all" row: the CIFAR-10 CNN's
+    if not r or len(r) < 6:
+        return MISSING
+    return "%.1f ms; %s" % (float(r[3].strip("*")), r[5])
+
+
 def gpu_figure(text):
     r = row(text, "f32")
     if not r or len(r) < 5:
@@ -70,7 +77,8 @@ def gpu_figure(text):
 
 
 def main():
-    trainers, vs, ver, ext = (read(n) for n in ("trainers", "vs_pytorch", "verify", "external"))
+    trainers, vs, ver, ext, lay = (read(n) for n in ("trainers", "vs_pytorch", "verify",
+                                                     "external", "layers"))
     gpu = read("gpu")
     rows = [
         ("`ci/verify.sh`'s default suite: wall time; two-core rows whose speedup has a 95% "
@@ -83,6 +91,8 @@ def main():
          cell(trainers, "mpi --ranks 2", 3), "bench/trainers.sh"),
         ("PyTorch one thread / parity serial exact, the same epoch (above 1: parity is faster)",
          cell(vs, "PyTorch 1 thread / parity serial exact", 1), "bench/vs_pytorch.sh"),
+        ("CIFAR-10 CNN with batchnorm, batch 64, one thread, f32 exact: the step's kernels; "
+         "their share of the FMA peak", layers_figure(lay), "bench/layers.sh"),
         ("PyTorch DDP, 2 processes, MNIST CNN with Adam under `parity lockstep --external "
          "--intermediates`: verdict; the trainer's own step; parity's side of it (the "
          "protocol's files)", external_figure(ext),
@@ -94,8 +104,8 @@ def main():
     out = ["| figure | value | printed by |", "|---|--:|---|"]
     out += ["| %s | %s | `%s` |" % r for r in rows]
     dates = sorted(d.split(",")[0] for d in
-                   (provenance(t, "date (UTC)") for t in (trainers, vs, ver, ext)) if d)
-    commits = sorted({provenance(t, "commit").split()[0] for t in (trainers, vs, ver, ext)
+                   (provenance(t, "date (UTC)") for t in (trainers, vs, ver, ext, lay)) if d)
+    commits = sorted({provenance(t, "commit").split()[0] for t in (trainers, vs, ver, ext, lay)
                       if provenance(t, "commit")})
     cpu = provenance(trainers, "CPU") or provenance(ver, "CPU") or "unknown"
     when = "%s to %s" % (dates[0][:16], dates[-1][:16]) if dates else "never"
