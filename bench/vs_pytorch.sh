@@ -12,8 +12,9 @@
 #        CIFAR_STEPS (100) steps of the epoch, timed and scaled to the epoch.
 # PyTorch on 2 cores three ways: torch 1 thread + OPENBLAS_NUM_THREADS=2,
 # torch 2 threads with OMP_WAIT_POLICY=passive, and its default 2 threads;
-# the fastest of the three is its best 2-core setup. Writes bench/results/vs_pytorch.md (mlp) or vs_pytorch_cnn.md,
-# vs_pytorch_cifar.md (bench/results_lib.sh); not a test.
+# the fastest of the three is its best 2-core setup. Writes
+# bench/results/vs_pytorch.md (mlp) or vs_pytorch_cnn.md, vs_pytorch_cifar.md
+# (bench/results_lib.sh); not a test.
 # Usage: bench/vs_pytorch.sh [REPEATS] [mlp|cnn|cifar]   (3 mlp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
