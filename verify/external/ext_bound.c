@@ -540,10 +540,10 @@ void ext_update_bound(const ext_update *up, double w, double m, double v, double
     for (int k = 0; k < 3; k++) E[k] *= SLACK;
 }
 
-void ext_new_bound(const ext_update *up, const par_model *m, int v, const ext_step_bound *e,
-                   size_t i, double w, double s0, double s1, double c[3], double E[3])
+void ext_new_bound(const ext_update *up, int stat, const ext_step_bound *e, size_t i, double w,
+                   double s0, double s1, double c[3], double E[3])
 {
-    if (!ext_view_is_stat(m, v)) {
+    if (!stat) {
         ext_update_bound(up, w, s0, s1, e->gc[i], e->Eg[i], c, E);
         return;
     }

@@ -84,10 +84,11 @@ void ext_update_bound(const ext_update *up, double w, double m, double v, double
 // (running_mean, running_var, num_batches_tracked).
 int ext_view_is_stat(const par_model *m, int v);
 
-// Element i of view v after the step, from w and its optimizer state s0, s1
-// before it: ext_update_bound of the step's gradient bound e, or for a
-// running statistic the forward's new value (its state unchanged, bound 0).
-void ext_new_bound(const ext_update *up, const par_model *m, int v, const ext_step_bound *e,
-                   size_t i, double w, double s0, double s1, double c[3], double E[3]);
+// Element i after the step, from w and its optimizer state s0, s1 before
+// it: ext_update_bound of the step's gradient bound e, or for a running
+// statistic (stat: ext_view_is_stat of its view) the forward's new value,
+// its state unchanged (bound 0).
+void ext_new_bound(const ext_update *up, int stat, const ext_step_bound *e, size_t i, double w,
+                   double s0, double s1, double c[3], double E[3]);
 
 #endif

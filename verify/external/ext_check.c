@@ -139,15 +139,17 @@ static void e2e_bounds(const hook *h, const ext_answer *a, double *b[3], double 
     const int ns = par_optim_n_state((par_optim_kind)c->optim.kind);
     ext_update up;
     ext_update_init(&up, &c->optim, c->dt, a->opt_t + 1);
-    for (int v = 0; v < c->m->n_views; v++)
-        for (size_t i = c->m->views[v].offset; i < c->m->views[v].offset + c->m->views[v].count;
-             i++) {
+    for (int v = 0; v < c->m->n_views; v++) {
+        const par_view *vw = &c->m->views[v];
+        const int stat = ext_view_is_stat(c->m, v);
+        for (size_t i = vw->offset; i < vw->offset + vw->count; i++) {
             const double s0 = ns > 0 ? par_get_real(c->dt, a->s[0], i) : 0;
             const double s1 = ns > 1 ? par_get_real(c->dt, a->s[1], i) : 0;
             double cen[3], E[3];
-            ext_new_bound(&up, c->m, v, a->e, i, par_get_real(c->dt, a->w, i), s0, s1, cen, E);
+            ext_new_bound(&up, stat, a->e, i, par_get_real(c->dt, a->w, i), s0, s1, cen, E);
             for (int k = 0; k < 3; k++) b[k][i] = 2 * E[k];
         }
+    }
     *loss = 2 * a->e->El;
 }
 

@@ -124,13 +124,14 @@ static par_status step_bound(const plan *p, const par_trainer_ops *ops, void *h,
     ext_update_init(&up, &c->optim, c->dt, so.t + 1);
     for (int v = 0; v < c->m->n_views; v++) {
         const par_view *vw = &c->m->views[v];
+        const int stat = ext_view_is_stat(c->m, v);
         Ev[v] = 0;
         for (size_t k = 0; k < vw->count; k++) {
             const size_t i = vw->offset + k;
             const double s0 = n_state > 0 ? par_get_real(c->dt, so.arr[0], i) : 0;
             const double s1 = n_state > 1 ? par_get_real(c->dt, so.arr[1], i) : 0;
             double cen[3], E[3];
-            ext_new_bound(&up, c->m, v, e, i, par_get_real(c->dt, w, i), s0, s1, cen, E);
+            ext_new_bound(&up, stat, e, i, par_get_real(c->dt, w, i), s0, s1, cen, E);
             Ev[v] = fmax(Ev[v], E[0]);
         }
     }

@@ -200,7 +200,7 @@ static void compare_state(loop *L, long step, const par_array *const *wa,
             const double s0 = L->n_state > 0 ? par_get_real(c->dt, L->s[0], i) : 0;
             const double s1 = L->n_state > 1 ? par_get_real(c->dt, L->s[1], i) : 0;
             double cen[3], E[3];
-            ext_new_bound(&up, c->m, v, &L->e, i, w, s0, s1, cen, E);
+            ext_new_bound(&up, stat, &L->e, i, w, s0, s1, cen, E);
             compare_elem(L, step, 0, v, k, wa, sa, names, cen, E);
             if (!ga || stat) continue;
             ext_update_bound(&up, w, s0, s1, par_get_real(c->dt, ga[v]->data, k), 0, cen, E);
