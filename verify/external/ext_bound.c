@@ -155,34 +155,35 @@ static par_status forward_sum(ext_bound *b, int l, size_t B)
     return PAR_OK;
 }
 
-// The activation: relu is exact and 1-Lipschitz; sigmoid (Lipschitz 1/4)
-// and tanh (1) add their ulps on the result (ulp(y) <= 2u |y|), and the
-// centre's libm call a few units of 2^-53.
+double ext_act_bound(par_act act, double z, double Ez, double u, double tiny,
+                     const ext_ulps *ulps, double *Ea)
+{
+    const double ud = 0x1p-53;
+    if (act == PAR_ACT_RELU) {
+        *Ea = Ez;
+        return z > 0 ? z : 0;
+    }
+    if (act == PAR_ACT_SIGMOID) {
+        const double a = 1 / (1 + exp(-z)), d = Ez / 4;
+        *Ea = (d + ulps->sigmoid * 2 * u * (a + d) + 8 * ud * a + tiny) * SLACK;
+        return a;
+    }
+    if (act == PAR_ACT_TANH) {
+        const double a = tanh(z);
+        *Ea = (Ez + ulps->tanh * 2 * u * (fabs(a) + Ez) + 8 * ud * fabs(a) + tiny) * SLACK;
+        return a;
+    }
+    *Ea = Ez;
+    return z;
+}
+
+// Layer l's activation, element by element (ext_act_bound).
 static void activate(ext_bound *b, int l, size_t B, const ext_ulps *ulps)
 {
     const par_layer *ly = &b->m->layers[l];
-    const size_t n = B * ly->n_out;
-    const double *z = b->z[l], *Ez = b->Ez[l];
-    double *a = b->a[l + 1], *Ea = b->Ea[l + 1];
-    const double u = b->u, ud = 0x1p-53;
-    for (size_t j = 0; j < n; j++) {
-        if (ly->act == PAR_ACT_RELU) {
-            a[j] = z[j] > 0 ? z[j] : 0;
-            Ea[j] = Ez[j];
-        } else if (ly->act == PAR_ACT_SIGMOID) {
-            a[j] = 1 / (1 + exp(-z[j]));
-            const double d = Ez[j] / 4;
-            Ea[j] = (d + ulps->sigmoid * 2 * u * (a[j] + d) + 8 * ud * a[j] + b->tiny) * SLACK;
-        } else if (ly->act == PAR_ACT_TANH) {
-            a[j] = tanh(z[j]);
-            const double d = Ez[j];
-            Ea[j] = (d + ulps->tanh * 2 * u * (fabs(a[j]) + d) + 8 * ud * fabs(a[j]) + b->tiny) *
-                    SLACK;
-        } else {
-            a[j] = z[j];
-            Ea[j] = Ez[j];
-        }
-    }
+    for (size_t j = 0; j < B * ly->n_out; j++)
+        b->a[l + 1][j] = ext_act_bound(ly->act, b->z[l][j], b->Ez[l][j], b->u, b->tiny, ulps,
+                                       &b->Ea[l + 1][j]);
 }
 
 // Max-pool: |max(x') - max(x)| <= the window's largest |x' - x|.

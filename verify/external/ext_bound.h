@@ -28,6 +28,14 @@ typedef struct ext_ulps {
 // The defaults, 1 ulp each.
 ext_ulps ext_ulps_default(void);
 
+// An activation of z known to +-Ez, in double, and (into *Ea) how far any
+// conforming evaluation in a dtype of unit roundoff u can lie from it: relu
+// is exact and 1-Lipschitz; sigmoid (Lipschitz 1/4) and tanh (1) add their
+// ulps on the result (ulp(y) <= 2u |y|), and the centre's libm call a few
+// units of 2^-53.
+double ext_act_bound(par_act act, double z, double Ez, double u, double tiny,
+                     const ext_ulps *ulps, double *Ea);
+
 // Parses "FUNC=U" (FUNC exp, log, tanh or sigmoid; U a number >= 0) into u.
 // PAR_ERR_CONFIG naming what was expected.
 par_status ext_ulps_parse(ext_ulps *u, const char *spec);

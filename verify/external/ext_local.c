@@ -102,20 +102,6 @@ static const char *kind_name(const par_layer *ly)
            : ly->kind == PAR_LAYER_BATCHNORM ? "batchnorm" : "max-pool";
 }
 
-// The activation of z +- Ez (its bound into *Ea): relu exact, sigmoid and
-// tanh within their ulps (as ext_bound.c's activate).
-static double act_bound(const local *L, par_act act, double z, double Ez, double *Ea)
-{
-    const double a = act_of(act, z), u = L->u;
-    const ext_ulps *U = L->in->ulps;
-    *Ea = Ez;
-    if (act == PAR_ACT_SIGMOID)
-        *Ea = (Ez / 4 + U->sigmoid * 2 * u * (a + Ez / 4) + 8 * UD * a + L->tiny) * SLACK;
-    else if (act == PAR_ACT_TANH)
-        *Ea = (Ez + U->tanh * 2 * u * (fabs(a) + Ez) + 8 * UD * fabs(a) + L->tiny) * SLACK;
-    return a;
-}
-
 // Batchnorm layer l's output from the trainer's own input: its batch
 // statistics over every sample it sent, the any-order bound of ext_bn.c.
 static par_status check_bn_forward(local *L, int l, const double *W, const double *b,
@@ -133,7 +119,7 @@ static par_status check_bn_forward(local *L, int l, const double *W, const doubl
     ext_bn_forward(s, L->a[l], L->zero, L->t1, L->t2);
     for (size_t j = 0; j < in->B * ly->n_out; j++) {
         double Ea;
-        const double a = act_bound(L, ly->act, L->t1[j], L->t2[j], &Ea);
+        const double a = ext_act_bound(ly->act, L->t1[j], L->t2[j], L->u, L->tiny, in->ulps, &Ea);
         cmp(L, tensor, op, in->B, ly->n_out, j, L->a[l + 1][j], a, Ea);
     }
     return PAR_OK;
@@ -184,7 +170,7 @@ static par_status check_forward(local *L, int l, const double *W, const double *
     for (size_t j = 0; j < n_out; j++) {
         const double z = L->t1[j], Ez = (g * L->t2[j] + n * L->tiny) * SLACK;
         double Ea;
-        const double a = act_bound(L, ly->act, z, Ez, &Ea);
+        const double a = ext_act_bound(ly->act, z, Ez, L->u, L->tiny, in->ulps, &Ea);
         cmp(L, tensor, op, B, ly->n_out, j, out[j], a, Ea);
         if (in->dt == PAR_F32 && j % stride == 0) {
             const size_t s = j / ly->n_out, o = j % ly->n_out, P = ly->h_out * ly->w_out;
