@@ -5,7 +5,8 @@
 // dense_avx.inc, NEON's own pieces in dense_neon.inc), each a par_kernel_set
 // table; the best set the CPU runs is resolved once, on first use.
 // Batchnorm's sums, normalisation and input gradient likewise: portable
-// (bn_impl.inc, the NEON set's too) and AVX2 / AVX-512VL (bn_avx.inc).
+// (bn_impl.inc, the NEON set's too) and AVX2 / AVX-512VL (bn_simd.inc through
+// dense_avx.inc, with bn_avx.inc's transposes).
 // Elementwise kernels once (elementwise_impl.inc), their ReLU and Adam loops
 // through the set. Every variant evaluates the same fma chains, so they
 // agree bit for bit (test_kernels runs every available set).
@@ -85,8 +86,8 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 #define TARGET PAR_TARGET_AVX2
 #define MR 6   // 12 accumulators of AVX2's 16 registers
 #define VARIANT avx2
-#include "dense_avx.inc"
 #include "bn_avx.inc"
+#include "dense_avx.inc"
 #undef TARGET
 #undef MR
 #undef VARIANT
@@ -101,8 +102,8 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 #define TARGET PAR_TARGET_AVX512VL
 #define MR 8
 #define VARIANT avx512vl
-#include "dense_avx.inc"
 #include "bn_avx.inc"
+#include "dense_avx.inc"
 #undef TARGET
 #undef MR
 #undef VARIANT
