@@ -1,6 +1,7 @@
 // The CUDA room's C interface (library par_cuda, built with -DPARITY_CUDA):
-// the device, its memory, and the launches of the dense-layer kernels whose
-// bodies are cuda_bodies.h's. Every launch is asynchronous on the default
+// the device, its memory, and the launches of the kernels (dense, conv2d,
+// max-pool, batchnorm) whose bodies are cuda_bodies.h's. cuda_emu.c runs the
+// same interface on the host (tests). Every launch is asynchronous on the default
 // stream and checks nothing; a launch or kernel failure surfaces as an
 // error of the next par_cuda_get or par_cuda_sync. The trainer
 // (src/train/train_cuda.c) is the only user. Tests: tests/gpu/test_cuda.c.
@@ -61,6 +62,34 @@ void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v, void
 void par_cuda_transpose(par_dtype dt, void *WT, const void *W, size_t n_in, size_t n_out);
 // *out (one element of dt) = par_loss_fold of B losses in chunks of C.
 void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, size_t C);
+
+// conv2d layer ly: y = act(conv(x, W) + b) for B samples (the reference's order).
+void par_cuda_conv_forward(par_dtype dt, void *y, const void *x, const void *W, const void *b,
+                           par_act act, const par_layer *ly, size_t B);
+// A conv2d layer's backward pass: its gradient's chunk parts into part
+// (ceil(B / C) n_rows (row_len + 1) values); dx (unless NULL) = its input
+// gradient through act_below', the activation of the layer below, whose output
+// is x; then each parameter's gradient, the left fold of its parts, into g and
+// its update (as par_cuda_grad_update). Weights at wo, biases at bo.
+void par_cuda_conv_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *part,
+                            void *dx, const void *dz, const void *x, par_act act_below,
+                            const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
+                            const par_optim_coef *k, double lr);
+// Max-pool layer ly: forward, and its input gradient through act_below'.
+void par_cuda_pool_forward(par_dtype dt, void *y, const void *x, const par_layer *ly, size_t B);
+void par_cuda_pool_backward(par_dtype dt, void *dx, const void *dz, const void *x,
+                            par_act act_below, const par_layer *ly, size_t B);
+// Batchnorm layer ly in training mode: p its five views (gamma, beta,
+// running_mean, running_var, num_batches_tracked, one after the other), st its
+// statistics (6 c_out values, kept for the backward pass), part scratch of
+// 2 ceil(B / C) c_out values. The backward pass: gradients of gamma (at wo)
+// and beta (at bo) into g, dx (unless NULL) through act_below', then their update.
+void par_cuda_bn_forward(par_dtype dt, void *y, const void *x, void *p, void *st, void *part,
+                         par_act act, const par_layer *ly, size_t B, size_t C);
+void par_cuda_bn_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *st, void *part,
+                          void *dx, const void *dz, const void *x, par_act act_below,
+                          const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
+                          const par_optim_coef *k, double lr);
 
 #ifdef __cplusplus
 }

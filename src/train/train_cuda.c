@@ -1,5 +1,5 @@
-// `cuda`: the contract on one CUDA GPU (docs/gpu.md), exact mode, dense
-// layers, every optimizer, f32 and f64. Each kernel runs one body of
+// `cuda`: the contract on one CUDA GPU (docs/gpu.md), exact mode, every layer
+// kind (dense, conv2d, max-pool, batchnorm), every optimizer, f32 and f64. Each kernel runs one body of
 // src/cuda/cuda_bodies.h per element, the CPU kernel's chain in its order;
 // the chunk fold is a chain per chunk, folded left in chunk order. The
 // training set is uploaded once (converted on the host as par_data_gather
@@ -7,8 +7,8 @@
 // indices; the loss is the one value read back per step. Parameters,
 // gradient and optimizer state come back only when asked for. The engine
 // (its first member) is the host mirror and gives the update's coefficients.
-// Not yet: conv2d, max-pool, batchnorm, fast mode, faults (refused). Tests:
-// tests/gpu/test_cuda.c (bitwise against the reference; skipped without a device).
+// Not yet: fast mode, faults (refused). Tests: tests/gpu/test_cuda.c (bitwise
+// against the reference; on the device, and as test_cuda_emu on the host).
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +20,9 @@ typedef struct cuda_state {
     par_engine e;                         // first: host mirror (w, g, state), coefficients
     size_t sz;
     void *w, *g, *os[2];                  // device: parameters, gradient, optimizer state
-    void *wt[PAR_MAX_LAYERS];             // device: W^T per layer (n_in, n_out)
+    void *wt[PAR_MAX_LAYERS];             // device: W^T per dense layer (n_in, n_out)
+    void *st[PAR_MAX_LAYERS];             // device: a batchnorm layer's statistics
+    void *part;                           // device: chunk parts of conv and batchnorm sums
     void *a[PAR_MAX_LAYERS + 1];          // device: a[0] the batch, a[l + 1] layer l's output
     void *d[PAR_MAX_LAYERS];              // device: dL/d(pre-activation) of layer l
     void *loss, *lsum;                    // device: per-sample losses, their fold
@@ -39,10 +41,11 @@ static void cuda_destroy(void *state)
     cuda_state *s = state;
     if (!s) return;
     void *dev[] = {s->w, s->g, s->os[0], s->os[1], s->loss, s->lsum, s->labels, s->idx,
-                   s->data, s->lab_all};
+                   s->data, s->lab_all, s->part};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) par_cuda_free(dev[i]);
     for (int l = 0; l < PAR_MAX_LAYERS; l++) {
         par_cuda_free(s->wt[l]);
+        par_cuda_free(s->st[l]);
         par_cuda_free(s->a[l + 1]);
         par_cuda_free(s->d[l]);
     }
@@ -60,14 +63,6 @@ static par_status check_supported(const par_run_cfg *cfg)
     const par_fault *f = cfg->fault ? cfg->fault : par_fault_process();
     PAR_FAIL_IF(f->kind != PAR_FAULT_NONE, PAR_ERR_CONFIG,
                 "--trainer cuda: --fault is not supported yet");
-    const par_model *m = cfg->model;
-    for (int l = 0; l < m->n_layers; l++) {
-        const par_layer_kind k = m->layers[l].kind;
-        PAR_FAIL_IF(k != PAR_LAYER_DENSE, PAR_ERR_CONFIG,
-                    "--trainer cuda: layer %d is %s, not supported yet (dense layers only)", l,
-                    k == PAR_LAYER_CONV2D ? "conv2d" : k == PAR_LAYER_MAXPOOL ? "max-pool"
-                                                                              : "batchnorm");
-    }
     return PAR_OK;
 }
 
@@ -78,6 +73,7 @@ static par_status put_params(cuda_state *s)
     PAR_TRY(par_cuda_put(s->w, s->e.w, m->n_params * s->sz));
     for (int l = 0; l < m->n_layers; l++) {
         const par_layer *ly = &m->layers[l];
+        if (ly->kind != PAR_LAYER_DENSE) continue;
         const char *W = (const char *)s->w + m->views[ly->w_view].offset * s->sz;
         par_cuda_transpose(s->e.dt, s->wt[l], W, ly->n_in, ly->n_out);
     }
@@ -94,12 +90,22 @@ static par_status alloc_all(cuda_state *s)
     for (int i = 0; i < par_optim_n_state(s->e.optim.kind); i++)
         PAR_TRY(par_cuda_alloc(&s->os[i], N * sz));
     PAR_TRY(par_cuda_alloc(&s->a[0], B * m->n_inputs * sz));
+    const size_t nk = (B + s->e.C - 1) / s->e.C;
+    size_t n_part = 0;   // the largest layer's chunk parts
     for (int l = 0; l < m->n_layers; l++) {
         const par_layer *ly = &m->layers[l];
-        PAR_TRY(par_cuda_alloc(&s->wt[l], ly->n_in * ly->n_out * sz));
+        if (ly->kind == PAR_LAYER_DENSE)
+            PAR_TRY(par_cuda_alloc(&s->wt[l], ly->n_in * ly->n_out * sz));
+        if (ly->kind == PAR_LAYER_BATCHNORM)
+            PAR_TRY(par_cuda_alloc(&s->st[l], 6 * ly->c_out * sz));
+        const size_t np = ly->kind == PAR_LAYER_CONV2D      ? nk * ly->n_rows * (ly->row_len + 1)
+                          : ly->kind == PAR_LAYER_BATCHNORM ? 2 * nk * ly->c_out
+                                                            : 0;
+        n_part = np > n_part ? np : n_part;
         PAR_TRY(par_cuda_alloc(&s->a[l + 1], B * ly->n_out * sz));
         PAR_TRY(par_cuda_alloc(&s->d[l], B * ly->n_out * sz));
     }
+    PAR_TRY(par_cuda_alloc(&s->part, n_part * sz));
     PAR_TRY(par_cuda_alloc(&s->loss, B * sz));
     PAR_TRY(par_cuda_alloc(&s->lsum, sz));
     PAR_TRY(par_cuda_alloc((void **)&s->labels, B * sizeof(int32_t)));
@@ -190,6 +196,55 @@ static par_status put_batch(cuda_state *s, const par_batch *b)
     return par_cuda_put(s->labels, b->labels, b->B * sizeof(int32_t));
 }
 
+// Layer l's forward pass: a[l + 1] = act(layer l of a[l]).
+static void forward(cuda_state *s, int l, size_t B)
+{
+    const par_model *m = s->e.m;
+    const par_layer *ly = &m->layers[l];
+    const par_dtype dt = s->e.dt;
+    char *W = ly->w_view >= 0 ? (char *)s->w + m->views[ly->w_view].offset * s->sz : NULL;
+    const char *b = ly->b_view >= 0 ? (char *)s->w + m->views[ly->b_view].offset * s->sz : NULL;
+    if (ly->kind == PAR_LAYER_DENSE)
+        par_cuda_forward(dt, s->a[l + 1], s->a[l], s->wt[l], b, ly->act, B, ly->n_in, ly->n_out);
+    else if (ly->kind == PAR_LAYER_CONV2D)
+        par_cuda_conv_forward(dt, s->a[l + 1], s->a[l], W, b, ly->act, ly, B);
+    else if (ly->kind == PAR_LAYER_MAXPOOL)
+        par_cuda_pool_forward(dt, s->a[l + 1], s->a[l], ly, B);
+    else
+        par_cuda_bn_forward(dt, s->a[l + 1], s->a[l], W, s->st[l], s->part, ly->act, ly, B,
+                            s->e.C);
+}
+
+// Layer l's backward pass from d[l]: its gradient and update (k NULL: SGD)
+// and, above layer 0, d[l - 1] through the activation of layer l - 1. Each
+// layer's input gradient reads its parameters before their update writes them.
+static void backward(cuda_state *s, int l, size_t B, const par_optim_coef *k)
+{
+    const par_model *m = s->e.m;
+    const par_layer *ly = &m->layers[l];
+    const par_dtype dt = s->e.dt;
+    const size_t wo = ly->w_view >= 0 ? m->views[ly->w_view].offset : 0;
+    const size_t bo = ly->b_view >= 0 ? m->views[ly->b_view].offset : 0, C = s->e.C;
+    void *dx = l > 0 ? s->d[l - 1] : NULL;
+    const par_act below = l > 0 ? m->layers[l - 1].act : PAR_ACT_NONE;
+    void *const *os = s->os;
+    if (ly->kind == PAR_LAYER_DENSE) {
+        if (dx)
+            par_cuda_backward_data(dt, dx, s->d[l], (const char *)s->w + wo * s->sz, s->a[l],
+                                   below, B, ly->n_in, ly->n_out);
+        par_cuda_grad_update(dt, s->w, s->g, os[0], os[1], s->wt[l], s->d[l], s->a[l], wo, bo, B,
+                             C, ly->n_in, ly->n_out, k, s->e.lr);
+    } else if (ly->kind == PAR_LAYER_CONV2D) {
+        par_cuda_conv_backward(dt, s->w, s->g, os[0], os[1], s->part, dx, s->d[l], s->a[l], below,
+                               ly, wo, bo, B, C, k, s->e.lr);
+    } else if (ly->kind == PAR_LAYER_MAXPOOL) {
+        if (dx) par_cuda_pool_backward(dt, dx, s->d[l], s->a[l], below, ly, B);
+    } else {
+        par_cuda_bn_backward(dt, s->w, s->g, os[0], os[1], s->st[l], s->part, dx, s->d[l],
+                             s->a[l], below, ly, wo, bo, B, C, k, s->e.lr);
+    }
+}
+
 static par_status cuda_step(void *state, const par_batch *batch, double *loss)
 {
     cuda_state *s = state;
@@ -202,26 +257,11 @@ static par_status cuda_step(void *state, const par_batch *batch, double *loss)
                 e->B_cap);
     par_engine_begin_step(e);
     PAR_TRY(put_batch(s, batch));
-    for (int l = 0; l < L; l++) {
-        const par_layer *ly = &m->layers[l];
-        par_cuda_forward(dt, s->a[l + 1], s->a[l], s->wt[l],
-                         (const char *)s->w + m->views[ly->b_view].offset * sz, ly->act, B,
-                         ly->n_in, ly->n_out);
-    }
+    for (int l = 0; l < L; l++) forward(s, l, B);
     par_cuda_softmax_xent(dt, s->d[L - 1], s->loss, s->a[L], s->labels, B, m->n_classes);
     par_update u;
     par_engine_update_begin(e, &u);
-    // Top down: layer l's input gradient reads W_l, then its gradient and update write it.
-    for (int l = L - 1; l >= 0; l--) {
-        const par_layer *ly = &m->layers[l];
-        if (l > 0)
-            par_cuda_backward_data(dt, s->d[l - 1], s->d[l],
-                                   (const char *)s->w + m->views[ly->w_view].offset * sz, s->a[l],
-                                   m->layers[l - 1].act, B, ly->n_in, ly->n_out);
-        par_cuda_grad_update(dt, s->w, s->g, s->os[0], s->os[1], s->wt[l], s->d[l], s->a[l],
-                             m->views[ly->w_view].offset, m->views[ly->b_view].offset, B, e->C,
-                             ly->n_in, ly->n_out, u.sgd ? NULL : &u.k, e->lr);
-    }
+    for (int l = L - 1; l >= 0; l--) backward(s, l, B, u.sgd ? NULL : &u.k);
     par_cuda_loss_fold(dt, s->lsum, s->loss, B, e->C);
     s->w_stale = s->g_stale = s->os_stale = 1;
     union {
@@ -277,7 +317,7 @@ static par_status cuda_set_optim(void *state, const par_optim_state *in)
 
 const par_trainer_ops par_trainer_cuda = {
     .name = "cuda",
-    .summary = "one CUDA GPU: dense layers, exact mode (docs/gpu.md)",
+    .summary = "one CUDA GPU, exact mode (docs/gpu.md)",
     .caps = PAR_CAP_FILLS_BATCH | PAR_CAP_LAZY_PARAMS,
     .create = cuda_create,
     .step = cuda_step,

@@ -2,11 +2,15 @@
 // loss and the weights after every step, and the last step's gradient, for
 // f32 and f64, relu, sigmoid and tanh, sgd, momentum, nesterov and adam,
 // batch 64 / chunk 8, 50 / 7 (a short last chunk) and 24 / 5, on
-// mlp:784-40-33-10 and the default mlp:784-256-128-10; batches gathered on
-// the device from the resident set and batches given whole (the fixture
-// alternates). First, without a device: what the trainer refuses (conv2d,
-// fast mode, a fault), each with its one-line error. Without a device the
-// rest is skipped (exit 77, ctest's SKIP_RETURN_CODE).
+// mlp:784-40-33-10 and the default mlp:784-256-128-10, and on CNNs with
+// conv2d (padding, stride), max-pool and batchnorm (after a conv and after
+// an fc); batches gathered on the device from the resident set and batches
+// given whole (the fixture alternates). First, without a device: what the
+// trainer refuses (fast mode, a fault), each with its one-line error.
+// Without a device the rest is skipped (exit 77, ctest's SKIP_RETURN_CODE).
+// Built with PAR_CUDA_EMU (test_cuda_emu, label unit) against cuda_emu.c it
+// runs the same trainer with every kernel body on the host: the CNNs and a
+// few MLP cases, in every build.
 #include "cuda_api.h"
 #include "par_engine.h"
 #include "par_fixtures.h"
@@ -14,6 +18,11 @@
 extern const par_trainer_ops par_trainer_reference, par_trainer_cuda;
 
 enum { STEPS = 30 };
+#ifdef PAR_CUDA_EMU
+#define EMULATED 1
+#else
+#define EMULATED 0
+#endif
 
 // create must fail with PAR_ERR_CONFIG and a message containing want.
 static void refuses(const par_run_cfg *cfg, const char *want, const char *name)
@@ -27,14 +36,10 @@ static void refuses(const par_run_cfg *cfg, const char *want, const char *name)
 
 static void check_refusals(void)
 {
-    par_model cnn, mlp;
-    PAR_REQUIRE(par_model_parse(&cnn, "cnn:1x28x28-c4k3p1-r-f-fc10", PAR_ACT_RELU));
+    par_model mlp;
     PAR_REQUIRE(par_model_parse(&mlp, "mlp:784-16-10", PAR_ACT_RELU));
-    par_run_cfg cfg = {.model = &cnn, .dtype = PAR_F32, .mode = PAR_MODE_EXACT, .batch = 8,
+    par_run_cfg cfg = {.model = &mlp, .dtype = PAR_F32, .mode = PAR_MODE_FAST, .batch = 8,
                        .chunk = 4, .lr = 0.01, .threads = 1};
-    refuses(&cfg, "layer 0 is conv2d, not supported yet", "cuda refuses conv2d layers");
-    cfg.model = &mlp;
-    cfg.mode = PAR_MODE_FAST;
     refuses(&cfg, "--mode fast is not supported yet", "cuda refuses fast mode");
     cfg.mode = PAR_MODE_EXACT;
     const par_fault f = {PAR_FAULT_GRAD_ULP, 1, 0, 3};
@@ -81,9 +86,33 @@ int main(void)
     printf("device: %s\n", dev);
     par_dataset ds;
     fixture_dataset(&ds, 4000);
+    if (EMULATED) ds.train.n = ds.n_train;   // the host uploads only the records it trains on
     const struct {
         size_t B, C;
     } shapes[] = {{64, 8}, {50, 7}, {24, 5}};
+    // CNNs: conv with padding and stride, max-pool, batchnorm after a conv
+    // (and after an fc), relu, sigmoid and tanh on convs; every dtype and
+    // optimizer on the first, whose shape is test_cross's batchnorm CNN.
+    const char *cnns[] = {"cnn:1x28x28-c4k3p1-bn-r-m2-c8k3-bn-r-m2-f-fc16-bn-r-fc10",
+                          "cnn:1x28x28-c3k5p2s2-sg-c5k3s2-th-m2-f-fc10",
+                          "cnn:1x28x28-c2k4p3s3-r-m3-f-fc12-bn-th-fc10"};
+    for (size_t c = 0; c < sizeof cnns / sizeof cnns[0]; c++) {
+        par_model m;
+        PAR_REQUIRE(par_model_parse(&m, cnns[c], PAR_ACT_RELU));
+        for (int d = 0; d < 2; d++)
+            for (size_t sh = 0; sh < 2; sh++)
+                for (int k = 0; k < 4; k++)
+                    if (c == 0 || k == 0 || k == 3)
+                        compare(&m, d ? PAR_F64 : PAR_F32, shapes[sh].B, shapes[sh].C,
+                                (par_optim_kind)k, &ds, EMULATED ? 4 : 12);
+    }
+    if (EMULATED) {   // the host runs the MLPs' kernels as slowly as the reference: two
+        par_model m;
+        PAR_REQUIRE(par_model_parse(&m, "mlp:784-40-33-10", PAR_ACT_TANH));
+        compare(&m, PAR_F32, 50, 7, PAR_OPTIM_ADAM, &ds, 5);
+        compare(&m, PAR_F64, 24, 5, PAR_OPTIM_NESTEROV, &ds, 5);
+        return par_test_exit();
+    }
     const par_act acts[] = {PAR_ACT_RELU, PAR_ACT_SIGMOID, PAR_ACT_TANH};
     for (size_t a = 0; a < 3; a++) {
         par_model m;

@@ -1,0 +1,223 @@
+// cuda_api.h run on the host, for tests without a GPU: memory is malloc'd,
+// copies are memcpy, and each launch calls its kernel's body
+// (src/cuda/cuda_bodies.h) for every index in turn, as the device's threads
+// do. So the cuda trainer's orchestration (which kernel, in which order, on
+// which buffers) runs in every build and is held to the reference bit for
+// bit by test_cuda_emu; the device's own kernels and their compiled code are
+// test_cuda's (label gpu) and test_cuda_fma's. Not a model of the device's
+// speed or memory.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_api.h"
+#include "cuda_bodies.h"
+
+par_status par_cuda_open(char *name, size_t cap)
+{
+    if (name && cap) snprintf(name, cap, "host emulation (tests/gpu/cuda_emu.c)");
+    return PAR_OK;
+}
+
+par_status par_cuda_alloc(void **p, size_t bytes)
+{
+    *p = calloc(1, bytes ? bytes : 1);
+    PAR_FAIL_IF(!*p, PAR_ERR_ALLOC, "emulated device: out of memory (%zu bytes)", bytes);
+    return PAR_OK;
+}
+
+void par_cuda_free(void *p) { free(p); }
+par_status par_cuda_host_alloc(void **p, size_t bytes) { return par_cuda_alloc(p, bytes); }
+void par_cuda_host_free(void *p) { free(p); }
+
+par_status par_cuda_put(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+    return PAR_OK;
+}
+
+par_status par_cuda_get(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+    return PAR_OK;
+}
+
+par_status par_cuda_sync(void) { return PAR_OK; }
+
+// Every launch of cuda_kernels.cu, per dtype: the same bodies over the same indices.
+#define EMU(REAL, SFX)                                                                         \
+    static void gather_##SFX(REAL *x, int32_t *labels, const REAL *data, const int32_t *lab,   \
+                             const int32_t *idx, size_t B, size_t nf)                          \
+    {                                                                                          \
+        for (size_t s = 0; s < B; s++)                                                         \
+            for (size_t f = 0; f < nf; f++) cuda_gather_##SFX(x, labels, data, lab, idx, nf, s, f); \
+    }                                                                                          \
+    static void forward_##SFX(REAL *y, const REAL *x, const REAL *WT, const REAL *b, int act,  \
+                              size_t B, size_t n_in, size_t n_out)                             \
+    {                                                                                          \
+        for (size_t s = 0; s < B; s++)                                                         \
+            for (size_t o = 0; o < n_out; o++)                                                 \
+                cuda_forward_##SFX(y, x, WT, b, act, n_in, n_out, s, o);                       \
+    }                                                                                          \
+    static void backward_data_##SFX(REAL *dx, const REAL *dz, const REAL *W, const REAL *y,    \
+                                    int act, size_t B, size_t n_in, size_t n_out)              \
+    {                                                                                          \
+        for (size_t s = 0; s < B; s++)                                                         \
+            for (size_t i = 0; i < n_in; i++)                                                  \
+                cuda_backward_data_##SFX(dx, dz, W, y, act, n_in, n_out, s, i);                \
+    }                                                                                          \
+    static void grad_update_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *WT, const REAL *dz, \
+                                  const REAL *x, size_t wo, size_t bo, size_t B, size_t C,     \
+                                  size_t n_in, size_t n_out, const par_optim_coef *k, double lr) \
+    {                                                                                          \
+        const cuda_coef_##SFX c = cuda_coef_of_##SFX(k, lr);                                   \
+        for (size_t o = 0; o < n_out; o++)                                                     \
+            for (size_t i = 0; i < n_in; i++)                                                  \
+                cuda_dense_grad_update_##SFX(w, g, m, v, WT, dz, x, wo, bo, B, C, n_in, n_out,  \
+                                             &c, o, i);                                        \
+    }                                                                                          \
+    static void conv_backward_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *part, REAL *dx,  \
+                                    const REAL *dz, const REAL *x, int act,                    \
+                                    const par_layer *ly, size_t wo, size_t bo, size_t B,       \
+                                    size_t C, const par_optim_coef *k, double lr)              \
+    {                                                                                          \
+        const size_t nk = (B + C - 1) / C, np = ly->n_rows * (ly->row_len + 1);                \
+        const cuda_coef_##SFX c = cuda_coef_of_##SFX(k, lr);                                   \
+        for (size_t j = 0; j < nk; j++)                                                        \
+            for (size_t p = 0; p < np; p++) cuda_conv_grad_part_##SFX(part, dz, x, ly, B, C, j, p); \
+        for (size_t t = 0; dx && t < B * ly->n_in; t++)                                        \
+            cuda_conv_backward_data_##SFX(dx, dz, w + wo, x, act, ly, t);                      \
+        for (size_t p = 0; p < np; p++)                                                        \
+            cuda_conv_update_##SFX(w, g, m, v, part, ly, wo, bo, nk, &c, p);                   \
+    }                                                                                          \
+    static void bn_forward_##SFX(REAL *y, const REAL *x, REAL *p, REAL *st, REAL *part,        \
+                                 int act, const par_layer *ly, size_t B, size_t C)             \
+    {                                                                                          \
+        const size_t nk = (B + C - 1) / C, nc = ly->c_out;                                     \
+        REAL *ps = part, *pq = part + nk * nc;                                                 \
+        for (size_t j = 0; j < nk; j++)                                                        \
+            for (size_t c = 0; c < nc; c++) cuda_bn_sum_part_##SFX(ps, x, ly, B, C, j, c);     \
+        for (size_t j = 0; j < nk; j++)                                                        \
+            for (size_t c = 0; c < nc; c++) cuda_bn_sq_part_##SFX(pq, ps, x, ly, B, C, j, c);  \
+        for (size_t c = 0; c < nc; c++) cuda_bn_stats_##SFX(st, p, ps, pq, ly, B, C, c);       \
+        for (size_t t = 0; t < B * ly->n_out; t++) cuda_bn_out_##SFX(y, x, p, st, act, ly, t); \
+    }                                                                                          \
+    static void bn_backward_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *st, REAL *part,    \
+                                  REAL *dx, const REAL *dz, const REAL *x, int act,            \
+                                  const par_layer *ly, size_t wo, size_t bo, size_t B,         \
+                                  size_t C, const par_optim_coef *k, double lr)                \
+    {                                                                                          \
+        const size_t nk = (B + C - 1) / C, nc = ly->c_out;                                     \
+        const cuda_coef_##SFX c = cuda_coef_of_##SFX(k, lr);                                   \
+        REAL *pg = part, *pb = part + nk * nc;                                                 \
+        for (size_t j = 0; j < nk; j++)                                                        \
+            for (size_t ch = 0; ch < nc; ch++)                                                 \
+                cuda_bn_grad_part_##SFX(pg, pb, dz, x, st, ly, B, C, j, ch);                   \
+        for (size_t ch = 0; ch < nc; ch++)                                                     \
+            cuda_bn_update_##SFX(w, g, m, v, st, pg, pb, ly, wo, bo, B, C, &c, ch);            \
+        for (size_t t = 0; dx && t < B * ly->n_in; t++)                                        \
+            cuda_bn_backward_data_##SFX(dx, dz, x, st, g + wo, g + bo, act, ly, B, t);         \
+    }
+
+EMU(float, f32)
+EMU(double, f64)
+
+// The public launches: the dtype's function with the pointers as its REAL.
+#define BY_DT(dt, name, ...)                                                                   \
+    do {                                                                                       \
+        if ((dt) == PAR_F32)                                                                   \
+            name##_f32(__VA_ARGS__);                                                           \
+        else                                                                                   \
+            name##_f64(__VA_ARGS__);                                                           \
+    } while (0)
+
+void par_cuda_gather(par_dtype dt, void *x, int32_t *labels, const void *data,
+                     const int32_t *lab_all, const int32_t *idx, size_t B, size_t nf)
+{
+    BY_DT(dt, gather, x, labels, data, lab_all, idx, B, nf);
+}
+
+void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *WT, const void *b,
+                      par_act act, size_t B, size_t n_in, size_t n_out)
+{
+    BY_DT(dt, forward, y, x, WT, b, (int)act, B, n_in, n_out);
+}
+
+void par_cuda_softmax_xent(par_dtype dt, void *dz, void *loss, const void *z,
+                           const int32_t *labels, size_t B, size_t K)
+{
+    for (size_t s = 0; s < B; s++) BY_DT(dt, cuda_softmax_xent, dz, loss, z, labels, K, B, s);
+}
+
+void par_cuda_backward_data(par_dtype dt, void *dx, const void *dz, const void *W,
+                            const void *y, par_act act, size_t B, size_t n_in, size_t n_out)
+{
+    BY_DT(dt, backward_data, dx, dz, W, y, (int)act, B, n_in, n_out);
+}
+
+void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v, void *WT,
+                          const void *dz, const void *x, size_t wo, size_t bo, size_t B,
+                          size_t C, size_t n_in, size_t n_out, const par_optim_coef *k,
+                          double lr)
+{
+    BY_DT(dt, grad_update, w, g, m, v, WT, dz, x, wo, bo, B, C, n_in, n_out, k, lr);
+}
+
+void par_cuda_transpose(par_dtype dt, void *WT, const void *W, size_t n_in, size_t n_out)
+{
+    const size_t sz = par_dtype_size(dt);
+    for (size_t o = 0; o < n_out; o++)
+        for (size_t i = 0; i < n_in; i++)
+            memcpy((char *)WT + (i * n_out + o) * sz, (const char *)W + (o * n_in + i) * sz, sz);
+}
+
+void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, size_t C)
+{
+    if (dt == PAR_F32)
+        *(float *)out = cuda_loss_fold_f32(loss, B, C);
+    else
+        *(double *)out = cuda_loss_fold_f64(loss, B, C);
+}
+
+void par_cuda_conv_forward(par_dtype dt, void *y, const void *x, const void *W, const void *b,
+                           par_act act, const par_layer *ly, size_t B)
+{
+    for (size_t t = 0; t < B * ly->n_out; t++)
+        BY_DT(dt, cuda_conv_forward, y, x, W, b, (int)act, ly, t);
+}
+
+void par_cuda_conv_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *part,
+                            void *dx, const void *dz, const void *x, par_act act_below,
+                            const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
+                            const par_optim_coef *k, double lr)
+{
+    BY_DT(dt, conv_backward, w, g, m, v, part, dx, dz, x, (int)act_below, ly, wo, bo, B, C, k,
+          lr);
+}
+
+void par_cuda_pool_forward(par_dtype dt, void *y, const void *x, const par_layer *ly, size_t B)
+{
+    for (size_t t = 0; t < B * ly->n_out; t++) BY_DT(dt, cuda_pool_forward, y, x, ly, t);
+}
+
+void par_cuda_pool_backward(par_dtype dt, void *dx, const void *dz, const void *x,
+                            par_act act_below, const par_layer *ly, size_t B)
+{
+    for (size_t t = 0; t < B * ly->n_in; t++)
+        BY_DT(dt, cuda_pool_backward_data, dx, dz, x, (int)act_below, ly, t);
+}
+
+void par_cuda_bn_forward(par_dtype dt, void *y, const void *x, void *p, void *st, void *part,
+                         par_act act, const par_layer *ly, size_t B, size_t C)
+{
+    BY_DT(dt, bn_forward, y, x, p, st, part, (int)act, ly, B, C);
+}
+
+void par_cuda_bn_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *st, void *part,
+                          void *dx, const void *dz, const void *x, par_act act_below,
+                          const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
+                          const par_optim_coef *k, double lr)
+{
+    BY_DT(dt, bn_backward, w, g, m, v, st, part, dx, dz, x, (int)act_below, ly, wo, bo, B, C, k,
+          lr);
+}
