@@ -21,6 +21,15 @@ extern "C" {
 #include "par_model.h"
 #include "par_status.h"
 
+// One step's update: the optimizer's coefficients (k NULL: SGD with lr), and
+// the parameter whose gradient gets one ulp more (--fault ulp:STEP:INDEX;
+// SIZE_MAX: none) before its update.
+typedef struct par_cuda_update {
+    const par_optim_coef *k;
+    double lr;
+    size_t ulp_at;
+} par_cuda_update;
+
 // Opens device 0 (the first CUDA_VISIBLE_DEVICES names); PAR_ERR_CONFIG,
 // with the runtime's reason, when there is none. name: its name (cap bytes).
 par_status par_cuda_open(char *name, size_t cap);
@@ -51,13 +60,12 @@ void par_cuda_softmax_xent(par_dtype dt, void *dz, void *loss, const void *z,
 void par_cuda_backward_data(par_dtype dt, void *dx, const void *dz, const void *W,
                             const void *y, par_act act, size_t B, size_t n_in, size_t n_out);
 // A dense layer's weight and bias gradient in chunks of C (par_dense_backward_weights
-// over every chunk) into g, then its update (k NULL: SGD with lr; else par_optim's
-// formulas with k and the state m, v) of w, keeping WT = W^T. w, g, m, v are the
+// over every chunk) into g, then its update u (par_optim's formulas with the
+// state m, v) of w, keeping WT = W^T. w, g, m, v are the
 // whole parameter arrays; the layer's weights start at wo, its biases at bo.
 void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v, void *WT,
                           const void *dz, const void *x, size_t wo, size_t bo, size_t B,
-                          size_t C, size_t n_in, size_t n_out, const par_optim_coef *k,
-                          double lr);
+                          size_t C, size_t n_in, size_t n_out, const par_cuda_update *u);
 // WT[i][o] = W[o][i] for W (n_out, n_in).
 void par_cuda_transpose(par_dtype dt, void *WT, const void *W, size_t n_in, size_t n_out);
 // *out (one element of dt) = par_loss_fold of B losses in chunks of C.
@@ -74,14 +82,14 @@ void par_cuda_conv_forward(par_dtype dt, void *y, const void *x, const void *W, 
 void par_cuda_conv_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *part,
                             void *dx, const void *dz, const void *x, par_act act_below,
                             const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                            const par_optim_coef *k, double lr);
+                            const par_cuda_update *u);
 // Max-pool layer ly: forward, and its input gradient through act_below'.
 void par_cuda_pool_forward(par_dtype dt, void *y, const void *x, const par_layer *ly, size_t B);
 void par_cuda_pool_backward(par_dtype dt, void *dx, const void *dz, const void *x,
                             par_act act_below, const par_layer *ly, size_t B);
 // Batchnorm layer ly in training mode: p its five views (gamma, beta,
 // running_mean, running_var, num_batches_tracked, one after the other), st its
-// statistics (6 c_out values, kept for the backward pass), part scratch of
+// statistics (8 c_out values, kept for the backward pass), part scratch of
 // 2 ceil(B / C) c_out values. The backward pass: gradients of gamma (at wo)
 // and beta (at bo) into g, dx (unless NULL) through act_below', then their update.
 void par_cuda_bn_forward(par_dtype dt, void *y, const void *x, void *p, void *st, void *part,
@@ -89,7 +97,7 @@ void par_cuda_bn_forward(par_dtype dt, void *y, const void *x, void *p, void *st
 void par_cuda_bn_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *st, void *part,
                           void *dx, const void *dz, const void *x, par_act act_below,
                           const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                          const par_optim_coef *k, double lr);
+                          const par_cuda_update *u);
 
 #ifdef __cplusplus
 }

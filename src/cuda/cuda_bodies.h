@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda_api.h"   // par_cuda_update
 #include "par_kernels.h"
 #include "par_math_body.h"
 #include "par_model.h"

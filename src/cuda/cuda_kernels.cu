@@ -125,10 +125,10 @@ static dim3 grid(size_t rows, size_t cols)
         cuda_bn_update_##SFX(w, g, m, v, st, pg, pb, &ly, wo, bo, B, C, &k, c);                \
     }                                                                                          \
     __global__ void bn_backward_data_##SFX(REAL *dx, const REAL *dz, const REAL *x,            \
-                                           const REAL *st, const REAL *G, const REAL *D,       \
-                                           int act, par_layer ly, size_t B, size_t n)          \
+                                           const REAL *st, int act, par_layer ly, size_t B,    \
+                                           size_t n)                                           \
     {                                                                                          \
-        EACH2(r, t, 1, n) cuda_bn_backward_data_##SFX(dx, dz, x, st, G, D, act, &ly, B, t);    \
+        EACH2(r, t, 1, n) cuda_bn_backward_data_##SFX(dx, dz, x, st, act, &ly, B, t);          \
     }                                                                                          \
     __global__ void loss_fold_##SFX(REAL *out, const REAL *loss, size_t B, size_t C)           \
     {                                                                                          \
@@ -186,17 +186,16 @@ void par_cuda_backward_data(par_dtype dt, void *dx, const void *dz, const void *
 
 void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v, void *WT,
                           const void *dz, const void *x, size_t wo, size_t bo, size_t B,
-                          size_t C, size_t n_in, size_t n_out, const par_optim_coef *k,
-                          double lr)
+                          size_t C, size_t n_in, size_t n_out, const par_cuda_update *u)
 {
     if (dt == PAR_F32)
         grad_update_f32<<<grid(n_out, n_in), THREADS>>>(F32(w), F32(g), F32(m), F32(v), F32(WT),
                                                         CF32(dz), CF32(x), wo, bo, B, C, n_in,
-                                                        n_out, cuda_coef_of_f32(k, lr));
+                                                        n_out, cuda_coef_of_f32(u));
     else
         grad_update_f64<<<grid(n_out, n_in), THREADS>>>(F64(w), F64(g), F64(m), F64(v), F64(WT),
                                                         CF64(dz), CF64(x), wo, bo, B, C, n_in,
-                                                        n_out, cuda_coef_of_f64(k, lr));
+                                                        n_out, cuda_coef_of_f64(u));
 }
 
 void par_cuda_transpose(par_dtype dt, void *WT, const void *W, size_t n_in, size_t n_out)
@@ -232,7 +231,7 @@ void par_cuda_conv_forward(par_dtype dt, void *y, const void *x, const void *W, 
 void par_cuda_conv_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *part,
                             void *dx, const void *dz, const void *x, par_act act_below,
                             const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                            const par_optim_coef *k, double lr)
+                            const par_cuda_update *u)
 {
     const size_t nk = (B + C - 1) / C, np = ly->n_rows * (ly->row_len + 1), n = B * ly->n_in;
     const void *W = (const char *)w + wo * par_dtype_size(dt);
@@ -243,7 +242,7 @@ void par_cuda_conv_backward(par_dtype dt, void *w, void *g, void *m, void *v, vo
             conv_backward_data_f32<<<grid(1, n), THREADS>>>(F32(dx), CF32(dz), CF32(W), CF32(x),
                                                             (int)act_below, *ly, n);
         conv_update_f32<<<grid(1, np), THREADS>>>(F32(w), F32(g), F32(m), F32(v), CF32(part), *ly,
-                                                  wo, bo, nk, np, cuda_coef_of_f32(k, lr));
+                                                  wo, bo, nk, np, cuda_coef_of_f32(u));
     } else {
         conv_grad_part_f64<<<grid(nk, np), THREADS>>>(F64(part), CF64(dz), CF64(x), *ly, B, C,
                                                       nk, np);
@@ -251,7 +250,7 @@ void par_cuda_conv_backward(par_dtype dt, void *w, void *g, void *m, void *v, vo
             conv_backward_data_f64<<<grid(1, n), THREADS>>>(F64(dx), CF64(dz), CF64(W), CF64(x),
                                                             (int)act_below, *ly, n);
         conv_update_f64<<<grid(1, np), THREADS>>>(F64(w), F64(g), F64(m), F64(v), CF64(part), *ly,
-                                                  wo, bo, nk, np, cuda_coef_of_f64(k, lr));
+                                                  wo, bo, nk, np, cuda_coef_of_f64(u));
     }
 }
 
@@ -300,7 +299,7 @@ void par_cuda_bn_forward(par_dtype dt, void *y, const void *x, void *p, void *st
 void par_cuda_bn_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *st, void *part,
                           void *dx, const void *dz, const void *x, par_act act_below,
                           const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                          const par_optim_coef *k, double lr)
+                          const par_cuda_update *u)
 {
     const size_t nk = (B + C - 1) / C, nc = ly->c_out, n = B * ly->n_in;
     if (dt == PAR_F32) {
@@ -308,20 +307,18 @@ void par_cuda_bn_backward(par_dtype dt, void *w, void *g, void *m, void *v, void
         bn_grad_part_f32<<<grid(nk, nc), THREADS>>>(pg, pb, CF32(dz), CF32(x), CF32(st), *ly, B,
                                                     C, nk);
         bn_update_f32<<<grid(1, nc), THREADS>>>(F32(w), F32(g), F32(m), F32(v), F32(st), pg, pb,
-                                                *ly, wo, bo, B, C, cuda_coef_of_f32(k, lr));
+                                                *ly, wo, bo, B, C, cuda_coef_of_f32(u));
         if (dx)
             bn_backward_data_f32<<<grid(1, n), THREADS>>>(F32(dx), CF32(dz), CF32(x), CF32(st),
-                                                          CF32(g) + wo, CF32(g) + bo,
                                                           (int)act_below, *ly, B, n);
     } else {
         double *pg = F64(part), *pb = pg + nk * nc;
         bn_grad_part_f64<<<grid(nk, nc), THREADS>>>(pg, pb, CF64(dz), CF64(x), CF64(st), *ly, B,
                                                     C, nk);
         bn_update_f64<<<grid(1, nc), THREADS>>>(F64(w), F64(g), F64(m), F64(v), F64(st), pg, pb,
-                                                *ly, wo, bo, B, C, cuda_coef_of_f64(k, lr));
+                                                *ly, wo, bo, B, C, cuda_coef_of_f64(u));
         if (dx)
             bn_backward_data_f64<<<grid(1, n), THREADS>>>(F64(dx), CF64(dz), CF64(x), CF64(st),
-                                                          CF64(g) + wo, CF64(g) + bo,
                                                           (int)act_below, *ly, B, n);
     }
 }

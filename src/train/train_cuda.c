@@ -1,13 +1,14 @@
 // `cuda`: the contract on one CUDA GPU (docs/gpu.md), exact mode, every layer
-// kind (dense, conv2d, max-pool, batchnorm), every optimizer, f32 and f64. Each kernel runs one body of
-// src/cuda/cuda_bodies.h per element, the CPU kernel's chain in its order;
-// the chunk fold is a chain per chunk, folded left in chunk order. The
-// training set is uploaded once (converted on the host as par_data_gather
+// kind (dense, conv2d, max-pool, batchnorm), every optimizer, f32 and f64.
+// Each kernel runs one body of src/cuda/cuda_bodies.h per element, the
+// reference's chain in its order; the chunk fold is a chain per chunk,
+// folded left in chunk order. The training set is uploaded once (converted on the host as par_data_gather
 // does) and each step gathers its batch on the device from the record
 // indices; the loss is the one value read back per step. Parameters,
 // gradient and optimizer state come back only when asked for. The engine
 // (its first member) is the host mirror and gives the update's coefficients.
-// Not yet: fast mode, faults (refused). Tests: tests/gpu/test_cuda.c (bitwise
+// Not yet: fast mode and the faults inside the CPU's layer kernels (refused);
+// --fault ulp and obeta run. Tests: tests/gpu/test_cuda.c (bitwise
 // against the reference; on the device, and as test_cuda_emu on the host).
 #include <stdlib.h>
 #include <string.h>
@@ -61,8 +62,10 @@ static par_status check_supported(const par_run_cfg *cfg)
     PAR_FAIL_IF(cfg->mode != PAR_MODE_EXACT, PAR_ERR_CONFIG,
                 "--trainer cuda: --mode fast is not supported yet (exact only)");
     const par_fault *f = cfg->fault ? cfg->fault : par_fault_process();
-    PAR_FAIL_IF(f->kind != PAR_FAULT_NONE, PAR_ERR_CONFIG,
-                "--trainer cuda: --fault is not supported yet");
+    PAR_FAIL_IF(f->kind != PAR_FAULT_NONE && f->kind != PAR_FAULT_GRAD_ULP &&
+                    f->kind != PAR_FAULT_OPT_BETA,
+                PAR_ERR_CONFIG, "--trainer cuda: --fault takes ulp and obeta (the others are "
+                                "faults inside the CPU's layer kernels)");
     return PAR_OK;
 }
 
@@ -97,7 +100,7 @@ static par_status alloc_all(cuda_state *s)
         if (ly->kind == PAR_LAYER_DENSE)
             PAR_TRY(par_cuda_alloc(&s->wt[l], ly->n_in * ly->n_out * sz));
         if (ly->kind == PAR_LAYER_BATCHNORM)
-            PAR_TRY(par_cuda_alloc(&s->st[l], 6 * ly->c_out * sz));
+            PAR_TRY(par_cuda_alloc(&s->st[l], 8 * ly->c_out * sz));
         const size_t np = ly->kind == PAR_LAYER_CONV2D      ? nk * ly->n_rows * (ly->row_len + 1)
                           : ly->kind == PAR_LAYER_BATCHNORM ? 2 * nk * ly->c_out
                                                             : 0;
@@ -215,10 +218,10 @@ static void forward(cuda_state *s, int l, size_t B)
                             s->e.C);
 }
 
-// Layer l's backward pass from d[l]: its gradient and update (k NULL: SGD)
+// Layer l's backward pass from d[l]: its gradient and update u
 // and, above layer 0, d[l - 1] through the activation of layer l - 1. Each
 // layer's input gradient reads its parameters before their update writes them.
-static void backward(cuda_state *s, int l, size_t B, const par_optim_coef *k)
+static void backward(cuda_state *s, int l, size_t B, const par_cuda_update *u)
 {
     const par_model *m = s->e.m;
     const par_layer *ly = &m->layers[l];
@@ -233,15 +236,15 @@ static void backward(cuda_state *s, int l, size_t B, const par_optim_coef *k)
             par_cuda_backward_data(dt, dx, s->d[l], (const char *)s->w + wo * s->sz, s->a[l],
                                    below, B, ly->n_in, ly->n_out);
         par_cuda_grad_update(dt, s->w, s->g, os[0], os[1], s->wt[l], s->d[l], s->a[l], wo, bo, B,
-                             C, ly->n_in, ly->n_out, k, s->e.lr);
+                             C, ly->n_in, ly->n_out, u);
     } else if (ly->kind == PAR_LAYER_CONV2D) {
         par_cuda_conv_backward(dt, s->w, s->g, os[0], os[1], s->part, dx, s->d[l], s->a[l], below,
-                               ly, wo, bo, B, C, k, s->e.lr);
+                               ly, wo, bo, B, C, u);
     } else if (ly->kind == PAR_LAYER_MAXPOOL) {
         if (dx) par_cuda_pool_backward(dt, dx, s->d[l], s->a[l], below, ly, B);
     } else {
         par_cuda_bn_backward(dt, s->w, s->g, os[0], os[1], s->st[l], s->part, dx, s->d[l],
-                             s->a[l], below, ly, wo, bo, B, C, k, s->e.lr);
+                             s->a[l], below, ly, wo, bo, B, C, u);
     }
 }
 
@@ -261,7 +264,9 @@ static par_status cuda_step(void *state, const par_batch *batch, double *loss)
     par_cuda_softmax_xent(dt, s->d[L - 1], s->loss, s->a[L], s->labels, B, m->n_classes);
     par_update u;
     par_engine_update_begin(e, &u);
-    for (int l = L - 1; l >= 0; l--) backward(s, l, B, u.sgd ? NULL : &u.k);
+    const int ulp = par_fault_fires(e, PAR_FAULT_GRAD_ULP);
+    const par_cuda_update cu = {u.sgd ? NULL : &u.k, e->lr, ulp ? e->fault.index : SIZE_MAX};
+    for (int l = L - 1; l >= 0; l--) backward(s, l, B, &cu);
     par_cuda_loss_fold(dt, s->lsum, s->loss, B, e->C);
     s->w_stale = s->g_stale = s->os_stale = 1;
     union {

@@ -50,7 +50,8 @@ par_status par_cuda_sync(void) { return PAR_OK; }
                              const int32_t *idx, size_t B, size_t nf)                          \
     {                                                                                          \
         for (size_t s = 0; s < B; s++)                                                         \
-            for (size_t f = 0; f < nf; f++) cuda_gather_##SFX(x, labels, data, lab, idx, nf, s, f); \
+            for (size_t f = 0; f < nf; f++)                                                    \
+                cuda_gather_##SFX(x, labels, data, lab, idx, nf, s, f);                        \
     }                                                                                          \
     static void forward_##SFX(REAL *y, const REAL *x, const REAL *WT, const REAL *b, int act,  \
                               size_t B, size_t n_in, size_t n_out)                             \
@@ -68,9 +69,9 @@ par_status par_cuda_sync(void) { return PAR_OK; }
     }                                                                                          \
     static void grad_update_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *WT, const REAL *dz, \
                                   const REAL *x, size_t wo, size_t bo, size_t B, size_t C,     \
-                                  size_t n_in, size_t n_out, const par_optim_coef *k, double lr) \
+                                  size_t n_in, size_t n_out, const par_cuda_update *u) \
     {                                                                                          \
-        const cuda_coef_##SFX c = cuda_coef_of_##SFX(k, lr);                                   \
+        const cuda_coef_##SFX c = cuda_coef_of_##SFX(u);                                   \
         for (size_t o = 0; o < n_out; o++)                                                     \
             for (size_t i = 0; i < n_in; i++)                                                  \
                 cuda_dense_grad_update_##SFX(w, g, m, v, WT, dz, x, wo, bo, B, C, n_in, n_out,  \
@@ -79,12 +80,13 @@ par_status par_cuda_sync(void) { return PAR_OK; }
     static void conv_backward_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *part, REAL *dx,  \
                                     const REAL *dz, const REAL *x, int act,                    \
                                     const par_layer *ly, size_t wo, size_t bo, size_t B,       \
-                                    size_t C, const par_optim_coef *k, double lr)              \
+                                    size_t C, const par_cuda_update *u)              \
     {                                                                                          \
         const size_t nk = (B + C - 1) / C, np = ly->n_rows * (ly->row_len + 1);                \
-        const cuda_coef_##SFX c = cuda_coef_of_##SFX(k, lr);                                   \
+        const cuda_coef_##SFX c = cuda_coef_of_##SFX(u);                                   \
         for (size_t j = 0; j < nk; j++)                                                        \
-            for (size_t p = 0; p < np; p++) cuda_conv_grad_part_##SFX(part, dz, x, ly, B, C, j, p); \
+            for (size_t p = 0; p < np; p++)                                                    \
+                cuda_conv_grad_part_##SFX(part, dz, x, ly, B, C, j, p);                        \
         for (size_t t = 0; dx && t < B * ly->n_in; t++)                                        \
             cuda_conv_backward_data_##SFX(dx, dz, w + wo, x, act, ly, t);                      \
         for (size_t p = 0; p < np; p++)                                                        \
@@ -105,10 +107,10 @@ par_status par_cuda_sync(void) { return PAR_OK; }
     static void bn_backward_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *st, REAL *part,    \
                                   REAL *dx, const REAL *dz, const REAL *x, int act,            \
                                   const par_layer *ly, size_t wo, size_t bo, size_t B,         \
-                                  size_t C, const par_optim_coef *k, double lr)                \
+                                  size_t C, const par_cuda_update *u)                \
     {                                                                                          \
         const size_t nk = (B + C - 1) / C, nc = ly->c_out;                                     \
-        const cuda_coef_##SFX c = cuda_coef_of_##SFX(k, lr);                                   \
+        const cuda_coef_##SFX c = cuda_coef_of_##SFX(u);                                   \
         REAL *pg = part, *pb = part + nk * nc;                                                 \
         for (size_t j = 0; j < nk; j++)                                                        \
             for (size_t ch = 0; ch < nc; ch++)                                                 \
@@ -116,7 +118,7 @@ par_status par_cuda_sync(void) { return PAR_OK; }
         for (size_t ch = 0; ch < nc; ch++)                                                     \
             cuda_bn_update_##SFX(w, g, m, v, st, pg, pb, ly, wo, bo, B, C, &c, ch);            \
         for (size_t t = 0; dx && t < B * ly->n_in; t++)                                        \
-            cuda_bn_backward_data_##SFX(dx, dz, x, st, g + wo, g + bo, act, ly, B, t);         \
+            cuda_bn_backward_data_##SFX(dx, dz, x, st, act, ly, B, t);                         \
     }
 
 EMU(float, f32)
@@ -157,10 +159,9 @@ void par_cuda_backward_data(par_dtype dt, void *dx, const void *dz, const void *
 
 void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v, void *WT,
                           const void *dz, const void *x, size_t wo, size_t bo, size_t B,
-                          size_t C, size_t n_in, size_t n_out, const par_optim_coef *k,
-                          double lr)
+                          size_t C, size_t n_in, size_t n_out, const par_cuda_update *u)
 {
-    BY_DT(dt, grad_update, w, g, m, v, WT, dz, x, wo, bo, B, C, n_in, n_out, k, lr);
+    BY_DT(dt, grad_update, w, g, m, v, WT, dz, x, wo, bo, B, C, n_in, n_out, u);
 }
 
 void par_cuda_transpose(par_dtype dt, void *WT, const void *W, size_t n_in, size_t n_out)
@@ -189,10 +190,9 @@ void par_cuda_conv_forward(par_dtype dt, void *y, const void *x, const void *W, 
 void par_cuda_conv_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *part,
                             void *dx, const void *dz, const void *x, par_act act_below,
                             const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                            const par_optim_coef *k, double lr)
+                            const par_cuda_update *u)
 {
-    BY_DT(dt, conv_backward, w, g, m, v, part, dx, dz, x, (int)act_below, ly, wo, bo, B, C, k,
-          lr);
+    BY_DT(dt, conv_backward, w, g, m, v, part, dx, dz, x, (int)act_below, ly, wo, bo, B, C, u);
 }
 
 void par_cuda_pool_forward(par_dtype dt, void *y, const void *x, const par_layer *ly, size_t B)
@@ -216,8 +216,7 @@ void par_cuda_bn_forward(par_dtype dt, void *y, const void *x, void *p, void *st
 void par_cuda_bn_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *st, void *part,
                           void *dx, const void *dz, const void *x, par_act act_below,
                           const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                          const par_optim_coef *k, double lr)
+                          const par_cuda_update *u)
 {
-    BY_DT(dt, bn_backward, w, g, m, v, st, part, dx, dz, x, (int)act_below, ly, wo, bo, B, C, k,
-          lr);
+    BY_DT(dt, bn_backward, w, g, m, v, st, part, dx, dz, x, (int)act_below, ly, wo, bo, B, C, u);
 }

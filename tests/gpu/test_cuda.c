@@ -11,11 +11,13 @@
 // Built with PAR_CUDA_EMU (test_cuda_emu, label unit) against cuda_emu.c it
 // runs the same trainer with every kernel body on the host: the CNNs and a
 // few MLP cases, in every build.
+#include <math.h>
+
 #include "cuda_api.h"
 #include "par_engine.h"
 #include "par_fixtures.h"
 
-extern const par_trainer_ops par_trainer_reference, par_trainer_cuda;
+extern const par_trainer_ops par_trainer_reference, par_trainer_serial, par_trainer_cuda;
 
 enum { STEPS = 30 };
 #ifdef PAR_CUDA_EMU
@@ -42,9 +44,9 @@ static void check_refusals(void)
                        .chunk = 4, .lr = 0.01, .threads = 1};
     refuses(&cfg, "--mode fast is not supported yet", "cuda refuses fast mode");
     cfg.mode = PAR_MODE_EXACT;
-    const par_fault f = {PAR_FAULT_GRAD_ULP, 1, 0, 3};
+    const par_fault f = {PAR_FAULT_SKIP_SAMPLE, 1, 0, 3};
     cfg.fault = &f;
-    refuses(&cfg, "--fault is not supported yet", "cuda refuses a fault");
+    refuses(&cfg, "--fault takes ulp and obeta", "cuda refuses a layer kernel's fault");
 }
 
 // cuda against the reference on one configuration: trajectories and the last gradient.
@@ -71,6 +73,45 @@ static void compare(const par_model *m, par_dtype dt, size_t B, size_t C, par_op
         par_check(memcmp(t.g, ref.g, m->n_params * par_dtype_size(dt)) == 0, name);
     }
     trajectory_free(&ref);
+    trajectory_free(&t);
+    free(init);
+}
+
+// The faults cuda takes (ulp, obeta) change its run as they change serial's:
+// at the last of 3 steps, the same weights every step and the same last
+// gradient as serial under the same fault, and not the reference's (ulp: the
+// gradient element; obeta: the weights).
+static void compare_fault(const par_model *m, par_fault_kind kind, size_t index,
+                          const par_dataset *ds, const char *what)
+{
+    const par_dtype dt = PAR_F32;
+    const size_t bytes = m->n_params * par_dtype_size(dt);
+    void *init = malloc(bytes);
+    PAR_REQUIRE(init ? PAR_OK : PAR_ERR_ALLOC);
+    par_model_init(m, dt, 42, init);
+    const par_optim o = par_optim_default(PAR_OPTIM_ADAM);
+    const par_fault f = {kind, 3, 0, index};
+    par_run_cfg cfg = {.model = m, .dtype = dt, .mode = PAR_MODE_EXACT, .batch = 50, .chunk = 7,
+                       .lr = 1e-3, .threads = 1, .init_params = init, .optim = &o};
+    trajectory ref, ser, t;
+    PAR_REQUIRE(run_trajectory(&ref, &par_trainer_reference, &cfg, ds, 3));
+    cfg.fault = &f;
+    PAR_REQUIRE(run_trajectory(&ser, &par_trainer_serial, &cfg, ds, 3));
+    char name[200];
+    snprintf(name, sizeof name, "cuda == serial under --fault %s, %s", what, m->spec);
+    if (par_ran(run_trajectory(&t, &par_trainer_cuda, &cfg, ds, 3), name) &&
+        trajectory_equal(&t, &ser, m, dt, name)) {
+        const float *g = t.g, *gr = ref.g;
+        const int moved = kind == PAR_FAULT_GRAD_ULP
+                              ? g[index] == nextafterf(gr[index], INFINITY)
+                              : memcmp((char *)t.w + 2 * bytes, (char *)ref.w + 2 * bytes,
+                                       bytes) != 0;
+        snprintf(name, sizeof name, "  the same last gradient, and the fault moved it (%s)",
+                 what);
+        par_check(memcmp(t.g, ser.g, bytes) == 0 && moved, name);
+    }
+    trajectory_free(&ref);
+    trajectory_free(&ser);
     trajectory_free(&t);
     free(init);
 }
@@ -105,6 +146,14 @@ int main(void)
                     if (c == 0 || k == 0 || k == 3)
                         compare(&m, d ? PAR_F64 : PAR_F32, shapes[sh].B, shapes[sh].C,
                                 (par_optim_kind)k, &ds, EMULATED ? 4 : 12);
+    }
+    {   // a conv weight, a batchnorm gamma: one ulp more in their gradient; Adam's b1 off
+        par_model m;
+        PAR_REQUIRE(par_model_parse(&m, cnns[0], PAR_ACT_RELU));
+        compare_fault(&m, PAR_FAULT_GRAD_ULP, 7, &ds, "ulp:3:7");
+        compare_fault(&m, PAR_FAULT_GRAD_ULP, m.views[m.layers[1].w_view].offset + 2, &ds,
+                      "ulp on a batchnorm gamma");
+        compare_fault(&m, PAR_FAULT_OPT_BETA, 0, &ds, "obeta:3");
     }
     if (EMULATED) {   // the host runs the MLPs' kernels as slowly as the reference: two
         par_model m;

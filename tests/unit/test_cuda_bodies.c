@@ -28,6 +28,9 @@ static double rnd(void)
 
 static const par_act acts[] = {PAR_ACT_NONE, PAR_ACT_RELU, PAR_ACT_SIGMOID, PAR_ACT_TANH};
 
+#define NEXTAFTER_f32 nextafterf
+#define NEXTAFTER_f64 nextafter
+
 #define BODY_TESTS(REAL, SFX)                                                                  \
     static void fill_##SFX(REAL *p, size_t n, double scale)                                    \
     {                                                                                          \
@@ -131,9 +134,8 @@ static const par_act acts[] = {PAR_ACT_NONE, PAR_ACT_RELU, PAR_ACT_SIGMOID, PAR_
                 par_sgd_##SFX(w1, g, N, (REAL)c.lr);                                           \
             else                                                                               \
                 par_optim_##SFX(w1, m1, v1, g, N, &c);                                         \
-            const cuda_coef_##SFX q = {k == 0 ? 0 : (int)c.kind, (REAL)c.lr, (REAL)c.mu,       \
-                                       (REAL)c.b1, (REAL)c.b2, (REAL)c.c1, (REAL)c.c2,         \
-                                       (REAL)c.bc1, (REAL)c.bc2, (REAL)c.eps};                 \
+            const par_cuda_update u = {k == 0 ? NULL : &c, c.lr, SIZE_MAX};                    \
+            const cuda_coef_##SFX q = cuda_coef_of_##SFX(&u);                                  \
             for (size_t i = 0; i < N; i++) cuda_update_##SFX(&w2[i], &m2[i], &v2[i], g[i], &q); \
             char name[96];                                                                     \
             snprintf(name, sizeof name, "update body == the CPU's %s, %s", names[k], dn);      \
@@ -154,6 +156,20 @@ static const par_act acts[] = {PAR_ACT_NONE, PAR_ACT_RELU, PAR_ACT_SIGMOID, PAR_
         char name[96];                                                                         \
         snprintf(name, sizeof name, "relu body == par_act_forward on -0, NaN, inf, %s", dn);   \
         par_check(memcmp(cpu, gpu, sizeof cpu) == 0, name);                                    \
+        /* next_up (--fault ulp) against the C library's nextafter */                          \
+        REAL big = (REAL)1;                                                                    \
+        for (int e = 0; e < 2000; e++) big = big * 2 < (REAL)INFINITY ? big * 2 : big;         \
+        int same = 1;                                                                          \
+        for (size_t i = 0; i < NV; i++) {                                                      \
+            const REAL u[2] = {cuda_next_up_##SFX(v[i]), NEXTAFTER_##SFX(v[i], INFINITY)};     \
+            same = same &&                                                                     \
+                   (memcmp(&u[0], &u[1], sizeof u[0]) == 0 || (isnan(u[0]) && isnan(u[1])));   \
+        }                                                                                      \
+        const REAL edge[2] = {cuda_next_up_##SFX(big), cuda_next_up_##SFX(-big)};              \
+        same = same && edge[0] == NEXTAFTER_##SFX(big, INFINITY) &&                            \
+               edge[1] == NEXTAFTER_##SFX(-big, INFINITY);                                     \
+        snprintf(name, sizeof name, "next_up body == nextafter(x, +inf) on -0, NaN, inf, %s", dn); \
+        par_check(same, name);                                                                 \
     }
 
 BODY_TESTS(float, f32)
