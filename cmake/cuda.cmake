@@ -6,8 +6,21 @@
 # __fmaf_rn / __fma_rn where the contract has fma), checked on the compiled code
 # by ci/cuda_fma_check.py (ctest test_cuda_fma).
 set(PAR_HAVE_CUDA OFF)
-if(NOT PARITY_CUDA MATCHES "^(AUTO|ON|OFF)$")
-  message(FATAL_ERROR "PARITY_CUDA=${PARITY_CUDA}: expected AUTO, ON or OFF")
+set(PAR_CUDA_EMU OFF)
+if(NOT PARITY_CUDA MATCHES "^(AUTO|ON|OFF|EMU)$")
+  message(FATAL_ERROR "PARITY_CUDA=${PARITY_CUDA}: expected AUTO, ON, OFF or EMU")
+endif()
+# EMU: the cuda trainer with its kernels' bodies run on the host
+# (src/cuda/cuda_emu.c): every CLI path of --trainer cuda without a GPU, slowly;
+# for trying scripts such as ci/gpu.sh, never for figures.
+if(PARITY_CUDA STREQUAL "EMU")
+  add_library(par_cuda STATIC ${CMAKE_SOURCE_DIR}/src/cuda/cuda_emu.c)
+  target_include_directories(par_cuda PUBLIC ${CMAKE_SOURCE_DIR}/src/cuda)
+  target_link_libraries(par_cuda PUBLIC par_core par_model par_kernels)
+  set(PAR_HAVE_CUDA ON)
+  set(PAR_CUDA_EMU ON)
+  message(STATUS "parity: cuda trainer on the host emulation (PARITY_CUDA=EMU)")
+  return()
 endif()
 set(_par_cuda_want ${PARITY_CUDA})
 if(_par_cuda_want STREQUAL "AUTO" AND (CMAKE_CROSSCOMPILING OR PARITY_SANITIZE OR PARITY_TSAN

@@ -38,7 +38,7 @@ enum { N_SIDE_OPTS = 22, MAX_TOKENS = 64 };
 static void side_table(cli_opt *t, side_opts *o)
 {
     const cli_opt s[N_SIDE_OPTS] = {
-        {"--trainer", CLI_STR, &o->trainer, "NAME      reference, serial, omp, mpi, hybrid, root (serial)"},
+        {"--trainer", CLI_STR, &o->trainer, "NAME      reference, serial, omp, mpi, hybrid, root, cuda (with nvcc) (serial)"},
         {"--mode", CLI_STR, &o->mode, "exact|fast  (exact)"},
         {"--threads", CLI_INT, &o->threads, "T         OpenMP threads per process (1)"},
         {"--ranks", CLI_INT, &o->ranks, "R         MPI ranks of an MPI trainer (parity launches mpirun)"},

@@ -339,7 +339,7 @@ static void flag_table(cli_opt *t, check_opts *o)
         {"--beta2", CLI_DOUBLE, &o->beta2, "B2        adam (0.999)"},
         {"--eps", CLI_DOUBLE, &o->eps, "EPS       adam (1e-8)"},
         {"--trainer", CLI_STR, &o->trainer,
-         "NAME      reference, serial, omp, mpi, hybrid or root (reference)"},
+         "NAME      reference, serial, omp, mpi, hybrid, root or cuda (with nvcc) (reference)"},
         {"--mode", CLI_STR, &o->mode, "exact|fast  (exact)"},
         {"--threads", CLI_INT, &o->threads, "T         OpenMP threads of the trainer (1)"},
         {"--ranks", CLI_INT, &o->ranks, "R         MPI trainers: launch R ranks through mpirun; rank 0's step is checked"},

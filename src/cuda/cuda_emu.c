@@ -1,11 +1,12 @@
 // cuda_api.h run on the host, for tests without a GPU: memory is malloc'd,
 // copies are memcpy, and each launch calls its kernel's body
-// (src/cuda/cuda_bodies.h) for every index in turn, as the device's threads
-// do. So the cuda trainer's orchestration (which kernel, in which order, on
-// which buffers) runs in every build and is held to the reference bit for
-// bit by test_cuda_emu; the device's own kernels and their compiled code are
-// test_cuda's (label gpu) and test_cuda_fma's. Not a model of the device's
-// speed or memory.
+// (cuda_bodies.h) for every index in turn, as the device's threads do. So
+// the cuda trainer's orchestration (which kernel, in which order, on which
+// buffers) runs in every build and is held to the reference bit for bit by
+// test_cuda_emu, and a build with -DPARITY_CUDA=EMU runs every CLI path of
+// --trainer cuda (scripts such as ci/gpu.sh, tried before a GPU is at hand).
+// The device's own kernels and their compiled code are test_cuda's (label
+// gpu) and test_cuda_fma's. Not a model of the device's speed or memory.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 
 par_status par_cuda_open(char *name, size_t cap)
 {
-    if (name && cap) snprintf(name, cap, "host emulation (tests/gpu/cuda_emu.c)");
+    if (name && cap) snprintf(name, cap, "host emulation (src/cuda/cuda_emu.c)");
     return PAR_OK;
 }
 
