@@ -1,4 +1,4 @@
-// `cuda`: the contract on one CUDA GPU (docs/gpu.md), exact mode, every layer
+// `cuda`: the contract on one CUDA GPU (docs/gpu.md), exact and fast mode, every layer
 // kind (dense, conv2d, max-pool, batchnorm), every optimizer, f32 and f64.
 // Each kernel runs one body of src/cuda/cuda_bodies.h per element, the
 // reference's chain in its order; the chunk fold is a chain per chunk,
@@ -7,8 +7,8 @@
 // indices; the loss is the one value read back per step. Parameters,
 // gradient and optimizer state come back only when asked for. The engine
 // (its first member) is the host mirror and gives the update's coefficients.
-// Not yet: fast mode and the faults inside the CPU's layer kernels (refused);
-// --fault ulp and obeta run. Tests: tests/gpu/test_cuda.c (bitwise
+// Not yet: the faults inside the CPU's layer kernels (refused); --fault ulp
+// and obeta run. Tests: tests/gpu/test_cuda.c (bitwise
 // against the reference; on the device, and as test_cuda_emu on the host).
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +59,6 @@ static void cuda_destroy(void *state)
 // What this trainer does not run yet: one line naming it.
 static par_status check_supported(const par_run_cfg *cfg)
 {
-    PAR_FAIL_IF(cfg->mode != PAR_MODE_EXACT, PAR_ERR_CONFIG,
-                "--trainer cuda: --mode fast is not supported yet (exact only)");
     const par_fault *f = cfg->fault ? cfg->fault : par_fault_process();
     PAR_FAIL_IF(f->kind != PAR_FAULT_NONE && f->kind != PAR_FAULT_GRAD_ULP &&
                     f->kind != PAR_FAULT_OPT_BETA,
@@ -93,7 +91,7 @@ static par_status alloc_all(cuda_state *s)
     for (int i = 0; i < par_optim_n_state(s->e.optim.kind); i++)
         PAR_TRY(par_cuda_alloc(&s->os[i], N * sz));
     PAR_TRY(par_cuda_alloc(&s->a[0], B * m->n_inputs * sz));
-    const size_t nk = (B + s->e.C - 1) / s->e.C;
+    const size_t nk = (B + s->e.C - 1) / s->e.C, nk_conv = s->e.mode == PAR_MODE_FAST ? B : nk;
     size_t n_part = 0;   // the largest layer's chunk parts
     for (int l = 0; l < m->n_layers; l++) {
         const par_layer *ly = &m->layers[l];
@@ -101,7 +99,7 @@ static par_status alloc_all(cuda_state *s)
             PAR_TRY(par_cuda_alloc(&s->wt[l], ly->n_in * ly->n_out * sz));
         if (ly->kind == PAR_LAYER_BATCHNORM)
             PAR_TRY(par_cuda_alloc(&s->st[l], 8 * ly->c_out * sz));
-        const size_t np = ly->kind == PAR_LAYER_CONV2D      ? nk * ly->n_rows * (ly->row_len + 1)
+        const size_t np = ly->kind == PAR_LAYER_CONV2D ? nk_conv * ly->n_rows * (ly->row_len + 1)
                           : ly->kind == PAR_LAYER_BATCHNORM ? 2 * nk * ly->c_out
                                                             : 0;
         n_part = np > n_part ? np : n_part;
@@ -221,6 +219,10 @@ static void forward(cuda_state *s, int l, size_t B)
 // Layer l's backward pass from d[l]: its gradient and update u
 // and, above layer 0, d[l - 1] through the activation of layer l - 1. Each
 // layer's input gradient reads its parameters before their update writes them.
+// Fast mode sums a dense layer's gradient in one chain over the batch (as the
+// CPU trainers do) and a conv layer's in one part per sample, folded in sample
+// order (any order keeps fast mode's bound; B parts run B-wide on the device);
+// batchnorm keeps the chunks, as everywhere.
 static void backward(cuda_state *s, int l, size_t B, const par_cuda_update *u)
 {
     const par_model *m = s->e.m;
@@ -228,6 +230,7 @@ static void backward(cuda_state *s, int l, size_t B, const par_cuda_update *u)
     const par_dtype dt = s->e.dt;
     const size_t wo = ly->w_view >= 0 ? m->views[ly->w_view].offset : 0;
     const size_t bo = ly->b_view >= 0 ? m->views[ly->b_view].offset : 0, C = s->e.C;
+    const int fast = s->e.mode == PAR_MODE_FAST;
     void *dx = l > 0 ? s->d[l - 1] : NULL;
     const par_act below = l > 0 ? m->layers[l - 1].act : PAR_ACT_NONE;
     void *const *os = s->os;
@@ -236,10 +239,10 @@ static void backward(cuda_state *s, int l, size_t B, const par_cuda_update *u)
             par_cuda_backward_data(dt, dx, s->d[l], (const char *)s->w + wo * s->sz, s->a[l],
                                    below, B, ly->n_in, ly->n_out);
         par_cuda_grad_update(dt, s->w, s->g, os[0], os[1], s->wt[l], s->d[l], s->a[l], wo, bo, B,
-                             C, ly->n_in, ly->n_out, u);
+                             fast ? B : C, ly->n_in, ly->n_out, u);
     } else if (ly->kind == PAR_LAYER_CONV2D) {
         par_cuda_conv_backward(dt, s->w, s->g, os[0], os[1], s->part, dx, s->d[l], s->a[l], below,
-                               ly, wo, bo, B, C, u);
+                               ly, wo, bo, B, fast ? 1 : C, u);
     } else if (ly->kind == PAR_LAYER_MAXPOOL) {
         if (dx) par_cuda_pool_backward(dt, dx, s->d[l], s->a[l], below, ly, B);
     } else {

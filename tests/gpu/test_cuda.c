@@ -6,9 +6,10 @@
 // conv2d (padding, stride), max-pool and batchnorm (after a conv and after
 // an fc); batches gathered on the device from the resident set and batches
 // given whole (the fixture alternates). First, without a device: what the
-// trainer refuses (fast mode, a fault), each with its one-line error.
+// trainer refuses (a fault inside the CPU's layer kernels), with its one-line
+// error. Fast mode within its bound; faults ulp and obeta as serial's.
 // Without a device the rest is skipped (exit 77, ctest's SKIP_RETURN_CODE).
-// Built with PAR_CUDA_EMU (test_cuda_emu, label unit) against cuda_emu.c it
+// Built with PAR_CUDA_EMU (test_cuda_emu, label unit) with src/cuda/cuda_emu.c it
 // runs the same trainer with every kernel body on the host: the CNNs and a
 // few MLP cases, in every build.
 #include <math.h>
@@ -40,10 +41,8 @@ static void check_refusals(void)
 {
     par_model mlp;
     PAR_REQUIRE(par_model_parse(&mlp, "mlp:784-16-10", PAR_ACT_RELU));
-    par_run_cfg cfg = {.model = &mlp, .dtype = PAR_F32, .mode = PAR_MODE_FAST, .batch = 8,
+    par_run_cfg cfg = {.model = &mlp, .dtype = PAR_F32, .mode = PAR_MODE_EXACT, .batch = 8,
                        .chunk = 4, .lr = 0.01, .threads = 1};
-    refuses(&cfg, "--mode fast is not supported yet", "cuda refuses fast mode");
-    cfg.mode = PAR_MODE_EXACT;
     const par_fault f = {PAR_FAULT_SKIP_SAMPLE, 1, 0, 3};
     cfg.fault = &f;
     refuses(&cfg, "--fault takes ulp and obeta", "cuda refuses a layer kernel's fault");
@@ -116,6 +115,49 @@ static void compare_fault(const par_model *m, par_fault_kind kind, size_t index,
     free(init);
 }
 
+// Fast mode: within the derived bound of the reference step by step (vf_lockstep,
+// as parity lockstep), and a learning rate off by 1e-3 fails it at step 1. On
+// an MLP it sums as serial's fast mode does (one chain over the batch): the
+// same bits; on a CNN its conv gradients sum per sample, so it must differ
+// from exact somewhere.
+static void check_fast(const par_model *m, const par_dataset *ds, int steps)
+{
+    float *init = malloc(m->n_params * sizeof *init);
+    PAR_REQUIRE(init ? PAR_OK : PAR_ERR_ALLOC);
+    par_model_init(m, PAR_F32, 42, init);
+    const par_run_cfg exact = {.model = m, .dtype = PAR_F32, .mode = PAR_MODE_EXACT, .batch = 50,
+                               .chunk = 7, .lr = 0.05, .threads = 1, .init_params = init};
+    par_run_cfg f = exact;
+    f.mode = PAR_MODE_FAST;
+    vf_lockstep_result r;
+    char name[200];
+    par_status st = fast_lockstep(&r, &par_trainer_cuda, &f, exact.lr, ds, steps);
+    snprintf(name, sizeof name, "cuda fast within the bound of the reference, %s, %d steps",
+             m->spec, steps);
+    if (!par_check(st == PAR_OK && r.steps == steps && r.violations == 0, name))
+        printf("  status %d (%s), %zu violations\n", (int)st, par_last_error(), r.violations);
+    printf("  worst |diff|/tol %.3g\n", r.worst_ratio);
+    f.lr = exact.lr * (1 + 1e-3);
+    st = fast_lockstep(&r, &par_trainer_cuda, &f, exact.lr, ds, steps);
+    snprintf(name, sizeof name, "cuda fast with lr * (1 + 1e-3) fails the bound at step 1, %s",
+             m->spec);
+    par_check(st == PAR_OK && r.violations > 0 && r.first_violation_step == 1, name);
+    f.lr = exact.lr;
+    trajectory a, b;
+    const int mlp = !m->is_cnn;
+    PAR_REQUIRE(run_trajectory(&b, mlp ? &par_trainer_serial : &par_trainer_reference,
+                               mlp ? &f : &exact, ds, steps));
+    snprintf(name, sizeof name, "cuda fast %s, %s", mlp ? "== serial fast" : "!= exact",
+             m->spec);
+    if (par_ran(run_trajectory(&a, &par_trainer_cuda, &f, ds, steps), name)) {
+        const int same = memcmp(a.w, b.w, steps * m->n_params * sizeof(float)) == 0;
+        par_check(mlp ? same : !same, name);
+    }
+    trajectory_free(&a);
+    trajectory_free(&b);
+    free(init);
+}
+
 int main(void)
 {
     check_refusals();
@@ -154,6 +196,9 @@ int main(void)
         compare_fault(&m, PAR_FAULT_GRAD_ULP, m.views[m.layers[1].w_view].offset + 2, &ds,
                       "ulp on a batchnorm gamma");
         compare_fault(&m, PAR_FAULT_OPT_BETA, 0, &ds, "obeta:3");
+        check_fast(&m, &ds, EMULATED ? 4 : 10);
+        PAR_REQUIRE(par_model_parse(&m, "mlp:784-40-33-10", PAR_ACT_RELU));
+        check_fast(&m, &ds, EMULATED ? 4 : 10);
     }
     if (EMULATED) {   // the host runs the MLPs' kernels as slowly as the reference: two
         par_model m;
