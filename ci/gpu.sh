@@ -5,44 +5,67 @@
 #      activation and dtype; tests/gpu/test_cuda.c), and the contraction check
 #      of the compiled kernels with their SASS (ci/cuda_fma_check.py; cuobjdump),
 #      with its negative control where nvcc and SCRIPTS/src are there;
-#   3. `parity train --trainer cuda` against `--trainer reference` end to end
-#      on the default MLP and Fashion-MNIST, f32 and f64, sgd and adam, batch 64
-#      chunk 8 and batch 50 chunk 7, STEPS steps: every step's log line (loss
-#      and weights digests) and weights_sha256; a cuda run resumed from its
-#      checkpoint, on cuda and on serial, against one straight run;
+#   3. `parity train --trainer cuda` against a CPU trainer end to end, f32 and
+#      f64, sgd and adam, batch 64 chunk 8 and batch 50 chunk 7: every step's
+#      log line (loss and weights digests) and weights_sha256, on
+#      - the default MLP and Fashion-MNIST, STEPS steps, against
+#        `--trainer reference` (the eight reference runs at once, one core each);
+#        and a cuda run resumed from its checkpoint, on cuda and on serial,
+#        against one straight run;
+#      - the MNIST CNN on MNIST and the CIFAR CNN with batchnorm on CIFAR-format
+#        data that `parity data make-cifar` writes (two epochs of it), CNN_STEPS
+#        steps, against `--trainer omp --threads $(nproc)`: omp equals the
+#        reference bit for bit (tests/unit/test_cnn.c, in CI), and the plain
+#        reference is far too slow for these CNNs;
 #   4. seconds per epoch (the 2nd of 2, data resident, median of 3) of
 #      --trainer cuda and of PyTorch on the same GPU, default and deterministic
-#      (bench/gpu_vs_pytorch.py), written with provenance to OUT/gpu.md
-#      (bench/results/gpu.md is a copy).
-# BIN holds parity, test_cuda, libpar_cuda.a, cuda_kernels.ptx (a CUDA build's)
-# and COMMIT (the commit they were built from); PARITY_DATA the datasets. Logs go
-# to OUT (at most 5 files: gpu.log, gpu.md, test_cuda.log, times.txt, runs.tgz).
-# Exit 0 when every check passed.
+#      (bench/gpu_vs_pytorch.py), on the default MLP, written with provenance to
+#      OUT/gpu.md (bench/results/gpu.md is a copy).
+# A check that fails is counted and the run goes on (a cuda trainer that
+# refuses the CNNs still gives the MLP's results). Every parity run of the
+# checks is cut at RUN_LIMIT (60) seconds. Each section prints its seconds.
+# BIN holds parity, test_cuda, libpar_cuda.a, cuda_kernels.ptx (a CUDA build's),
+# COMMIT (the commit they were built from) and lib/ (shared libraries the GPU
+# machine lacks): ci/gpu_bin.sh puts it together. PARITY_DATA holds the datasets
+# fashion-mnist and mnist. Logs go to OUT (at most 5 files: gpu.log, gpu.md,
+# test_cuda.log, times.txt, runs.tgz). Exit 0 when every check passed.
 # Usage: ci/gpu.sh BIN OUT [SCRIPTS]   (SCRIPTS: where ci/, bench/, src/ are; default .)
 # TRAINER=serial ci/gpu.sh ...: the same steps with serial for cuda (a dry run).
 set -uo pipefail
 BIN=$(cd "$1" && pwd)
 OUT=$2
 S=${3:-.}
-STEPS=${STEPS:-40}
+STEPS=${STEPS:-40}           # the MLP's rows
+CNN_STEPS=${CNN_STEPS:-60}   # the CNNs' rows
+RUN_LIMIT=${RUN_LIMIT:-60}   # seconds, any one parity run
 TR=${TRAINER:-cuda}   # TRAINER=serial: a dry run of the script on a machine without a GPU
+NP=$(nproc)
+CNN=cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10
+BN=cnn:3x32x32-c32k3p1-bn-r-m2-c64k3p1-bn-r-m2-c128k3p1-bn-r-m2-f-fc256-r-fc10
+[ -d "$BIN/lib" ] && export LD_LIBRARY_PATH=$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$OUT"
 LOG=$OUT/gpu.log
 exec > >(tee "$LOG") 2>&1
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+sec_start=
+section() {   # section TITLE: the seconds of the section before, then TITLE
+    [ -z "$sec_start" ] || echo "-- $((SECONDS - sec_start)) s (at $SECONDS s)"
+    sec_start=$SECONDS
+    echo "== $*"
+}
 
-echo "== device"
+section "device"
 nvidia-smi || fail "nvidia-smi"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 ldd "$BIN/parity" | grep "not found" && fail "parity lacks shared libraries"
 
-echo "== gpu label: test_cuda"
+section "gpu label: test_cuda"
 "$BIN/test_cuda" > "$OUT/test_cuda.log" 2>&1
 rc=$?
 grep -E "FAIL|passed|SKIP|device:" "$OUT/test_cuda.log" | tail -20
 [ $rc = 0 ] || fail "test_cuda exit $rc"
-echo "== contraction check (PTX and SASS)"
+section "contraction check (PTX and SASS)"
 python3 "$S/ci/cuda_fma_check.py" "$BIN/cuda_kernels.ptx" "$BIN/libpar_cuda.a" || fail "fma check"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 if [ -x "$NVCC" ] && [ -d "$S/src/cuda" ]; then   # the check rejects -fmad=true, SASS included
@@ -51,55 +74,107 @@ if [ -x "$NVCC" ] && [ -d "$S/src/cuda" ]; then   # the check rejects -fmad=true
         fail "fma check control"
 fi
 
-echo "== parity train: cuda against reference, $STEPS steps"
 W=$(mktemp -d)
-train() {   # train NAME ARGS...: --json into $W/NAME.json, the log into $W/NAME.jsonl
+run_train() {   # run_train NAME ARGS...: --json into $W/NAME.json, the log into $W/NAME.jsonl
     local name=$1
     shift
-    "$BIN/parity" train --dataset fashion-mnist --no-eval --quiet --json --log "$W/$name.jsonl" \
-        "$@" > "$W/$name.json" || { fail "parity train $name: exit $?"; return 1; }
+    timeout "$RUN_LIMIT" "$BIN/parity" train --no-eval --quiet --json --log "$W/$name.jsonl" \
+        "$@" > "$W/$name.json"
+}
+exit_of() {   # exit_of STATUS: the status, and what 124 means
+    [ "$1" = 124 ] && echo "exit 124 (over $RUN_LIMIT s)" || echo "exit $1"
+}
+train() {   # train NAME ARGS...: run_train, a failure counted
+    run_train "$@" || { fail "parity train $1: $(exit_of $?)"; return 1; }
 }
 field() {   # field FILE KEY: a key of a JSON file
     python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"
 }
 steps_of() { grep '"type":"step"' "$1"; }
-for dt in f32 f64; do
-    for opt in sgd adam; do
-        for bc in 64:8 50:7; do
-            B=${bc%:*} C=${bc#*:}
-            args=(--dtype "$dt" --optim "$opt" --batch "$B" --chunk "$C" --steps "$STEPS")
-            [ "$opt" = adam ] && args+=(--lr 0.001)
-            n="$dt-$opt-b$B-c$C"
-            train "ref-$n" --trainer reference "${args[@]}" || continue
-            train "cuda-$n" --trainer "$TR" "${args[@]}" || continue
-            a=$(field "$W/ref-$n.json" weights_sha256)
-            b=$(field "$W/cuda-$n.json" weights_sha256)
-            if [ "$a" = "$b" ] &&
-                cmp -s <(steps_of "$W/ref-$n.jsonl") <(steps_of "$W/cuda-$n.jsonl"); then
-                echo "ok   cuda == reference, $n: every step's digests, weights_sha256 $b"
-            else
-                fail "cuda != reference, $n: $b vs $a"
-                diff <(steps_of "$W/ref-$n.jsonl") <(steps_of "$W/cuda-$n.jsonl") | head -4
-            fi
+# bitwise LABEL STEPS JOBS DESC CPU... -- ARGS...: for f32 and f64, sgd and adam (lr
+# 0.001), batch 64 chunk 8 and batch 50 chunk 7, STEPS steps of ARGS on $TR and on
+# the CPU trainer (its flags CPU..., DESC in the log); compares every step's log
+# line and weights_sha256. JOBS all: the CPU runs of all rows start at once, in
+# the background; else each row's CPU run follows its $TR run, and is skipped
+# when that failed (a trainer that refuses the model costs no CPU runs).
+bitwise() {
+    local label=$1 steps=$2 jobs=$3 desc=$4 dt opt bc B C n a b i
+    shift 4
+    local cpu=() pids=() rows=()
+    while [ "$1" != -- ]; do cpu+=("$1"); shift; done
+    shift
+    for dt in f32 f64; do
+        for opt in sgd adam; do
+            for bc in 64:8 50:7; do rows+=("$dt $opt ${bc%:*} ${bc#*:}"); done
         done
     done
-done
-# Resume: 20 steps on cuda with a checkpoint, then on to 40 on cuda and on serial.
+    row() {   # row I ARGS...: sets n and args of row I
+        read -r dt opt B C <<< "${rows[$1]}"
+        shift
+        n="$label-$dt-$opt-b$B-c$C"
+        args=(--dtype "$dt" --optim "$opt" --batch "$B" --chunk "$C" --steps "$steps" "$@")
+        [ "$opt" = adam ] && args+=(--lr 0.001)
+    }
+    local args=()
+    if [ "$jobs" = all ]; then
+        for i in "${!rows[@]}"; do
+            row "$i" "$@"
+            { run_train "cpu-$n" "${cpu[@]}" "${args[@]}"; echo $? > "$W/cpu-$n.rc"; } &
+            pids+=($!)
+        done
+    fi
+    for i in "${!rows[@]}"; do
+        row "$i" "$@"
+        train "dev-$n" --trainer "$TR" "${args[@]}"
+        local dev=$?
+        if [ "$jobs" = all ]; then
+            wait "${pids[$i]}"
+        elif [ $dev = 0 ]; then
+            run_train "cpu-$n" "${cpu[@]}" "${args[@]}"
+            echo $? > "$W/cpu-$n.rc"
+        fi
+        [ $dev = 0 ] || continue
+        [ "$(cat "$W/cpu-$n.rc")" = 0 ] ||
+            { fail "parity train cpu-$n ($desc): $(exit_of "$(cat "$W/cpu-$n.rc")")"; continue; }
+        a=$(field "$W/cpu-$n.json" weights_sha256)
+        b=$(field "$W/dev-$n.json" weights_sha256)
+        if [ "$a" = "$b" ] &&
+            cmp -s <(steps_of "$W/cpu-$n.jsonl") <(steps_of "$W/dev-$n.jsonl"); then
+            echo "ok   $TR == $desc, $n: every step's digests, weights_sha256 $b"
+        else
+            fail "$TR != $desc, $n: $b vs $a"
+            diff <(steps_of "$W/cpu-$n.jsonl") <(steps_of "$W/dev-$n.jsonl") | head -4
+        fi
+    done
+}
+
+section "parity train: $TR against reference, the default MLP, $STEPS steps"
+bitwise mlp "$STEPS" all reference --trainer reference -- --dataset fashion-mnist
+# Resume: STEPS/2 steps on cuda with a checkpoint, then on to STEPS on cuda and on serial.
 half=$((STEPS / 2))
-train full --trainer "$TR" --steps "$STEPS" --optim adam --lr 0.001 &&
-train first --trainer "$TR" --steps "$half" --optim adam --lr 0.001 --checkpoint-dir "$W/ck" \
+FM=(--dataset fashion-mnist --optim adam --lr 0.001)
+train full --trainer "$TR" --steps "$STEPS" "${FM[@]}" &&
+train first --trainer "$TR" --steps "$half" "${FM[@]}" --checkpoint-dir "$W/ck" \
     --checkpoint-every "$half" &&
 for tr in "$TR" serial; do
     cp -r "$W/ck" "$W/ck-$tr"
     train "resumed-$tr" --resume "$W/ck-$tr" --trainer "$tr" --steps "$STEPS" || continue
     a=$(field "$W/full.json" weights_sha256)
     b=$(field "$W/resumed-$tr.json" weights_sha256)
-    [ "$a" = "$b" ] && echo "ok   cuda $half steps, resumed on $tr to $STEPS == one cuda run: $a" ||
+    [ "$a" = "$b" ] && echo "ok   $TR $half steps, resumed on $tr to $STEPS == one $TR run: $a" ||
         fail "resumed on $tr: $b, one run: $a"
 done
-tar -C "$W" -czf "$OUT/runs.tgz" --exclude='ck*' . 2>/dev/null   # the runs' JSON and logs
 
-echo "== seconds per epoch: cuda against PyTorch"
+section "parity train: $TR against omp T=$NP, the CNNs, $CNN_STEPS steps"
+OMP=("omp T=$NP (= reference bit for bit: test_cnn, in CI)" --trainer omp --threads "$NP")
+bitwise mnist-cnn "$CNN_STEPS" one "${OMP[@]}" -- --dataset mnist --model "$CNN"
+# 500 records a file: 2,250 training records, 36 steps of 64 (45 of 50) an epoch
+"$BIN/parity" data make-cifar "$W/cifar-rows" --records 500 > /dev/null || fail "make-cifar"
+bitwise cifar-bn "$CNN_STEPS" one "${OMP[@]}" -- --dataset "$W/cifar-rows" --model "$BN" \
+    --epochs 2
+tar -C "$W" -czf "$OUT/runs.tgz" --exclude='ck*' --exclude='cifar-*' . 2>/dev/null   # JSON, logs
+
+section "seconds per epoch: $TR against PyTorch"
 PER_EPOCH=844   # ceil(54,000 / 64): Fashion-MNIST's training split
 times=$OUT/times.txt
 : > "$times"
@@ -117,6 +192,7 @@ for mode in default deterministic; do
     done
 done
 cat "$times"
+section "report"
 python3 - "$times" "$BIN/COMMIT" "$fails" > "$OUT/gpu.md" <<'PY' || fail "report"
 import json, statistics, subprocess, sys
 times, commit_file, fails = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -170,5 +246,5 @@ for dt in ("f32", "f64"):
 PY
 cat "$OUT/gpu.md"
 rm -rf "$W"
-echo "== $fails failure(s)"
+section "end: $fails failure(s), $SECONDS s in all"
 [ "$fails" = 0 ]
