@@ -19,11 +19,14 @@
 #        reference is far too slow for these CNNs;
 #   4. seconds per epoch (the 2nd of 2, data resident, median of 3) of
 #      --trainer cuda and of PyTorch on the same GPU, default and deterministic
-#      (bench/gpu_vs_pytorch.py), on the default MLP, written with provenance to
-#      OUT/gpu.md (bench/results/gpu.md is a copy).
+#      (bench/gpu_vs_pytorch.py): the MNIST CNN and the CIFAR BN CNN in f32, the
+#      default MLP in f32 and f64; written with provenance to OUT/gpu.md
+#      (bench/results/gpu.md is a copy).
 # A check that fails is counted and the run goes on (a cuda trainer that
-# refuses the CNNs still gives the MLP's results). Every parity run of the
-# checks is cut at RUN_LIMIT (60) seconds. Each section prints its seconds.
+# refuses the CNNs still gives the MLP's results). Every parity run is cut at
+# RUN_LIMIT (60) seconds and every PyTorch process at 200; a timing run of
+# parity that takes over 30 s is not repeated, and no timing starts after
+# BUDGET (300) seconds of the script. Each section prints its seconds.
 # BIN holds parity, test_cuda, libpar_cuda.a, cuda_kernels.ptx (a CUDA build's),
 # COMMIT (the commit they were built from) and lib/ (shared libraries the GPU
 # machine lacks): ci/gpu_bin.sh puts it together. PARITY_DATA holds the datasets
@@ -38,6 +41,7 @@ S=${3:-.}
 STEPS=${STEPS:-40}           # the MLP's rows
 CNN_STEPS=${CNN_STEPS:-60}   # the CNNs' rows
 RUN_LIMIT=${RUN_LIMIT:-60}   # seconds, any one parity run
+BUDGET=${BUDGET:-300}        # seconds of the script after which no timing starts
 TR=${TRAINER:-cuda}   # TRAINER=serial: a dry run of the script on a machine without a GPU
 NP=$(nproc)
 CNN=cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10
@@ -175,22 +179,52 @@ bitwise cifar-bn "$CNN_STEPS" one "${OMP[@]}" -- --dataset "$W/cifar-rows" --mod
 tar -C "$W" -czf "$OUT/runs.tgz" --exclude='ck*' --exclude='cifar-*' . 2>/dev/null   # JSON, logs
 
 section "seconds per epoch: $TR against PyTorch"
-PER_EPOCH=844   # ceil(54,000 / 64): Fashion-MNIST's training split
 times=$OUT/times.txt
 : > "$times"
-for dt in f32 f64; do
-    for r in 1 2 3; do
-        "$BIN/parity" train --trainer "$TR" --dataset fashion-mnist --dtype "$dt" --epochs 2 \
-            --warmup-steps $PER_EPOCH --no-eval --quiet --json > "$W/t.json" &&
-            echo "parity-cuda-$dt $(field "$W/t.json" seconds)" >> "$times"
+in_budget() {   # in_budget WHAT: false, a failure counted, once BUDGET seconds are spent
+    [ "$SECONDS" -lt "$BUDGET" ] && return 0
+    fail "$1: not timed, the script's $BUDGET s are spent"
+    return 1
+}
+# time_parity KEY PER_EPOCH ARGS...: seconds of the 2nd of 2 epochs, 3 runs
+time_parity() {
+    local key=$1 per=$2 t0 _
+    shift 2
+    for _ in 1 2 3; do
+        in_budget "parity $key" || return
+        t0=$SECONDS
+        if timeout "$RUN_LIMIT" "$BIN/parity" train --trainer "$TR" --epochs 2 \
+            --warmup-steps "$per" --no-eval --quiet --json "$@" > "$W/t.json"; then
+            echo "parity-$key $(field "$W/t.json" seconds)" >> "$times"
+        else
+            fail "timing parity $key: $(exit_of $?)"
+            return
+        fi
+        [ $((SECONDS - t0)) -le 30 ] ||
+            { echo "parity $key: $((SECONDS - t0)) s a run, not repeated"; return; }
     done
-done
-for mode in default deterministic; do
-    for dt in f32 f64; do
-        python3 "$S/bench/gpu_vs_pytorch.py" "$mode" "$dt" 2 3 > "$W/torch.json" &&
-            echo "torch-$mode-$dt $(cat "$W/torch.json")" >> "$times" || fail "pytorch $mode $dt"
+}
+time_torch() {   # time_torch KEY DTYPE MODEL...: bench/gpu_vs_pytorch.py, both modes
+    local key=$1 dt=$2 mode
+    shift 2
+    for mode in default deterministic; do
+        in_budget "pytorch $key $mode" || continue
+        timeout 200 python3 "$S/bench/gpu_vs_pytorch.py" "$mode" "$dt" 2 3 "$@" > "$W/torch.json" &&
+            echo "torch-$key-$mode $(cat "$W/torch.json")" >> "$times" || fail "pytorch $key $mode"
     done
-done
+}
+# In the order of what a cut by BUDGET should keep: the MLP in f32 (README's
+# figure), the CNNs, then the MLP in f64.
+time_parity mlp-f32 844 --dataset fashion-mnist   # ceil(54,000 / 64)
+time_torch mlp-f32 f32 mlp
+time_parity cnn-f32 844 --dataset mnist --model "$CNN" --optim adam --lr 0.001
+time_torch cnn-f32 f32 cnn
+# 10,000 records a file: 45,000 training records, 704 steps an epoch
+"$BIN/parity" data make-cifar "$W/cifar-time" --records 10000 > /dev/null || fail "make-cifar"
+time_parity cifar-f32 704 --dataset "$W/cifar-time" --model "$BN" --lr 0.01
+time_torch cifar-f32 f32 cifar "$W/cifar-time"
+time_parity mlp-f64 844 --dataset fashion-mnist --dtype f64
+time_torch mlp-f64 f64 mlp
 cat "$times"
 section "report"
 python3 - "$times" "$BIN/COMMIT" "$fails" > "$OUT/gpu.md" <<'PY' || fail "report"
@@ -206,18 +240,34 @@ smi = q("nvidia-smi")
 cuda = smi.split("CUDA Version:")[-1].split()[0] if "CUDA Version:" in smi else "?"
 cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
 commit = open(commit_file).read().strip()
-parity, torch = {}, {}
+parity, torch, steps = {}, {}, {}
 meta = {}
 for line in open(times):
     name, rest = line.split(" ", 1)
-    if name.startswith("parity"):
-        s = rest.split()[0]
-        parity.setdefault(name.rsplit("-", 1)[1], []).append(float(s))
-    else:
-        d = json.loads(rest)
-        meta = d
-        torch[(d["mode"], name.rsplit("-", 1)[1])] = [ep[-1] for ep in d["seconds"]]
+    if name.startswith("parity-"):   # parity-MODEL-DTYPE SECONDS
+        parity.setdefault(name[len("parity-"):], []).append(float(rest.split()[0]))
+    else:                            # torch-MODEL-DTYPE-MODE JSON
+        d = meta = json.loads(rest)
+        key = name[len("torch-"):].rsplit("-", 1)[0]
+        torch[(key, d["mode"])] = [ep[-1] for ep in d["seconds"]]
+        steps[key] = d.get("steps_per_epoch")
+models = [("mlp", "MLP", "the default MLP (784-256-128-10, ReLU, SGD lr 0.01) on Fashion-MNIST",
+           844),
+          ("cnn", "MNIST CNN", "the MNIST CNN (`cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10`: conv "
+           "1->32 3x3 padding 1, ReLU, fc 128, ReLU, fc 10; Adam lr 0.001) on MNIST", 844),
+          ("cifar", "CIFAR BN CNN", "the CIFAR CNN with batchnorm (`cnn:3x32x32-c32k3p1-bn-r-m2-"
+           "c64k3p1-bn-r-m2-c128k3p1-bn-r-m2-f-fc256-r-fc10`: three blocks conv 3x3 -> bn -> "
+           "ReLU -> max-pool 2, fc 256, ReLU, fc 10; SGD lr 0.01) on CIFAR-format data that "
+           "`parity data make-cifar --records 10000` writes (speed does not depend on the "
+           "pixels)", 704)]
+rows = [("mlp", "f32"), ("mlp", "f64"), ("cnn", "f32"), ("cifar", "f32")]
 med = statistics.median
+def cell(v, n):
+    if not v:
+        return "n/a"
+    return f"{med(v):.3f}" + ("" if len(v) == n else f" ({len(v)} of {n} runs)")
+def ratio(a, b):
+    return f"{med(a) / med(b):.2f}x" if a and b else "n/a"
 print("# --trainer cuda against PyTorch on the same GPU\n")
 print("Written by `ci/gpu.sh` on the GPU machine; not typed by hand.\n")
 print("| provenance | |\n|---|---|")
@@ -230,19 +280,24 @@ print(f"| CPU | {cpu} |")
 print(f"| parity commit | {commit} |")
 print(f"| checks of ci/gpu.sh | {'all passed' if fails == 0 else f'{fails} FAILED'} |")
 print()
-print("The default MLP (784-256-128-10, ReLU, SGD lr 0.01, batch 64) on Fashion-MNIST's "
-      "training split (54,000 records, 844 steps), data resident on the GPU. Seconds of the "
-      "2nd of 2 epochs, median of 3 runs (parity: `--epochs 2 --warmup-steps 844 --no-eval`, "
-      "exact mode, one loss read back per step; PyTorch: one process, 3 models, no "
-      "synchronisation inside the epoch).\n")
-print("| dtype | parity cuda (exact) | PyTorch default | PyTorch deterministic | "
+print("Batch 64, the last 10% of each training file held out; data resident on the GPU:\n")
+for key, short, what, per in models:
+    note = ""
+    if any(steps.get(f"{key}-{dt}") not in (None, per) for dt in ("f32", "f64")):
+        note = " (PyTorch's epoch had another length: see times.txt)"
+    print(f"- {short}: {what}; {per} steps an epoch{note}.")
+print("\nSeconds of the 2nd of 2 epochs, median of 3 runs (parity: `--epochs 2 --warmup-steps "
+      "STEPS --no-eval`, exact mode, one loss read back per step; PyTorch: one process, 3 "
+      "models, no synchronisation inside the epoch).\n")
+print("| model | dtype | parity cuda (exact) | PyTorch default | PyTorch deterministic | "
       "default / cuda | deterministic / cuda |")
-print("|---|--:|--:|--:|--:|--:|")
-for dt in ("f32", "f64"):
-    p = med(parity[dt]) if dt in parity else float("nan")
-    d = med(torch[("default", dt)]) if ("default", dt) in torch else float("nan")
-    t = med(torch[("deterministic", dt)]) if ("deterministic", dt) in torch else float("nan")
-    print(f"| {dt} | {p:.3f} | {d:.3f} | {t:.3f} | {d / p:.2f}x | {t / p:.2f}x |")
+print("|---|---|--:|--:|--:|--:|--:|")
+short = {k: s for k, s, _, _ in models}
+for model, dt in rows:
+    key = f"{model}-{dt}"
+    p, d, t = parity.get(key), torch.get((key, "default")), torch.get((key, "deterministic"))
+    print(f"| {short[model]} | {dt} | {cell(p, 3)} | {cell(d, 3)} | {cell(t, 3)} | "
+          f"{ratio(d, p)} | {ratio(t, p)} |")
 PY
 cat "$OUT/gpu.md"
 rm -rf "$W"
