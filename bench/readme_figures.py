@@ -70,7 +70,8 @@ def layers_figure(text):
 
 
 def gpu_figure(text):
-    r = row(text, "f32")
+    r = row(text, "MLP")   # its first row is f32; a file of the MLP alone has no model column
+    r = r[1:] if r and len(r) > 1 and r[1] == "f32" else row(text, "f32")
     if not r or len(r) < 5:
         return MISSING
     return "%s s; PyTorch %s s (deterministic %s s)" % (r[1], r[2], r[3])

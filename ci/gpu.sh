@@ -5,44 +5,71 @@
 #      activation and dtype; tests/gpu/test_cuda.c), and the contraction check
 #      of the compiled kernels with their SASS (ci/cuda_fma_check.py; cuobjdump),
 #      with its negative control where nvcc and SCRIPTS/src are there;
-#   3. `parity train --trainer cuda` against `--trainer reference` end to end
-#      on the default MLP and Fashion-MNIST, f32 and f64, sgd and adam, batch 64
-#      chunk 8 and batch 50 chunk 7, STEPS steps: every step's log line (loss
-#      and weights digests) and weights_sha256; a cuda run resumed from its
-#      checkpoint, on cuda and on serial, against one straight run;
+#   3. `parity train --trainer cuda` against a CPU trainer end to end, f32 and
+#      f64, sgd and adam, batch 64 chunk 8 and batch 50 chunk 7: every step's
+#      log line (loss and weights digests) and weights_sha256, on
+#      - the default MLP and Fashion-MNIST, STEPS steps, against
+#        `--trainer reference` (the eight reference runs at once, one core each);
+#        and a cuda run resumed from its checkpoint, on cuda and on serial,
+#        against one straight run;
+#      - the MNIST CNN on MNIST and the CIFAR CNN with batchnorm on CIFAR-format
+#        data that `parity data make-cifar` writes (two epochs of it), CNN_STEPS
+#        steps, against `--trainer omp --threads $(nproc)`: omp equals the
+#        reference bit for bit (tests/unit/test_cnn.c, in CI), and the plain
+#        reference is far too slow for these CNNs;
 #   4. seconds per epoch (the 2nd of 2, data resident, median of 3) of
 #      --trainer cuda and of PyTorch on the same GPU, default and deterministic
-#      (bench/gpu_vs_pytorch.py), written with provenance to OUT/gpu.md
+#      (bench/gpu_vs_pytorch.py): the MNIST CNN and the CIFAR BN CNN in f32, the
+#      default MLP in f32 and f64; written with provenance to OUT/gpu.md
 #      (bench/results/gpu.md is a copy).
-# BIN holds parity, test_cuda, libpar_cuda.a, cuda_kernels.ptx (a CUDA build's)
-# and COMMIT (the commit they were built from); PARITY_DATA the datasets. Logs go
-# to OUT (at most 5 files: gpu.log, gpu.md, test_cuda.log, times.txt, runs.tgz).
-# Exit 0 when every check passed.
+# A check that fails is counted and the run goes on (a cuda trainer that
+# refuses the CNNs still gives the MLP's results). Every parity run is cut at
+# RUN_LIMIT (60) seconds and every PyTorch process at 200; a timing run of
+# parity that takes over 30 s is not repeated, and no timing starts after
+# BUDGET (300) seconds of the script. Each section prints its seconds.
+# BIN holds parity, test_cuda, libpar_cuda.a, cuda_kernels.ptx (a CUDA build's),
+# COMMIT (the commit they were built from) and lib/ (shared libraries the GPU
+# machine lacks): ci/gpu_bin.sh puts it together. PARITY_DATA holds the datasets
+# fashion-mnist and mnist. Logs go to OUT (at most 5 files: gpu.log, gpu.md,
+# test_cuda.log, times.txt, runs.tgz). Exit 0 when every check passed.
 # Usage: ci/gpu.sh BIN OUT [SCRIPTS]   (SCRIPTS: where ci/, bench/, src/ are; default .)
 # TRAINER=serial ci/gpu.sh ...: the same steps with serial for cuda (a dry run).
 set -uo pipefail
 BIN=$(cd "$1" && pwd)
 OUT=$2
 S=${3:-.}
-STEPS=${STEPS:-40}
+STEPS=${STEPS:-40}           # the MLP's rows
+CNN_STEPS=${CNN_STEPS:-60}   # the CNNs' rows
+RUN_LIMIT=${RUN_LIMIT:-60}   # seconds, any one parity run
+BUDGET=${BUDGET:-300}        # seconds of the script after which no timing starts
 TR=${TRAINER:-cuda}   # TRAINER=serial: a dry run of the script on a machine without a GPU
+NP=$(nproc)
+CNN=cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10
+BN=cnn:3x32x32-c32k3p1-bn-r-m2-c64k3p1-bn-r-m2-c128k3p1-bn-r-m2-f-fc256-r-fc10
+[ -d "$BIN/lib" ] && export LD_LIBRARY_PATH=$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$OUT"
 LOG=$OUT/gpu.log
 exec > >(tee "$LOG") 2>&1
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+sec_start=
+section() {   # section TITLE: the seconds of the section before, then TITLE
+    [ -z "$sec_start" ] || echo "-- $((SECONDS - sec_start)) s (at $SECONDS s)"
+    sec_start=$SECONDS
+    echo "== $*"
+}
 
-echo "== device"
+section "device"
 nvidia-smi || fail "nvidia-smi"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 ldd "$BIN/parity" | grep "not found" && fail "parity lacks shared libraries"
 
-echo "== gpu label: test_cuda"
+section "gpu label: test_cuda"
 "$BIN/test_cuda" > "$OUT/test_cuda.log" 2>&1
 rc=$?
 grep -E "FAIL|passed|SKIP|device:" "$OUT/test_cuda.log" | tail -20
 [ $rc = 0 ] || fail "test_cuda exit $rc"
-echo "== contraction check (PTX and SASS)"
+section "contraction check (PTX and SASS)"
 python3 "$S/ci/cuda_fma_check.py" "$BIN/cuda_kernels.ptx" "$BIN/libpar_cuda.a" || fail "fma check"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 if [ -x "$NVCC" ] && [ -d "$S/src/cuda" ]; then   # the check rejects -fmad=true, SASS included
@@ -51,72 +78,155 @@ if [ -x "$NVCC" ] && [ -d "$S/src/cuda" ]; then   # the check rejects -fmad=true
         fail "fma check control"
 fi
 
-echo "== parity train: cuda against reference, $STEPS steps"
 W=$(mktemp -d)
-train() {   # train NAME ARGS...: --json into $W/NAME.json, the log into $W/NAME.jsonl
+run_train() {   # run_train NAME ARGS...: --json into $W/NAME.json, the log into $W/NAME.jsonl
     local name=$1
     shift
-    "$BIN/parity" train --dataset fashion-mnist --no-eval --quiet --json --log "$W/$name.jsonl" \
-        "$@" > "$W/$name.json" || { fail "parity train $name: exit $?"; return 1; }
+    timeout "$RUN_LIMIT" "$BIN/parity" train --no-eval --quiet --json --log "$W/$name.jsonl" \
+        "$@" > "$W/$name.json"
+}
+exit_of() {   # exit_of STATUS: the status, and what 124 means
+    [ "$1" = 124 ] && echo "exit 124 (over $RUN_LIMIT s)" || echo "exit $1"
+}
+train() {   # train NAME ARGS...: run_train, a failure counted
+    run_train "$@" || { fail "parity train $1: $(exit_of $?)"; return 1; }
 }
 field() {   # field FILE KEY: a key of a JSON file
     python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"
 }
 steps_of() { grep '"type":"step"' "$1"; }
-for dt in f32 f64; do
-    for opt in sgd adam; do
-        for bc in 64:8 50:7; do
-            B=${bc%:*} C=${bc#*:}
-            args=(--dtype "$dt" --optim "$opt" --batch "$B" --chunk "$C" --steps "$STEPS")
-            [ "$opt" = adam ] && args+=(--lr 0.001)
-            n="$dt-$opt-b$B-c$C"
-            train "ref-$n" --trainer reference "${args[@]}" || continue
-            train "cuda-$n" --trainer "$TR" "${args[@]}" || continue
-            a=$(field "$W/ref-$n.json" weights_sha256)
-            b=$(field "$W/cuda-$n.json" weights_sha256)
-            if [ "$a" = "$b" ] &&
-                cmp -s <(steps_of "$W/ref-$n.jsonl") <(steps_of "$W/cuda-$n.jsonl"); then
-                echo "ok   cuda == reference, $n: every step's digests, weights_sha256 $b"
-            else
-                fail "cuda != reference, $n: $b vs $a"
-                diff <(steps_of "$W/ref-$n.jsonl") <(steps_of "$W/cuda-$n.jsonl") | head -4
-            fi
+# bitwise LABEL STEPS JOBS DESC CPU... -- ARGS...: for f32 and f64, sgd and adam (lr
+# 0.001), batch 64 chunk 8 and batch 50 chunk 7, STEPS steps of ARGS on $TR and on
+# the CPU trainer (its flags CPU..., DESC in the log); compares every step's log
+# line and weights_sha256. JOBS all: the CPU runs of all rows start at once, in
+# the background; else each row's CPU run follows its $TR run, and is skipped
+# when that failed (a trainer that refuses the model costs no CPU runs).
+bitwise() {
+    local label=$1 steps=$2 jobs=$3 desc=$4 dt opt bc B C n a b i
+    shift 4
+    local cpu=() pids=() rows=()
+    while [ "$1" != -- ]; do cpu+=("$1"); shift; done
+    shift
+    for dt in f32 f64; do
+        for opt in sgd adam; do
+            for bc in 64:8 50:7; do rows+=("$dt $opt ${bc%:*} ${bc#*:}"); done
         done
     done
-done
-# Resume: 20 steps on cuda with a checkpoint, then on to 40 on cuda and on serial.
+    row() {   # row I ARGS...: sets n and args of row I
+        read -r dt opt B C <<< "${rows[$1]}"
+        shift
+        n="$label-$dt-$opt-b$B-c$C"
+        args=(--dtype "$dt" --optim "$opt" --batch "$B" --chunk "$C" --steps "$steps" "$@")
+        [ "$opt" = adam ] && args+=(--lr 0.001)
+    }
+    local args=()
+    if [ "$jobs" = all ]; then
+        for i in "${!rows[@]}"; do
+            row "$i" "$@"
+            { run_train "cpu-$n" "${cpu[@]}" "${args[@]}"; echo $? > "$W/cpu-$n.rc"; } &
+            pids+=($!)
+        done
+    fi
+    for i in "${!rows[@]}"; do
+        row "$i" "$@"
+        train "dev-$n" --trainer "$TR" "${args[@]}"
+        local dev=$?
+        if [ "$jobs" = all ]; then
+            wait "${pids[$i]}"
+        elif [ $dev = 0 ]; then
+            run_train "cpu-$n" "${cpu[@]}" "${args[@]}"
+            echo $? > "$W/cpu-$n.rc"
+        fi
+        [ $dev = 0 ] || continue
+        [ "$(cat "$W/cpu-$n.rc")" = 0 ] ||
+            { fail "parity train cpu-$n ($desc): $(exit_of "$(cat "$W/cpu-$n.rc")")"; continue; }
+        a=$(field "$W/cpu-$n.json" weights_sha256)
+        b=$(field "$W/dev-$n.json" weights_sha256)
+        if [ "$a" = "$b" ] &&
+            cmp -s <(steps_of "$W/cpu-$n.jsonl") <(steps_of "$W/dev-$n.jsonl"); then
+            echo "ok   $TR == $desc, $n: every step's digests, weights_sha256 $b"
+        else
+            fail "$TR != $desc, $n: $b vs $a"
+            diff <(steps_of "$W/cpu-$n.jsonl") <(steps_of "$W/dev-$n.jsonl") | head -4
+        fi
+    done
+}
+
+section "parity train: $TR against reference, the default MLP, $STEPS steps"
+bitwise mlp "$STEPS" all reference --trainer reference -- --dataset fashion-mnist
+# Resume: STEPS/2 steps on cuda with a checkpoint, then on to STEPS on cuda and on serial.
 half=$((STEPS / 2))
-train full --trainer "$TR" --steps "$STEPS" --optim adam --lr 0.001 &&
-train first --trainer "$TR" --steps "$half" --optim adam --lr 0.001 --checkpoint-dir "$W/ck" \
+FM=(--dataset fashion-mnist --optim adam --lr 0.001)
+train full --trainer "$TR" --steps "$STEPS" "${FM[@]}" &&
+train first --trainer "$TR" --steps "$half" "${FM[@]}" --checkpoint-dir "$W/ck" \
     --checkpoint-every "$half" &&
 for tr in "$TR" serial; do
     cp -r "$W/ck" "$W/ck-$tr"
     train "resumed-$tr" --resume "$W/ck-$tr" --trainer "$tr" --steps "$STEPS" || continue
     a=$(field "$W/full.json" weights_sha256)
     b=$(field "$W/resumed-$tr.json" weights_sha256)
-    [ "$a" = "$b" ] && echo "ok   cuda $half steps, resumed on $tr to $STEPS == one cuda run: $a" ||
+    [ "$a" = "$b" ] && echo "ok   $TR $half steps, resumed on $tr to $STEPS == one $TR run: $a" ||
         fail "resumed on $tr: $b, one run: $a"
 done
-tar -C "$W" -czf "$OUT/runs.tgz" --exclude='ck*' . 2>/dev/null   # the runs' JSON and logs
 
-echo "== seconds per epoch: cuda against PyTorch"
-PER_EPOCH=844   # ceil(54,000 / 64): Fashion-MNIST's training split
+section "parity train: $TR against omp T=$NP, the CNNs, $CNN_STEPS steps"
+OMP=("omp T=$NP (= reference bit for bit: test_cnn, in CI)" --trainer omp --threads "$NP")
+bitwise mnist-cnn "$CNN_STEPS" one "${OMP[@]}" -- --dataset mnist --model "$CNN"
+# 500 records a file: 2,250 training records, 36 steps of 64 (45 of 50) an epoch
+"$BIN/parity" data make-cifar "$W/cifar-rows" --records 500 > /dev/null || fail "make-cifar"
+bitwise cifar-bn "$CNN_STEPS" one "${OMP[@]}" -- --dataset "$W/cifar-rows" --model "$BN" \
+    --epochs 2
+tar -C "$W" -czf "$OUT/runs.tgz" --exclude='ck*' --exclude='cifar-*' . 2>/dev/null   # JSON, logs
+
+section "seconds per epoch: $TR against PyTorch"
 times=$OUT/times.txt
 : > "$times"
-for dt in f32 f64; do
-    for r in 1 2 3; do
-        "$BIN/parity" train --trainer "$TR" --dataset fashion-mnist --dtype "$dt" --epochs 2 \
-            --warmup-steps $PER_EPOCH --no-eval --quiet --json > "$W/t.json" &&
-            echo "parity-cuda-$dt $(field "$W/t.json" seconds)" >> "$times"
+in_budget() {   # in_budget WHAT: false, a failure counted, once BUDGET seconds are spent
+    [ "$SECONDS" -lt "$BUDGET" ] && return 0
+    fail "$1: not timed, the script's $BUDGET s are spent"
+    return 1
+}
+# time_parity KEY PER_EPOCH ARGS...: seconds of the 2nd of 2 epochs, 3 runs
+time_parity() {
+    local key=$1 per=$2 t0 _
+    shift 2
+    for _ in 1 2 3; do
+        in_budget "parity $key" || return
+        t0=$SECONDS
+        if timeout "$RUN_LIMIT" "$BIN/parity" train --trainer "$TR" --epochs 2 \
+            --warmup-steps "$per" --no-eval --quiet --json "$@" > "$W/t.json"; then
+            echo "parity-$key $(field "$W/t.json" seconds)" >> "$times"
+        else
+            fail "timing parity $key: $(exit_of $?)"
+            return
+        fi
+        [ $((SECONDS - t0)) -le 30 ] ||
+            { echo "parity $key: $((SECONDS - t0)) s a run, not repeated"; return; }
     done
-done
-for mode in default deterministic; do
-    for dt in f32 f64; do
-        python3 "$S/bench/gpu_vs_pytorch.py" "$mode" "$dt" 2 3 > "$W/torch.json" &&
-            echo "torch-$mode-$dt $(cat "$W/torch.json")" >> "$times" || fail "pytorch $mode $dt"
+}
+time_torch() {   # time_torch KEY DTYPE MODEL...: bench/gpu_vs_pytorch.py, both modes
+    local key=$1 dt=$2 mode
+    shift 2
+    for mode in default deterministic; do
+        in_budget "pytorch $key $mode" || continue
+        timeout 200 python3 "$S/bench/gpu_vs_pytorch.py" "$mode" "$dt" 2 3 "$@" > "$W/torch.json" &&
+            echo "torch-$key-$mode $(cat "$W/torch.json")" >> "$times" || fail "pytorch $key $mode"
     done
-done
+}
+# In the order of what a cut by BUDGET should keep: the MLP in f32 (README's
+# figure), the CNNs, then the MLP in f64.
+time_parity mlp-f32 844 --dataset fashion-mnist   # ceil(54,000 / 64)
+time_torch mlp-f32 f32 mlp
+time_parity cnn-f32 844 --dataset mnist --model "$CNN" --optim adam --lr 0.001
+time_torch cnn-f32 f32 cnn
+# 10,000 records a file: 45,000 training records, 704 steps an epoch
+"$BIN/parity" data make-cifar "$W/cifar-time" --records 10000 > /dev/null || fail "make-cifar"
+time_parity cifar-f32 704 --dataset "$W/cifar-time" --model "$BN" --lr 0.01
+time_torch cifar-f32 f32 cifar "$W/cifar-time"
+time_parity mlp-f64 844 --dataset fashion-mnist --dtype f64
+time_torch mlp-f64 f64 mlp
 cat "$times"
+section "report"
 python3 - "$times" "$BIN/COMMIT" "$fails" > "$OUT/gpu.md" <<'PY' || fail "report"
 import json, statistics, subprocess, sys
 times, commit_file, fails = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -130,18 +240,34 @@ smi = q("nvidia-smi")
 cuda = smi.split("CUDA Version:")[-1].split()[0] if "CUDA Version:" in smi else "?"
 cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
 commit = open(commit_file).read().strip()
-parity, torch = {}, {}
+parity, torch, steps = {}, {}, {}
 meta = {}
 for line in open(times):
     name, rest = line.split(" ", 1)
-    if name.startswith("parity"):
-        s = rest.split()[0]
-        parity.setdefault(name.rsplit("-", 1)[1], []).append(float(s))
-    else:
-        d = json.loads(rest)
-        meta = d
-        torch[(d["mode"], name.rsplit("-", 1)[1])] = [ep[-1] for ep in d["seconds"]]
+    if name.startswith("parity-"):   # parity-MODEL-DTYPE SECONDS
+        parity.setdefault(name[len("parity-"):], []).append(float(rest.split()[0]))
+    else:                            # torch-MODEL-DTYPE-MODE JSON
+        d = meta = json.loads(rest)
+        key = name[len("torch-"):].rsplit("-", 1)[0]
+        torch[(key, d["mode"])] = [ep[-1] for ep in d["seconds"]]
+        steps[key] = d.get("steps_per_epoch")
+models = [("mlp", "MLP", "the default MLP (784-256-128-10, ReLU, SGD lr 0.01) on Fashion-MNIST",
+           844),
+          ("cnn", "MNIST CNN", "the MNIST CNN (`cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10`: conv "
+           "1->32 3x3 padding 1, ReLU, fc 128, ReLU, fc 10; Adam lr 0.001) on MNIST", 844),
+          ("cifar", "CIFAR BN CNN", "the CIFAR CNN with batchnorm (`cnn:3x32x32-c32k3p1-bn-r-m2-"
+           "c64k3p1-bn-r-m2-c128k3p1-bn-r-m2-f-fc256-r-fc10`: three blocks conv 3x3 -> bn -> "
+           "ReLU -> max-pool 2, fc 256, ReLU, fc 10; SGD lr 0.01) on CIFAR-format data that "
+           "`parity data make-cifar --records 10000` writes (speed does not depend on the "
+           "pixels)", 704)]
+rows = [("mlp", "f32"), ("mlp", "f64"), ("cnn", "f32"), ("cifar", "f32")]
 med = statistics.median
+def cell(v, n):
+    if not v:
+        return "n/a"
+    return f"{med(v):.3f}" + ("" if len(v) == n else f" ({len(v)} of {n} runs)")
+def ratio(a, b):
+    return f"{med(a) / med(b):.2f}x" if a and b else "n/a"
 print("# --trainer cuda against PyTorch on the same GPU\n")
 print("Written by `ci/gpu.sh` on the GPU machine; not typed by hand.\n")
 print("| provenance | |\n|---|---|")
@@ -154,21 +280,26 @@ print(f"| CPU | {cpu} |")
 print(f"| parity commit | {commit} |")
 print(f"| checks of ci/gpu.sh | {'all passed' if fails == 0 else f'{fails} FAILED'} |")
 print()
-print("The default MLP (784-256-128-10, ReLU, SGD lr 0.01, batch 64) on Fashion-MNIST's "
-      "training split (54,000 records, 844 steps), data resident on the GPU. Seconds of the "
-      "2nd of 2 epochs, median of 3 runs (parity: `--epochs 2 --warmup-steps 844 --no-eval`, "
-      "exact mode, one loss read back per step; PyTorch: one process, 3 models, no "
-      "synchronisation inside the epoch).\n")
-print("| dtype | parity cuda (exact) | PyTorch default | PyTorch deterministic | "
+print("Batch 64, the last 10% of each training file held out; data resident on the GPU:\n")
+for key, short, what, per in models:
+    note = ""
+    if any(steps.get(f"{key}-{dt}") not in (None, per) for dt in ("f32", "f64")):
+        note = " (PyTorch's epoch had another length: see times.txt)"
+    print(f"- {short}: {what}; {per} steps an epoch{note}.")
+print("\nSeconds of the 2nd of 2 epochs, median of 3 runs (parity: `--epochs 2 --warmup-steps "
+      "STEPS --no-eval`, exact mode, one loss read back per step; PyTorch: one process, 3 "
+      "models, no synchronisation inside the epoch).\n")
+print("| model | dtype | parity cuda (exact) | PyTorch default | PyTorch deterministic | "
       "default / cuda | deterministic / cuda |")
-print("|---|--:|--:|--:|--:|--:|")
-for dt in ("f32", "f64"):
-    p = med(parity[dt]) if dt in parity else float("nan")
-    d = med(torch[("default", dt)]) if ("default", dt) in torch else float("nan")
-    t = med(torch[("deterministic", dt)]) if ("deterministic", dt) in torch else float("nan")
-    print(f"| {dt} | {p:.3f} | {d:.3f} | {t:.3f} | {d / p:.2f}x | {t / p:.2f}x |")
+print("|---|---|--:|--:|--:|--:|--:|")
+short = {k: s for k, s, _, _ in models}
+for model, dt in rows:
+    key = f"{model}-{dt}"
+    p, d, t = parity.get(key), torch.get((key, "default")), torch.get((key, "deterministic"))
+    print(f"| {short[model]} | {dt} | {cell(p, 3)} | {cell(d, 3)} | {cell(t, 3)} | "
+          f"{ratio(d, p)} | {ratio(t, p)} |")
 PY
 cat "$OUT/gpu.md"
 rm -rf "$W"
-echo "== $fails failure(s)"
+section "end: $fails failure(s), $SECONDS s in all"
 [ "$fails" = 0 ]
