@@ -17,7 +17,10 @@
 #        steps, against `--trainer omp --threads $(nproc)`: omp equals the
 #        reference bit for bit (tests/unit/test_cnn.c, in CI), and the plain
 #        reference is far too slow for these CNNs;
-#   4. seconds per epoch (the 2nd of 2, data resident, median of 3) of
+#   4. the harness on it: parity check (MPFR) of a cuda step, and with --fault
+#      ulp (must fail); parity bisect cuda against serial (no divergence), and
+#      with a fault (names its parameter); parity lockstep --mode fast;
+#   5. seconds per epoch (the 2nd of 2, data resident, median of 3) of
 #      --trainer cuda and of PyTorch on the same GPU, default and deterministic
 #      (bench/gpu_vs_pytorch.py): the MNIST CNN and the CIFAR BN CNN in f32, the
 #      default MLP in f32 and f64; written with provenance to OUT/gpu.md
@@ -177,6 +180,38 @@ bitwise mnist-cnn "$CNN_STEPS" one "${OMP[@]}" -- --dataset mnist --model "$CNN"
 bitwise cifar-bn "$CNN_STEPS" one "${OMP[@]}" -- --dataset "$W/cifar-rows" --model "$BN" \
     --epochs 2
 tar -C "$W" -czf "$OUT/runs.tgz" --exclude='ck*' --exclude='cifar-*' . 2>/dev/null   # JSON, logs
+
+section "the harness on $TR: check (MPFR), a fault, bisect, lockstep in fast mode"
+SMALL=(--dataset mnist --model cnn:1x28x28-c4k3p1-bn-r-m2-c8k3-bn-r-m2-f-fc16-bn-r-fc10)
+# expect WANT LABEL CMD...: runs CMD (cut at RUN_LIMIT), its output into the log;
+# WANT 0: must exit 0; WANT fail: must exit non-zero but not 124 (a verdict, not a cut).
+expect() {
+    local want=$1 label=$2 rc
+    shift 2
+    timeout "$RUN_LIMIT" "$@" > "$W/h.txt" 2>&1
+    rc=$?
+    grep -E "verdict|FAIL|PASS|first differing|no divergence|lockstep" "$W/h.txt" | head -4
+    if { [ "$want" = 0 ] && [ $rc = 0 ]; } || { [ "$want" = fail ] && [ $rc != 0 ] &&
+        [ $rc != 124 ]; }; then
+        echo "ok   $label (exit $rc)"
+    else
+        fail "$label: exit $rc"
+        tail -5 "$W/h.txt"
+    fi
+}
+expect 0 "parity check of a $TR step passes (MPFR)" \
+    "$BIN/parity" check --trainer "$TR" "${SMALL[@]}" --step 3
+expect fail "parity check of a $TR step with --fault ulp:1:100 fails" \
+    "$BIN/parity" check --trainer "$TR" "${SMALL[@]}" --fault ulp:1:100
+expect 0 "parity bisect $TR against serial: no divergence in 20 steps" \
+    "$BIN/parity" bisect "--trainer $TR" "--trainer serial" "${SMALL[@]}" --steps 20
+grep -q "no divergence" "$W/h.txt" || fail "bisect $TR against serial found a divergence"
+expect fail "parity bisect $TR --fault ulp:3:100 against serial names parameter 100" \
+    "$BIN/parity" bisect "--trainer $TR --fault ulp:3:100" "--trainer serial" "${SMALL[@]}" \
+    --steps 5
+grep -q "parameter 100" "$W/h.txt" || fail "bisect did not name parameter 100"
+expect 0 "parity lockstep --trainer $TR --mode fast: within the bound, 30 steps" \
+    "$BIN/parity" lockstep --trainer "$TR" --mode fast "${SMALL[@]}" --steps 30
 
 section "seconds per epoch: $TR against PyTorch"
 times=$OUT/times.txt
