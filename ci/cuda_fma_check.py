@@ -10,8 +10,8 @@ The PTX of src/cuda/cuda_kernels.cu (built with -fmad=false) must hold:
   - no float min or max (their -0 and NaN results need not be the C comparison's);
   - fma.rn only in the kernels whose bodies write fma (FMA_KERNELS: the dense
     forward, input gradient and gradient; conv forward, input gradient and
-    gradient parts; batchnorm's squares, output and gradient parts), and at
-    least one there.
+    gradient parts; batchnorm's squares, output and gradient parts; the dense
+    gradient's chunk parts of several ranks), and at least one there.
 Where cuobjdump runs (CUDA toolkit with it; the GPU machine has it), the SASS of
 LIBRARY.a too: in every kernel whose PTX has no float division, square root or
 reciprocal (their IEEE expansions bring multiplies, adds and fmas of their own),
@@ -32,7 +32,8 @@ import sys
 import tempfile
 
 FMA_KERNELS = ("forward_", "backward_data_", "grad_update_", "conv_forward_", "conv_grad_part_",
-               "conv_backward_data_", "bn_sq_part_", "bn_out_", "bn_grad_part_")
+               "conv_backward_data_", "bn_sq_part_", "bn_out_", "bn_grad_part_",
+               "dense_grad_part_")
 
 
 def entries(ptx):

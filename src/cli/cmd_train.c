@@ -42,6 +42,7 @@ typedef struct train_run {
     int peer_failed;               // another rank's preparation failed
     const char *threads_from;      // why the thread count, when --threads was not typed
     int ranks_typed;               // --ranks was typed (else one rank, or mpirun's count)
+    int mpi;                       // this run is MPI ranks (PAR_CAP_RANKS, or asked for)
     train_view view;
 } train_run;
 
@@ -197,12 +198,14 @@ static int join_ranks(train_run *t, int argc, char **argv)
 {
     const train_opts *o = &t->o;
     const par_trainer_ops *tr = t->nu.tr;
-    int rc;
+    int rc, env_rank;
+    const int world = cli_mpi_env_size(&env_rank);
+    // cuda runs as MPI ranks only when asked: --ranks R > 1, or a launcher's several.
+    t->mpi = (tr->caps & PAR_CAP_RANKS) ||
+             ((tr->caps & PAR_CAP_RANKS_ASKED) && (o->ranks > 1 || world > 1));
     // A single-process trainer under a launcher with several ranks would run
     // that many independent copies: refused, said once (by rank 0).
-    if (!(tr->caps & PAR_CAP_RANKS)) {
-        int env_rank;
-        const int world = cli_mpi_env_size(&env_rank);
+    if (!t->mpi) {
         if (world > 1) {
             if (env_rank == 0) {
                 fprintf(stderr, "parity train: --trainer %s runs in one process, but it was "
@@ -213,9 +216,9 @@ static int join_ranks(train_run *t, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    const int launch = (tr->caps & PAR_CAP_RANKS) && o->ranks > 0 && !cli_mpi_under_launcher();
-    if ((!(tr->caps & PAR_CAP_RANKS) || launch) && (rc = cli_train_check_outputs(o))) return rc;
-    if (!(tr->caps & PAR_CAP_RANKS)) {
+    const int launch = t->mpi && o->ranks > 0 && !cli_mpi_under_launcher();
+    if ((!t->mpi || launch) && (rc = cli_train_check_outputs(o))) return rc;
+    if (!t->mpi) {
         if (o->ranks <= 1) return -1;
         fprintf(stderr, "parity train: --ranks %d: trainer %s is not an MPI trainer\n", o->ranks,
                 tr->name);
@@ -350,7 +353,7 @@ static void print_done(const train_run *t, const par_session_result *r)
     if (t->threads_from)
         add(s, n, "; %s: %d thread%s (%s)", t->nu.tr->name, threads, threads == 1 ? "" : "s",
             t->threads_from);
-    if ((t->nu.tr->caps & PAR_CAP_RANKS) && !t->ranks_typed)
+    if (t->mpi && !t->ranks_typed)
         add(s, n, "; %s: %d rank%s (%s)", t->nu.tr->name, t->size, t->size == 1 ? "" : "s",
             t->size == 1 ? "no --ranks given" : "from mpirun -n");
     fprintf(stderr, "parity train: %s\n", s);
@@ -417,7 +420,7 @@ int cmd_train(int argc, char **argv)
         return rc;
     }
     const train_opts *o = &t->o;
-    catch_stop_signals((t->nu.tr->caps & PAR_CAP_RANKS) != 0);
+    catch_stop_signals(t->mpi);
     train_view *v = &t->view;
     v->tty = !o->quiet && t->rank == 0 && isatty(STDERR_FILENO);
     v->plain = !o->quiet && t->rank == 0 && !v->tty;

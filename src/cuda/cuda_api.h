@@ -30,9 +30,10 @@ typedef struct par_cuda_update {
     size_t ulp_at;
 } par_cuda_update;
 
-// Opens device 0 (the first CUDA_VISIBLE_DEVICES names); PAR_ERR_CONFIG,
-// with the runtime's reason, when there is none. name: its name (cap bytes).
-par_status par_cuda_open(char *name, size_t cap);
+// Opens device `index` modulo the number visible (CUDA_VISIBLE_DEVICES: an MPI
+// rank's round robin); PAR_ERR_CONFIG, with the runtime's reason, when there
+// is none. name: its name (cap bytes).
+par_status par_cuda_open(int index, char *name, size_t cap);
 // Device memory of `bytes` (zeroed) into *p, and its release (NULL: nothing).
 par_status par_cuda_alloc(void **p, size_t bytes);
 void par_cuda_free(void *p);
@@ -53,9 +54,9 @@ void par_cuda_gather(par_dtype dt, void *x, int32_t *labels, const void *data,
 // y = act(x W^T + b) for B samples (par_dense_forward's order); WT (n_in, n_out).
 void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *WT, const void *b,
                       par_act act, size_t B, size_t n_in, size_t n_out);
-// par_softmax_xent of B samples of K logits.
+// par_softmax_xent of B samples of K logits, dz divided by B_total (the batch's size).
 void par_cuda_softmax_xent(par_dtype dt, void *dz, void *loss, const void *z,
-                           const int32_t *labels, size_t B, size_t K);
+                           const int32_t *labels, size_t B, size_t B_total, size_t K);
 // dx = (dz W) * act'(y) for B samples (par_dense_backward_data, par_act_backward).
 void par_cuda_backward_data(par_dtype dt, void *dx, const void *dz, const void *W,
                             const void *y, par_act act, size_t B, size_t n_in, size_t n_out);
@@ -74,30 +75,63 @@ void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, siz
 // conv2d layer ly: y = act(conv(x, W) + b) for B samples (the reference's order).
 void par_cuda_conv_forward(par_dtype dt, void *y, const void *x, const void *W, const void *b,
                            par_act act, const par_layer *ly, size_t B);
-// A conv2d layer's backward pass: its gradient's chunk parts into part
-// (ceil(B / C) n_rows (row_len + 1) values); dx (unless NULL) = its input
-// gradient through act_below', the activation of the layer below, whose output
-// is x; then each parameter's gradient, the left fold of its parts, into g and
-// its update (as par_cuda_grad_update). Weights at wo, biases at bo.
-void par_cuda_conv_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *part,
-                            void *dx, const void *dz, const void *x, par_act act_below,
-                            const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                            const par_cuda_update *u);
+// Its gradient's chunk parts for the ceil(B / C) chunks of the B samples:
+// parameter p's (weights first, then biases) to part[k stride + q], q = qw +
+// p for a weight, qb + p - nw for a bias (nw = n_rows row_len).
+void par_cuda_conv_grad_parts(par_dtype dt, void *part, size_t stride, size_t qw, size_t qb,
+                              const void *dz, const void *x, const par_layer *ly, size_t B,
+                              size_t C);
+// Its input gradient through act_below', the activation of the layer below,
+// whose output is x.
+void par_cuda_conv_backward_data(par_dtype dt, void *dx, const void *dz, const void *W,
+                                 const void *x, par_act act_below, const par_layer *ly, size_t B);
+// Each parameter's gradient, the left fold of its nk parts (stride: the
+// layer's parameter count, qw 0), into g and its update; weights at wo, biases at bo.
+void par_cuda_conv_update(par_dtype dt, void *w, void *g, void *m, void *v, const void *part,
+                          const par_layer *ly, size_t wo, size_t bo, size_t nk,
+                          const par_cuda_update *u);
 // Max-pool layer ly: forward, and its input gradient through act_below'.
 void par_cuda_pool_forward(par_dtype dt, void *y, const void *x, const par_layer *ly, size_t B);
 void par_cuda_pool_backward(par_dtype dt, void *dx, const void *dz, const void *x,
                             par_act act_below, const par_layer *ly, size_t B);
-// Batchnorm layer ly in training mode: p its five views (gamma, beta,
-// running_mean, running_var, num_batches_tracked, one after the other), st its
-// statistics (8 c_out values, kept for the backward pass), part scratch of
-// 2 ceil(B / C) c_out values. The backward pass: gradients of gamma (at wo)
-// and beta (at bo) into g, dx (unless NULL) through act_below', then their update.
-void par_cuda_bn_forward(par_dtype dt, void *y, const void *x, void *p, void *st, void *part,
-                         par_act act, const par_layer *ly, size_t B, size_t C);
-void par_cuda_bn_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *st, void *part,
-                          void *dx, const void *dz, const void *x, par_act act_below,
-                          const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                          const par_cuda_update *u);
+// Batchnorm layer ly in training mode over a batch of Bt samples, of which
+// these B (whole chunks, from a chunk boundary) are here. p: its five views
+// (gamma, beta, running_mean, running_var, num_batches_tracked, one after the
+// other); st: its statistics (8 c_out values, kept for the backward pass);
+// parts: c_out values a chunk, chunk k at k c_out. Forward: the sums' parts of
+// the chunks here; the squares' parts, given the sums' parts of every chunk
+// (psum); then the statistics, the running statistics and the output, given
+// every chunk's parts. Backward: the gradients' parts of the chunks here;
+// given every chunk's, the gradients of gamma (at wo) and beta (at bo) into
+// g and their update; the input gradient through act_below'.
+void par_cuda_bn_sum_parts(par_dtype dt, void *part, const void *x, const par_layer *ly,
+                           size_t B, size_t C);
+void par_cuda_bn_sq_parts(par_dtype dt, void *part, const void *psum, const void *x,
+                          const par_layer *ly, size_t B, size_t Bt, size_t C);
+void par_cuda_bn_finish(par_dtype dt, void *y, const void *x, void *p, void *st,
+                        const void *psum, const void *psq, par_act act, const par_layer *ly,
+                        size_t B, size_t Bt, size_t C);
+void par_cuda_bn_grad_parts(par_dtype dt, void *pg, void *pb, const void *dz, const void *x,
+                            const void *st, const par_layer *ly, size_t B, size_t C);
+void par_cuda_bn_update(par_dtype dt, void *w, void *g, void *m, void *v, void *st,
+                        const void *pg, const void *pb, const par_layer *ly, size_t wo,
+                        size_t bo, size_t Bt, size_t C, const par_cuda_update *u);
+void par_cuda_bn_backward_data(par_dtype dt, void *dx, const void *dz, const void *x,
+                               const void *st, par_act act_below, const par_layer *ly, size_t B,
+                               size_t Bt);
+// Several ranks: a dense layer's gradient's chunk parts (each parameter's at
+// its own index q in part[k stride + q]), the losses' chunk sums (at q), the
+// left fold of nk chunks' parts of n elements into run (continuing run's own
+// values when cont), and the update of parameters [lo, hi) from gradients in run.
+void par_cuda_dense_grad_parts(par_dtype dt, void *part, size_t stride, size_t wo, size_t bo,
+                               const void *dz, const void *x, size_t B, size_t C, size_t n_in,
+                               size_t n_out);
+void par_cuda_loss_parts(par_dtype dt, void *part, size_t stride, size_t q, const void *loss,
+                         size_t B, size_t C);
+void par_cuda_fold(par_dtype dt, void *run, const void *part, size_t nk, size_t stride, size_t n,
+                   int cont);
+void par_cuda_apply(par_dtype dt, void *w, void *g, void *m, void *v, const void *run, size_t lo,
+                    size_t hi, const par_cuda_update *u);
 
 #ifdef __cplusplus
 }

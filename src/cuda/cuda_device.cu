@@ -17,16 +17,17 @@
                                  cudaGetErrorString(e_));                                      \
     } while (0)
 
-par_status par_cuda_open(char *name, size_t cap)
+par_status par_cuda_open(int index, char *name, size_t cap)
 {
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
     PAR_FAIL_IF(e != cudaSuccess || n == 0, PAR_ERR_CONFIG,
                 "--trainer cuda: no CUDA device (%s)",
                 e != cudaSuccess ? cudaGetErrorString(e) : "none visible");
-    CUDA_TRY(cudaSetDevice(0), "device 0");
+    const int dev = (index < 0 ? 0 : index) % n;
+    CUDA_TRY(cudaSetDevice(dev), "setting the device");
     cudaDeviceProp p;
-    CUDA_TRY(cudaGetDeviceProperties(&p, 0), "device 0");
+    CUDA_TRY(cudaGetDeviceProperties(&p, dev), "device properties");
     if (name && cap) snprintf(name, cap, "%s", p.name);
     return PAR_OK;
 }

@@ -14,8 +14,9 @@
 #include "cuda_api.h"
 #include "cuda_bodies.h"
 
-par_status par_cuda_open(char *name, size_t cap)
+par_status par_cuda_open(int index, char *name, size_t cap)
 {
+    (void)index;
     if (name && cap) snprintf(name, cap, "host emulation (src/cuda/cuda_emu.c)");
     return PAR_OK;
 }
@@ -78,61 +79,121 @@ par_status par_cuda_sync(void) { return PAR_OK; }
                 cuda_dense_grad_update_##SFX(w, g, m, v, WT, dz, x, wo, bo, B, C, n_in, n_out,  \
                                              &c, o, i);                                        \
     }                                                                                          \
-    static void conv_backward_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *part, REAL *dx,  \
-                                    const REAL *dz, const REAL *x, int act,                    \
-                                    const par_layer *ly, size_t wo, size_t bo, size_t B,       \
-                                    size_t C, const par_cuda_update *u)              \
+    static void conv_forward_go_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b,    \
+                                      par_act act, const par_layer *ly, size_t B)              \
     {                                                                                          \
-        const size_t nk = (B + C - 1) / C, np = ly->n_rows * (ly->row_len + 1);                \
-        const cuda_coef_##SFX c = cuda_coef_of_##SFX(u);                                   \
-        for (size_t j = 0; j < nk; j++)                                                        \
-            for (size_t p = 0; p < np; p++)                                                    \
-                cuda_conv_grad_part_##SFX(part, dz, x, ly, B, C, j, p);                        \
-        for (size_t t = 0; dx && t < B * ly->n_in; t++)                                        \
-            cuda_conv_backward_data_##SFX(dx, dz, w + wo, x, act, ly, t);                      \
-        for (size_t p = 0; p < np; p++)                                                        \
+        for (size_t t = 0; t < B * ly->n_out; t++)                                             \
+            cuda_conv_forward_##SFX(y, x, W, b, (int)act, ly, t);                              \
+    }                                                                                          \
+    static void conv_grad_parts_go_##SFX(REAL *part, size_t stride, size_t qw, size_t qb,      \
+                                         const REAL *dz, const REAL *x, const par_layer *ly,   \
+                                         size_t B, size_t C)                                   \
+    {                                                                                          \
+        const size_t nk = (B + C - 1) / C, n = ly->n_rows * (ly->row_len + 1);                 \
+        for (size_t k = 0; k < nk; k++)                                                        \
+            for (size_t p = 0; p < n; p++)                                                     \
+                cuda_conv_grad_part_##SFX(part, stride, qw, qb, dz, x, ly, B, C, k, p);        \
+    }                                                                                          \
+    static void conv_backward_data_go_##SFX(REAL *dx, const REAL *dz, const REAL *W,           \
+                                            const REAL *x, par_act act, const par_layer *ly,   \
+                                            size_t B)                                          \
+    {                                                                                          \
+        for (size_t t = 0; t < B * ly->n_in; t++)                                              \
+            cuda_conv_backward_data_##SFX(dx, dz, W, x, (int)act, ly, t);                      \
+    }                                                                                          \
+    static void conv_update_go_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, const REAL *part,     \
+                                     const par_layer *ly, size_t wo, size_t bo, size_t nk,     \
+                                     const par_cuda_update *u)                                 \
+    {                                                                                          \
+        const cuda_coef_##SFX c = cuda_coef_of_##SFX(u);                                       \
+        for (size_t p = 0; p < ly->n_rows * (ly->row_len + 1); p++)                            \
             cuda_conv_update_##SFX(w, g, m, v, part, ly, wo, bo, nk, &c, p);                   \
     }                                                                                          \
-    static void bn_forward_##SFX(REAL *y, const REAL *x, REAL *p, REAL *st, REAL *part,        \
-                                 int act, const par_layer *ly, size_t B, size_t C)             \
+    static void pool_forward_go_##SFX(REAL *y, const REAL *x, const par_layer *ly, size_t B)   \
     {                                                                                          \
-        const size_t nk = (B + C - 1) / C, nc = ly->c_out;                                     \
-        REAL *ps = part, *pq = part + nk * nc;                                                 \
-        for (size_t j = 0; j < nk; j++)                                                        \
-            for (size_t c = 0; c < nc; c++) cuda_bn_sum_part_##SFX(ps, x, ly, B, C, j, c);     \
-        for (size_t j = 0; j < nk; j++)                                                        \
-            for (size_t c = 0; c < nc; c++) cuda_bn_sq_part_##SFX(pq, ps, x, ly, B, C, j, c);  \
-        for (size_t c = 0; c < nc; c++) cuda_bn_stats_##SFX(st, p, ps, pq, ly, B, C, c);       \
-        for (size_t t = 0; t < B * ly->n_out; t++) cuda_bn_out_##SFX(y, x, p, st, act, ly, t); \
+        for (size_t t = 0; t < B * ly->n_out; t++) cuda_pool_forward_##SFX(y, x, ly, t);       \
     }                                                                                          \
-    static void bn_backward_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *st, REAL *part,    \
-                                  REAL *dx, const REAL *dz, const REAL *x, int act,            \
-                                  const par_layer *ly, size_t wo, size_t bo, size_t B,         \
-                                  size_t C, const par_cuda_update *u)                \
+    static void pool_backward_go_##SFX(REAL *dx, const REAL *dz, const REAL *x, par_act act,   \
+                                       const par_layer *ly, size_t B)                          \
     {                                                                                          \
-        const size_t nk = (B + C - 1) / C, nc = ly->c_out;                                     \
-        const cuda_coef_##SFX c = cuda_coef_of_##SFX(u);                                   \
-        REAL *pg = part, *pb = part + nk * nc;                                                 \
-        for (size_t j = 0; j < nk; j++)                                                        \
-            for (size_t ch = 0; ch < nc; ch++)                                                 \
-                cuda_bn_grad_part_##SFX(pg, pb, dz, x, st, ly, B, C, j, ch);                   \
-        for (size_t ch = 0; ch < nc; ch++)                                                     \
-            cuda_bn_update_##SFX(w, g, m, v, st, pg, pb, ly, wo, bo, B, C, &c, ch);            \
-        for (size_t t = 0; dx && t < B * ly->n_in; t++)                                        \
-            cuda_bn_backward_data_##SFX(dx, dz, x, st, act, ly, B, t);                         \
+        for (size_t t = 0; t < B * ly->n_in; t++)                                              \
+            cuda_pool_backward_data_##SFX(dx, dz, x, (int)act, ly, t);                         \
+    }                                                                                          \
+    static void bn_sum_parts_go_##SFX(REAL *part, const REAL *x, const par_layer *ly,          \
+                                      size_t B, size_t C)                                      \
+    {                                                                                          \
+        for (size_t k = 0; k < (B + C - 1) / C; k++)                                           \
+            for (size_t c = 0; c < ly->c_out; c++) cuda_bn_sum_part_##SFX(part, x, ly, B, C, k, c); \
+    }                                                                                          \
+    static void bn_sq_parts_go_##SFX(REAL *part, const REAL *psum, const REAL *x,              \
+                                     const par_layer *ly, size_t B, size_t Bt, size_t C)       \
+    {                                                                                          \
+        for (size_t k = 0; k < (B + C - 1) / C; k++)                                           \
+            for (size_t c = 0; c < ly->c_out; c++)                                             \
+                cuda_bn_sq_part_##SFX(part, psum, x, ly, B, Bt, C, k, c);                      \
+    }                                                                                          \
+    static void bn_finish_go_##SFX(REAL *y, const REAL *x, REAL *p, REAL *st, const REAL *psum, \
+                                   const REAL *psq, par_act act, const par_layer *ly, size_t B, \
+                                   size_t Bt, size_t C)                                        \
+    {                                                                                          \
+        for (size_t c = 0; c < ly->c_out; c++) cuda_bn_stats_##SFX(st, p, psum, psq, ly, Bt, C, c); \
+        for (size_t t = 0; t < B * ly->n_out; t++) cuda_bn_out_##SFX(y, x, p, st, (int)act, ly, t); \
+    }                                                                                          \
+    static void bn_grad_parts_go_##SFX(REAL *pg, REAL *pb, const REAL *dz, const REAL *x,      \
+                                       const REAL *st, const par_layer *ly, size_t B, size_t C) \
+    {                                                                                          \
+        for (size_t k = 0; k < (B + C - 1) / C; k++)                                           \
+            for (size_t c = 0; c < ly->c_out; c++)                                             \
+                cuda_bn_grad_part_##SFX(pg, pb, dz, x, st, ly, B, C, k, c);                    \
+    }                                                                                          \
+    static void bn_update_go_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *st,               \
+                                   const REAL *pg, const REAL *pb, const par_layer *ly,        \
+                                   size_t wo, size_t bo, size_t Bt, size_t C,                  \
+                                   const par_cuda_update *u)                                   \
+    {                                                                                          \
+        const cuda_coef_##SFX k = cuda_coef_of_##SFX(u);                                       \
+        for (size_t c = 0; c < ly->c_out; c++)                                                 \
+            cuda_bn_update_##SFX(w, g, m, v, st, pg, pb, ly, wo, bo, Bt, C, &k, c);            \
+    }                                                                                          \
+    static void bn_backward_data_go_##SFX(REAL *dx, const REAL *dz, const REAL *x,             \
+                                          const REAL *st, par_act act, const par_layer *ly,    \
+                                          size_t B, size_t Bt)                                 \
+    {                                                                                          \
+        for (size_t t = 0; t < B * ly->n_in; t++)                                              \
+            cuda_bn_backward_data_##SFX(dx, dz, x, st, (int)act, ly, Bt, t);                   \
+    }                                                                                          \
+    static void dense_grad_parts_go_##SFX(REAL *part, size_t stride, size_t wo, size_t bo,     \
+                                          const REAL *dz, const REAL *x, size_t B, size_t C,   \
+                                          size_t n_in, size_t n_out)                           \
+    {                                                                                          \
+        for (size_t k = 0; k < (B + C - 1) / C; k++)                                           \
+            for (size_t o = 0; o < n_out; o++)                                                 \
+                for (size_t i = 0; i < n_in; i++)                                              \
+                    cuda_dense_grad_part_##SFX(part, stride, wo, bo, dz, x, B, C, n_in, n_out, \
+                                               k, o, i);                                       \
+    }                                                                                          \
+    static void loss_parts_go_##SFX(REAL *part, size_t stride, size_t q, const REAL *loss,     \
+                                    size_t B, size_t C)                                        \
+    {                                                                                          \
+        for (size_t k = 0; k < (B + C - 1) / C; k++)                                           \
+            cuda_loss_part_##SFX(part, stride, q, loss, B, C, k);                              \
+    }                                                                                          \
+    static void fold_go_##SFX(REAL *run, const REAL *part, size_t nk, size_t stride, size_t n, \
+                              int cont)                                                        \
+    {                                                                                          \
+        for (size_t p = 0; p < n; p++) cuda_fold_on_##SFX(run, part, nk, stride, cont, p);     \
+    }                                                                                          \
+    static void apply_go_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, const REAL *run, size_t lo, \
+                               size_t hi, const par_cuda_update *u)                            \
+    {                                                                                          \
+        const cuda_coef_##SFX k = cuda_coef_of_##SFX(u);                                       \
+        for (size_t p = lo; p < hi; p++) cuda_apply_##SFX(w, g, m, v, p, run[p], &k);          \
     }
 
 EMU(float, f32)
 EMU(double, f64)
 
-// The public launches: the dtype's function with the pointers as its REAL.
-#define BY_DT(dt, name, ...)                                                                   \
-    do {                                                                                       \
-        if ((dt) == PAR_F32)                                                                   \
-            name##_f32(__VA_ARGS__);                                                           \
-        else                                                                                   \
-            name##_f64(__VA_ARGS__);                                                           \
-    } while (0)
+#include "cuda_launch.inc"   // the CNN layers' and the parts' public launches, and BY_DT
 
 void par_cuda_gather(par_dtype dt, void *x, int32_t *labels, const void *data,
                      const int32_t *lab_all, const int32_t *idx, size_t B, size_t nf)
@@ -147,9 +208,10 @@ void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *WT, cons
 }
 
 void par_cuda_softmax_xent(par_dtype dt, void *dz, void *loss, const void *z,
-                           const int32_t *labels, size_t B, size_t K)
+                           const int32_t *labels, size_t B, size_t B_total, size_t K)
 {
-    for (size_t s = 0; s < B; s++) BY_DT(dt, cuda_softmax_xent, dz, loss, z, labels, K, B, s);
+    for (size_t s = 0; s < B; s++)
+        BY_DT(dt, cuda_softmax_xent, dz, loss, z, labels, K, B_total, s);
 }
 
 void par_cuda_backward_data(par_dtype dt, void *dx, const void *dz, const void *W,
@@ -179,45 +241,4 @@ void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, siz
         *(float *)out = cuda_loss_fold_f32(loss, B, C);
     else
         *(double *)out = cuda_loss_fold_f64(loss, B, C);
-}
-
-void par_cuda_conv_forward(par_dtype dt, void *y, const void *x, const void *W, const void *b,
-                           par_act act, const par_layer *ly, size_t B)
-{
-    for (size_t t = 0; t < B * ly->n_out; t++)
-        BY_DT(dt, cuda_conv_forward, y, x, W, b, (int)act, ly, t);
-}
-
-void par_cuda_conv_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *part,
-                            void *dx, const void *dz, const void *x, par_act act_below,
-                            const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                            const par_cuda_update *u)
-{
-    BY_DT(dt, conv_backward, w, g, m, v, part, dx, dz, x, (int)act_below, ly, wo, bo, B, C, u);
-}
-
-void par_cuda_pool_forward(par_dtype dt, void *y, const void *x, const par_layer *ly, size_t B)
-{
-    for (size_t t = 0; t < B * ly->n_out; t++) BY_DT(dt, cuda_pool_forward, y, x, ly, t);
-}
-
-void par_cuda_pool_backward(par_dtype dt, void *dx, const void *dz, const void *x,
-                            par_act act_below, const par_layer *ly, size_t B)
-{
-    for (size_t t = 0; t < B * ly->n_in; t++)
-        BY_DT(dt, cuda_pool_backward_data, dx, dz, x, (int)act_below, ly, t);
-}
-
-void par_cuda_bn_forward(par_dtype dt, void *y, const void *x, void *p, void *st, void *part,
-                         par_act act, const par_layer *ly, size_t B, size_t C)
-{
-    BY_DT(dt, bn_forward, y, x, p, st, part, (int)act, ly, B, C);
-}
-
-void par_cuda_bn_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *st, void *part,
-                          void *dx, const void *dz, const void *x, par_act act_below,
-                          const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                          const par_cuda_update *u)
-{
-    BY_DT(dt, bn_backward, w, g, m, v, st, part, dx, dz, x, (int)act_below, ly, wo, bo, B, C, u);
 }

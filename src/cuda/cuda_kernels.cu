@@ -38,9 +38,9 @@ static dim3 grid(size_t rows, size_t cols)
         EACH2(s, o, B, n_out) cuda_forward_##SFX(y, x, WT, b, act, n_in, n_out, s, o);         \
     }                                                                                          \
     __global__ void softmax_##SFX(REAL *dz, REAL *loss, const REAL *z, const int32_t *labels,  \
-                                  size_t B, size_t K)                                          \
+                                  size_t B, size_t Bt, size_t K)                               \
     {                                                                                          \
-        EACH2(r, s, 1, B) cuda_softmax_xent_##SFX(dz, loss, z, labels, K, B, s);               \
+        EACH2(r, s, 1, B) cuda_softmax_xent_##SFX(dz, loss, z, labels, K, Bt, s);              \
     }                                                                                          \
     __global__ void backward_data_##SFX(REAL *dx, const REAL *dz, const REAL *W, const REAL *y, \
                                         int act, size_t B, size_t n_in, size_t n_out)          \
@@ -66,10 +66,12 @@ static dim3 grid(size_t rows, size_t cols)
     {                                                                                          \
         EACH2(r, t, 1, n) cuda_conv_forward_##SFX(y, x, W, b, act, &ly, t);                    \
     }                                                                                          \
-    __global__ void conv_grad_part_##SFX(REAL *part, const REAL *dz, const REAL *x,            \
-                                         par_layer ly, size_t B, size_t C, size_t nk, size_t n) \
+    __global__ void conv_grad_part_##SFX(REAL *part, size_t stride, size_t qw, size_t qb,      \
+                                         const REAL *dz, const REAL *x, par_layer ly, size_t B, \
+                                         size_t C, size_t nk, size_t n)                        \
     {                                                                                          \
-        EACH2(k, p, nk, n) cuda_conv_grad_part_##SFX(part, dz, x, &ly, B, C, k, p);            \
+        EACH2(k, p, nk, n)                                                                     \
+        cuda_conv_grad_part_##SFX(part, stride, qw, qb, dz, x, &ly, B, C, k, p);               \
     }                                                                                          \
     __global__ void conv_backward_data_##SFX(REAL *dx, const REAL *dz, const REAL *W,          \
                                              const REAL *y, int act, par_layer ly, size_t n)   \
@@ -97,9 +99,9 @@ static dim3 grid(size_t rows, size_t cols)
         EACH2(k, c, nk, ly.c_out) cuda_bn_sum_part_##SFX(part, x, &ly, B, C, k, c);            \
     }                                                                                          \
     __global__ void bn_sq_part_##SFX(REAL *part, const REAL *psum, const REAL *x, par_layer ly, \
-                                     size_t B, size_t C, size_t nk)                            \
+                                     size_t B, size_t Bt, size_t C, size_t nk)                 \
     {                                                                                          \
-        EACH2(k, c, nk, ly.c_out) cuda_bn_sq_part_##SFX(part, psum, x, &ly, B, C, k, c);       \
+        EACH2(k, c, nk, ly.c_out) cuda_bn_sq_part_##SFX(part, psum, x, &ly, B, Bt, C, k, c);   \
     }                                                                                          \
     __global__ void bn_stats_##SFX(REAL *st, REAL *p, const REAL *psum, const REAL *psq,       \
                                    par_layer ly, size_t B, size_t C)                           \
@@ -129,6 +131,29 @@ static dim3 grid(size_t rows, size_t cols)
                                            size_t n)                                           \
     {                                                                                          \
         EACH2(r, t, 1, n) cuda_bn_backward_data_##SFX(dx, dz, x, st, act, &ly, B, t);          \
+    }                                                                                          \
+    __global__ void dense_grad_part_##SFX(REAL *part, size_t stride, size_t wo, size_t bo,     \
+                                          const REAL *dz, const REAL *x, size_t B, size_t C,   \
+                                          size_t n_in, size_t n_out, size_t nk)                \
+    {                                                                                          \
+        EACH2(r, t, nk * n_out, n_in)                                                          \
+        cuda_dense_grad_part_##SFX(part, stride, wo, bo, dz, x, B, C, n_in, n_out, r / n_out,  \
+                                   r % n_out, t);                                              \
+    }                                                                                          \
+    __global__ void loss_part_##SFX(REAL *part, size_t stride, size_t q, const REAL *loss,     \
+                                    size_t B, size_t C, size_t nk)                             \
+    {                                                                                          \
+        EACH2(r, k, 1, nk) cuda_loss_part_##SFX(part, stride, q, loss, B, C, k);               \
+    }                                                                                          \
+    __global__ void fold_on_##SFX(REAL *run, const REAL *part, size_t nk, size_t stride,       \
+                                  int cont, size_t n)                                          \
+    {                                                                                          \
+        EACH2(r, p, 1, n) cuda_fold_on_##SFX(run, part, nk, stride, cont, p);                  \
+    }                                                                                          \
+    __global__ void apply_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, const REAL *run, size_t lo, \
+                                size_t hi, cuda_coef_##SFX k)                                  \
+    {                                                                                          \
+        EACH2(r, j, 1, hi - lo) cuda_apply_##SFX(w, g, m, v, lo + j, run[lo + j], &k);         \
     }                                                                                          \
     __global__ void loss_fold_##SFX(REAL *out, const REAL *loss, size_t B, size_t C)           \
     {                                                                                          \
@@ -165,12 +190,12 @@ void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *WT, cons
 }
 
 void par_cuda_softmax_xent(par_dtype dt, void *dz, void *loss, const void *z,
-                           const int32_t *labels, size_t B, size_t K)
+                           const int32_t *labels, size_t B, size_t B_total, size_t K)
 {
     if (dt == PAR_F32)
-        softmax_f32<<<grid(1, B), THREADS>>>(F32(dz), F32(loss), CF32(z), labels, B, K);
+        softmax_f32<<<grid(1, B), THREADS>>>(F32(dz), F32(loss), CF32(z), labels, B, B_total, K);
     else
-        softmax_f64<<<grid(1, B), THREADS>>>(F64(dz), F64(loss), CF64(z), labels, B, K);
+        softmax_f64<<<grid(1, B), THREADS>>>(F64(dz), F64(loss), CF64(z), labels, B, B_total, K);
 }
 
 void par_cuda_backward_data(par_dtype dt, void *dx, const void *dz, const void *W,
@@ -214,111 +239,140 @@ void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, siz
         loss_fold_f64<<<1, 1>>>(F64(out), CF64(loss), B, C);
 }
 
-// The CNN layers: each launch picks its dtype's kernel; the chunk parts' kernels
-// run a grid of ceil(B / C) rows.
-void par_cuda_conv_forward(par_dtype dt, void *y, const void *x, const void *W, const void *b,
-                           par_act act, const par_layer *ly, size_t B)
-{
-    const size_t n = B * ly->n_out;
-    if (dt == PAR_F32)
-        conv_forward_f32<<<grid(1, n), THREADS>>>(F32(y), CF32(x), CF32(W), CF32(b), (int)act,
-                                                  *ly, n);
-    else
-        conv_forward_f64<<<grid(1, n), THREADS>>>(F64(y), CF64(x), CF64(W), CF64(b), (int)act,
-                                                  *ly, n);
-}
-
-void par_cuda_conv_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *part,
-                            void *dx, const void *dz, const void *x, par_act act_below,
-                            const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                            const par_cuda_update *u)
-{
-    const size_t nk = (B + C - 1) / C, np = ly->n_rows * (ly->row_len + 1), n = B * ly->n_in;
-    const void *W = (const char *)w + wo * par_dtype_size(dt);
-    if (dt == PAR_F32) {
-        conv_grad_part_f32<<<grid(nk, np), THREADS>>>(F32(part), CF32(dz), CF32(x), *ly, B, C,
-                                                      nk, np);
-        if (dx)
-            conv_backward_data_f32<<<grid(1, n), THREADS>>>(F32(dx), CF32(dz), CF32(W), CF32(x),
-                                                            (int)act_below, *ly, n);
-        conv_update_f32<<<grid(1, np), THREADS>>>(F32(w), F32(g), F32(m), F32(v), CF32(part), *ly,
-                                                  wo, bo, nk, np, cuda_coef_of_f32(u));
-    } else {
-        conv_grad_part_f64<<<grid(nk, np), THREADS>>>(F64(part), CF64(dz), CF64(x), *ly, B, C,
-                                                      nk, np);
-        if (dx)
-            conv_backward_data_f64<<<grid(1, n), THREADS>>>(F64(dx), CF64(dz), CF64(W), CF64(x),
-                                                            (int)act_below, *ly, n);
-        conv_update_f64<<<grid(1, np), THREADS>>>(F64(w), F64(g), F64(m), F64(v), CF64(part), *ly,
-                                                  wo, bo, nk, np, cuda_coef_of_f64(u));
+// The launches of the CNN layers and of the chunk parts, once per dtype
+// (NAME_f32, NAME_f64; R the dtype's pointer cast); the public functions
+// below pick theirs. A chunk parts' kernel runs a grid of nk rows.
+#define LAUNCHES(REAL, SFX)                                                                    \
+    static void conv_forward_go_##SFX(void *y, const void *x, const void *W, const void *b,    \
+                                      par_act act, const par_layer *ly, size_t B)              \
+    {                                                                                          \
+        const size_t n = B * ly->n_out;                                                        \
+        conv_forward_##SFX<<<grid(1, n), THREADS>>>((REAL *)y, (const REAL *)x,                \
+                                                    (const REAL *)W, (const REAL *)b,          \
+                                                    (int)act, *ly, n);                         \
+    }                                                                                          \
+    static void conv_grad_parts_go_##SFX(void *part, size_t stride, size_t qw, size_t qb,      \
+                                         const void *dz, const void *x, const par_layer *ly,   \
+                                         size_t B, size_t C)                                   \
+    {                                                                                          \
+        const size_t nk = (B + C - 1) / C, n = ly->n_rows * (ly->row_len + 1);                 \
+        conv_grad_part_##SFX<<<grid(nk, n), THREADS>>>((REAL *)part, stride, qw, qb,           \
+                                                       (const REAL *)dz, (const REAL *)x, *ly, \
+                                                       B, C, nk, n);                           \
+    }                                                                                          \
+    static void conv_backward_data_go_##SFX(void *dx, const void *dz, const void *W,           \
+                                            const void *x, par_act act, const par_layer *ly,   \
+                                            size_t B)                                          \
+    {                                                                                          \
+        const size_t n = B * ly->n_in;                                                         \
+        conv_backward_data_##SFX<<<grid(1, n), THREADS>>>((REAL *)dx, (const REAL *)dz,        \
+                                                          (const REAL *)W, (const REAL *)x,    \
+                                                          (int)act, *ly, n);                   \
+    }                                                                                          \
+    static void conv_update_go_##SFX(void *w, void *g, void *m, void *v, const void *part,     \
+                                     const par_layer *ly, size_t wo, size_t bo, size_t nk,     \
+                                     const par_cuda_update *u)                                 \
+    {                                                                                          \
+        const size_t n = ly->n_rows * (ly->row_len + 1);                                       \
+        conv_update_##SFX<<<grid(1, n), THREADS>>>((REAL *)w, (REAL *)g, (REAL *)m, (REAL *)v, \
+                                                   (const REAL *)part, *ly, wo, bo, nk, n,     \
+                                                   cuda_coef_of_##SFX(u));                     \
+    }                                                                                          \
+    static void pool_forward_go_##SFX(void *y, const void *x, const par_layer *ly, size_t B)   \
+    {                                                                                          \
+        const size_t n = B * ly->n_out;                                                        \
+        pool_forward_##SFX<<<grid(1, n), THREADS>>>((REAL *)y, (const REAL *)x, *ly, n);       \
+    }                                                                                          \
+    static void pool_backward_go_##SFX(void *dx, const void *dz, const void *x, par_act act,   \
+                                       const par_layer *ly, size_t B)                          \
+    {                                                                                          \
+        const size_t n = B * ly->n_in;                                                         \
+        pool_backward_data_##SFX<<<grid(1, n), THREADS>>>((REAL *)dx, (const REAL *)dz,        \
+                                                          (const REAL *)x, (int)act, *ly, n);  \
+    }                                                                                          \
+    static void bn_sum_parts_go_##SFX(void *part, const void *x, const par_layer *ly,          \
+                                      size_t B, size_t C)                                      \
+    {                                                                                          \
+        const size_t nk = (B + C - 1) / C;                                                     \
+        bn_sum_part_##SFX<<<grid(nk, ly->c_out), THREADS>>>((REAL *)part, (const REAL *)x,     \
+                                                            *ly, B, C, nk);                    \
+    }                                                                                          \
+    static void bn_sq_parts_go_##SFX(void *part, const void *psum, const void *x,              \
+                                     const par_layer *ly, size_t B, size_t Bt, size_t C)       \
+    {                                                                                          \
+        const size_t nk = (B + C - 1) / C;                                                     \
+        bn_sq_part_##SFX<<<grid(nk, ly->c_out), THREADS>>>((REAL *)part, (const REAL *)psum,   \
+                                                           (const REAL *)x, *ly, B, Bt, C,     \
+                                                           nk);                                \
+    }                                                                                          \
+    static void bn_finish_go_##SFX(void *y, const void *x, void *p, void *st, const void *psum, \
+                                   const void *psq, par_act act, const par_layer *ly, size_t B, \
+                                   size_t Bt, size_t C)                                        \
+    {                                                                                          \
+        const size_t n = B * ly->n_out;                                                        \
+        bn_stats_##SFX<<<grid(1, ly->c_out), THREADS>>>((REAL *)st, (REAL *)p,                 \
+                                                        (const REAL *)psum, (const REAL *)psq, \
+                                                        *ly, Bt, C);                           \
+        bn_out_##SFX<<<grid(1, n), THREADS>>>((REAL *)y, (const REAL *)x, (const REAL *)p,     \
+                                              (const REAL *)st, (int)act, *ly, n);             \
+    }                                                                                          \
+    static void bn_grad_parts_go_##SFX(void *pg, void *pb, const void *dz, const void *x,      \
+                                       const void *st, const par_layer *ly, size_t B, size_t C) \
+    {                                                                                          \
+        const size_t nk = (B + C - 1) / C;                                                     \
+        bn_grad_part_##SFX<<<grid(nk, ly->c_out), THREADS>>>((REAL *)pg, (REAL *)pb,           \
+                                                             (const REAL *)dz, (const REAL *)x, \
+                                                             (const REAL *)st, *ly, B, C, nk); \
+    }                                                                                          \
+    static void bn_update_go_##SFX(void *w, void *g, void *m, void *v, void *st,               \
+                                   const void *pg, const void *pb, const par_layer *ly,        \
+                                   size_t wo, size_t bo, size_t Bt, size_t C,                  \
+                                   const par_cuda_update *u)                                   \
+    {                                                                                          \
+        bn_update_##SFX<<<grid(1, ly->c_out), THREADS>>>(                                      \
+            (REAL *)w, (REAL *)g, (REAL *)m, (REAL *)v, (REAL *)st, (const REAL *)pg,          \
+            (const REAL *)pb, *ly, wo, bo, Bt, C, cuda_coef_of_##SFX(u));                      \
+    }                                                                                          \
+    static void bn_backward_data_go_##SFX(void *dx, const void *dz, const void *x,             \
+                                          const void *st, par_act act, const par_layer *ly,    \
+                                          size_t B, size_t Bt)                                 \
+    {                                                                                          \
+        const size_t n = B * ly->n_in;                                                         \
+        bn_backward_data_##SFX<<<grid(1, n), THREADS>>>((REAL *)dx, (const REAL *)dz,          \
+                                                        (const REAL *)x, (const REAL *)st,     \
+                                                        (int)act, *ly, Bt, n);                 \
+    }                                                                                          \
+    static void dense_grad_parts_go_##SFX(void *part, size_t stride, size_t wo, size_t bo,     \
+                                          const void *dz, const void *x, size_t B, size_t C,   \
+                                          size_t n_in, size_t n_out)                           \
+    {                                                                                          \
+        const size_t nk = (B + C - 1) / C;                                                     \
+        dense_grad_part_##SFX<<<grid(nk * n_out, n_in), THREADS>>>(                            \
+            (REAL *)part, stride, wo, bo, (const REAL *)dz, (const REAL *)x, B, C, n_in, n_out, \
+            nk);                                                                               \
+    }                                                                                          \
+    static void loss_parts_go_##SFX(void *part, size_t stride, size_t q, const void *loss,     \
+                                    size_t B, size_t C)                                        \
+    {                                                                                          \
+        const size_t nk = (B + C - 1) / C;                                                     \
+        loss_part_##SFX<<<grid(1, nk), THREADS>>>((REAL *)part, stride, q, (const REAL *)loss, \
+                                                  B, C, nk);                                   \
+    }                                                                                          \
+    static void fold_go_##SFX(void *run, const void *part, size_t nk, size_t stride, size_t n, \
+                              int cont)                                                        \
+    {                                                                                          \
+        fold_on_##SFX<<<grid(1, n), THREADS>>>((REAL *)run, (const REAL *)part, nk, stride,    \
+                                               cont, n);                                       \
+    }                                                                                          \
+    static void apply_go_##SFX(void *w, void *g, void *m, void *v, const void *run, size_t lo, \
+                               size_t hi, const par_cuda_update *u)                            \
+    {                                                                                          \
+        apply_##SFX<<<grid(1, hi - lo), THREADS>>>((REAL *)w, (REAL *)g, (REAL *)m, (REAL *)v, \
+                                                   (const REAL *)run, lo, hi,                  \
+                                                   cuda_coef_of_##SFX(u));                     \
     }
-}
 
-void par_cuda_pool_forward(par_dtype dt, void *y, const void *x, const par_layer *ly, size_t B)
-{
-    const size_t n = B * ly->n_out;
-    if (dt == PAR_F32)
-        pool_forward_f32<<<grid(1, n), THREADS>>>(F32(y), CF32(x), *ly, n);
-    else
-        pool_forward_f64<<<grid(1, n), THREADS>>>(F64(y), CF64(x), *ly, n);
-}
+LAUNCHES(float, f32)
+LAUNCHES(double, f64)
 
-void par_cuda_pool_backward(par_dtype dt, void *dx, const void *dz, const void *x,
-                            par_act act_below, const par_layer *ly, size_t B)
-{
-    const size_t n = B * ly->n_in;
-    if (dt == PAR_F32)
-        pool_backward_data_f32<<<grid(1, n), THREADS>>>(F32(dx), CF32(dz), CF32(x),
-                                                        (int)act_below, *ly, n);
-    else
-        pool_backward_data_f64<<<grid(1, n), THREADS>>>(F64(dx), CF64(dz), CF64(x),
-                                                        (int)act_below, *ly, n);
-}
-
-void par_cuda_bn_forward(par_dtype dt, void *y, const void *x, void *p, void *st, void *part,
-                         par_act act, const par_layer *ly, size_t B, size_t C)
-{
-    const size_t nk = (B + C - 1) / C, nc = ly->c_out, n = B * ly->n_out;
-    if (dt == PAR_F32) {
-        float *ps = F32(part), *pq = ps + nk * nc;
-        bn_sum_part_f32<<<grid(nk, nc), THREADS>>>(ps, CF32(x), *ly, B, C, nk);
-        bn_sq_part_f32<<<grid(nk, nc), THREADS>>>(pq, ps, CF32(x), *ly, B, C, nk);
-        bn_stats_f32<<<grid(1, nc), THREADS>>>(F32(st), F32(p), ps, pq, *ly, B, C);
-        bn_out_f32<<<grid(1, n), THREADS>>>(F32(y), CF32(x), CF32(p), CF32(st), (int)act, *ly,
-                                            n);
-    } else {
-        double *ps = F64(part), *pq = ps + nk * nc;
-        bn_sum_part_f64<<<grid(nk, nc), THREADS>>>(ps, CF64(x), *ly, B, C, nk);
-        bn_sq_part_f64<<<grid(nk, nc), THREADS>>>(pq, ps, CF64(x), *ly, B, C, nk);
-        bn_stats_f64<<<grid(1, nc), THREADS>>>(F64(st), F64(p), ps, pq, *ly, B, C);
-        bn_out_f64<<<grid(1, n), THREADS>>>(F64(y), CF64(x), CF64(p), CF64(st), (int)act, *ly,
-                                            n);
-    }
-}
-
-void par_cuda_bn_backward(par_dtype dt, void *w, void *g, void *m, void *v, void *st, void *part,
-                          void *dx, const void *dz, const void *x, par_act act_below,
-                          const par_layer *ly, size_t wo, size_t bo, size_t B, size_t C,
-                          const par_cuda_update *u)
-{
-    const size_t nk = (B + C - 1) / C, nc = ly->c_out, n = B * ly->n_in;
-    if (dt == PAR_F32) {
-        float *pg = F32(part), *pb = pg + nk * nc;
-        bn_grad_part_f32<<<grid(nk, nc), THREADS>>>(pg, pb, CF32(dz), CF32(x), CF32(st), *ly, B,
-                                                    C, nk);
-        bn_update_f32<<<grid(1, nc), THREADS>>>(F32(w), F32(g), F32(m), F32(v), F32(st), pg, pb,
-                                                *ly, wo, bo, B, C, cuda_coef_of_f32(u));
-        if (dx)
-            bn_backward_data_f32<<<grid(1, n), THREADS>>>(F32(dx), CF32(dz), CF32(x), CF32(st),
-                                                          (int)act_below, *ly, B, n);
-    } else {
-        double *pg = F64(part), *pb = pg + nk * nc;
-        bn_grad_part_f64<<<grid(nk, nc), THREADS>>>(pg, pb, CF64(dz), CF64(x), CF64(st), *ly, B,
-                                                    C, nk);
-        bn_update_f64<<<grid(1, nc), THREADS>>>(F64(w), F64(g), F64(m), F64(v), F64(st), pg, pb,
-                                                *ly, wo, bo, B, C, cuda_coef_of_f64(u));
-        if (dx)
-            bn_backward_data_f64<<<grid(1, n), THREADS>>>(F64(dx), CF64(dz), CF64(x), CF64(st),
-                                                          (int)act_below, *ly, B, n);
-    }
-}
+#include "cuda_launch.inc"   // the public functions: each calls its dtype's launch

@@ -32,6 +32,8 @@ enum {
     PAR_CAP_FILLS_BATCH = 1u << 2,   // assembles the batch itself (par_batch.fill)
     PAR_CAP_LAZY_PARAMS = 1u << 3,   // params copies them (from a device): par_run asks for
                                      // them only at steps where a hook wants them
+    PAR_CAP_RANKS_ASKED = 1u << 4,   // one process alone, or one per MPI rank when `parity
+                                     // train --ranks R` (R > 1) or a launcher asks (cuda)
 };
 
 // Test-only faults: deliberately wrong arithmetic, so that tests can show

@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef PARITY_HAVE_MPI
+#include <mpi.h>
+#endif
+
 #include "cuda_api.h"
 #include "par_data.h"
 #include "par_engine.h"
@@ -24,6 +28,20 @@ typedef struct cuda_state {
     void *wt[PAR_MAX_LAYERS];             // device: W^T per dense layer (n_in, n_out)
     void *st[PAR_MAX_LAYERS];             // device: a batchnorm layer's statistics
     void *part;                           // device: chunk parts of conv and batchnorm sums
+    // Several MPI ranks (--ranks R): rank r computes chunks [c0, c1) of each
+    // batch, samples [S0, S1); a conv or dense layer's gradient is the left
+    // fold of every chunk's part, continued from rank to rank in rank order
+    // (each rank's chunks follow the ones before), the last rank's result
+    // broadcast; batchnorm's parts of every chunk go to every rank inside the pass.
+    int rank, size;
+    size_t c0, c1, S0, S1;
+    void *rparts;                         // device: this rank's chunks' parts of every
+                                          //   parameter and the loss, NP apart
+    void *run;                            // device: the fold so far (NP values)
+    void *h_run, *h_part;                 // host: the fold, batchnorm's parts on their way
+#ifdef PARITY_HAVE_MPI
+    MPI_Comm comm;
+#endif
     void *a[PAR_MAX_LAYERS + 1];          // device: a[0] the batch, a[l + 1] layer l's output
     void *d[PAR_MAX_LAYERS];              // device: dL/d(pre-activation) of layer l
     void *loss, *lsum;                    // device: per-sample losses, their fold
@@ -42,7 +60,7 @@ static void cuda_destroy(void *state)
     cuda_state *s = state;
     if (!s) return;
     void *dev[] = {s->w, s->g, s->os[0], s->os[1], s->loss, s->lsum, s->labels, s->idx,
-                   s->data, s->lab_all, s->part};
+                   s->data, s->lab_all, s->part, s->rparts, s->run};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) par_cuda_free(dev[i]);
     for (int l = 0; l < PAR_MAX_LAYERS; l++) {
         par_cuda_free(s->wt[l]);
@@ -52,6 +70,11 @@ static void cuda_destroy(void *state)
     }
     par_cuda_free(s->a[0]);
     par_cuda_host_free(s->h_idx);
+    par_cuda_host_free(s->h_run);
+    par_cuda_host_free(s->h_part);
+#ifdef PARITY_HAVE_MPI
+    if (s->size > 1) MPI_Comm_free(&s->comm);
+#endif
     par_engine_free(&s->e);
     free(s);
 }
@@ -92,21 +115,29 @@ static par_status alloc_all(cuda_state *s)
         PAR_TRY(par_cuda_alloc(&s->os[i], N * sz));
     PAR_TRY(par_cuda_alloc(&s->a[0], B * m->n_inputs * sz));
     const size_t nk = (B + s->e.C - 1) / s->e.C, nk_conv = s->e.mode == PAR_MODE_FAST ? B : nk;
-    size_t n_part = 0;   // the largest layer's chunk parts
+    size_t n_part = 0;   // the largest layer's chunk parts (one rank: conv and batchnorm)
     for (int l = 0; l < m->n_layers; l++) {
         const par_layer *ly = &m->layers[l];
         if (ly->kind == PAR_LAYER_DENSE)
             PAR_TRY(par_cuda_alloc(&s->wt[l], ly->n_in * ly->n_out * sz));
         if (ly->kind == PAR_LAYER_BATCHNORM)
             PAR_TRY(par_cuda_alloc(&s->st[l], 8 * ly->c_out * sz));
-        const size_t np = ly->kind == PAR_LAYER_CONV2D ? nk_conv * ly->n_rows * (ly->row_len + 1)
-                          : ly->kind == PAR_LAYER_BATCHNORM ? 2 * nk * ly->c_out
-                                                            : 0;
+        const size_t np = ly->kind == PAR_LAYER_BATCHNORM ? 2 * nk * ly->c_out
+                          : ly->kind == PAR_LAYER_CONV2D && s->size == 1
+                              ? nk_conv * ly->n_rows * (ly->row_len + 1)
+                              : 0;
         n_part = np > n_part ? np : n_part;
         PAR_TRY(par_cuda_alloc(&s->a[l + 1], B * ly->n_out * sz));
         PAR_TRY(par_cuda_alloc(&s->d[l], B * ly->n_out * sz));
     }
     PAR_TRY(par_cuda_alloc(&s->part, n_part * sz));
+    if (s->size > 1) {   // this rank's chunks (at most ceil(nk / R)) of every parameter and the loss
+        const size_t NP = N + 1, nkr = (nk + (size_t)s->size - 1) / (size_t)s->size;
+        PAR_TRY(par_cuda_alloc(&s->rparts, nkr * NP * sz));
+        PAR_TRY(par_cuda_alloc(&s->run, NP * sz));
+        PAR_TRY(par_cuda_host_alloc(&s->h_run, NP * sz));
+        PAR_TRY(par_cuda_host_alloc(&s->h_part, (n_part > 1 ? n_part : 1) * sz));
+    }
     PAR_TRY(par_cuda_alloc(&s->loss, B * sz));
     PAR_TRY(par_cuda_alloc(&s->lsum, sz));
     PAR_TRY(par_cuda_alloc((void **)&s->labels, B * sizeof(int32_t)));
@@ -118,7 +149,16 @@ static par_status cuda_create(const par_run_cfg *cfg, void **state)
 {
     *state = NULL;
     PAR_TRY(check_supported(cfg));
-    PAR_TRY(par_cuda_open(NULL, 0));
+    int rank = 0, size = 1;
+#ifdef PARITY_HAVE_MPI
+    int init = 0;
+    MPI_Initialized(&init);
+    if (init) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
+#endif
+    PAR_TRY(par_cuda_open(rank, NULL, 0));
     cuda_state *s = calloc(1, sizeof *s);
     PAR_FAIL_IF(!s, PAR_ERR_ALLOC, "out of memory");
     par_run_cfg c = *cfg;
@@ -128,6 +168,11 @@ static par_status cuda_create(const par_run_cfg *cfg, void **state)
         free(s);
         return st;
     }
+    s->rank = rank;
+    s->size = size;
+#ifdef PARITY_HAVE_MPI
+    if (size > 1) MPI_Comm_dup(MPI_COMM_WORLD, &s->comm);
+#endif
     s->sz = par_dtype_size(cfg->dtype);
     st = alloc_all(s);
     if (st == PAR_OK) st = put_params(s);
@@ -177,78 +222,184 @@ static par_status make_resident(cuda_state *s, const par_images *im)
     return PAR_OK;
 }
 
-// The batch into a[0] and labels: gathered on the device from the resident
-// set when it comes from one (par_data_batch_fill), else copied up.
+// Samples [S0, S1) of the batch (this rank's) into a[0] and labels: gathered
+// on the device from the resident set when it comes from one
+// (par_data_batch_fill), else copied up.
 static par_status put_batch(cuda_state *s, const par_batch *b)
 {
-    const size_t nf = s->e.m->n_inputs;
+    const size_t nf = s->e.m->n_inputs, S0 = s->S0, n = s->S1 - s->S0;
     if (b->fill == par_data_batch_fill) {
         const par_data_batch *src = b->fill_ctx;
         PAR_FAIL_IF(src->dt != s->e.dt || src->im->n_features != nf, PAR_ERR_CONFIG,
                     "--trainer cuda: batch of another dtype or width than the model's");
         PAR_TRY(make_resident(s, src->im));
-        for (size_t i = 0; i < b->B; i++) s->h_idx[i] = (int32_t)src->idx[i];
-        PAR_TRY(par_cuda_put(s->idx, s->h_idx, b->B * sizeof(int32_t)));
-        par_cuda_gather(s->e.dt, s->a[0], s->labels, s->data, s->lab_all, s->idx, b->B, nf);
+        for (size_t i = 0; i < n; i++) s->h_idx[i] = (int32_t)src->idx[S0 + i];
+        PAR_TRY(par_cuda_put(s->idx, s->h_idx, n * sizeof(int32_t)));
+        par_cuda_gather(s->e.dt, s->a[0], s->labels, s->data, s->lab_all, s->idx, n, nf);
         return PAR_OK;
     }
-    if (b->fill) par_batch_fill(b, 0, b->B);
-    PAR_TRY(par_cuda_put(s->a[0], b->x, b->B * nf * s->sz));
-    return par_cuda_put(s->labels, b->labels, b->B * sizeof(int32_t));
+    if (b->fill) par_batch_fill(b, S0, s->S1);
+    PAR_TRY(par_cuda_put(s->a[0], (const char *)b->x + S0 * nf * s->sz, n * nf * s->sz));
+    return par_cuda_put(s->labels, b->labels + S0, n * sizeof(int32_t));
 }
 
-// Layer l's forward pass: a[l + 1] = act(layer l of a[l]).
-static void forward(cuda_state *s, int l, size_t B)
+// Chunks [c0, c1) of n_chunks for rank r of R: balanced, lower ranks get the extra ones.
+static void own_chunks(size_t n_chunks, int r, int R, size_t *c0, size_t *c1)
+{
+    const size_t base = n_chunks / (size_t)R, extra = n_chunks % (size_t)R, ur = (size_t)r;
+    *c0 = ur * base + (ur < extra ? ur : extra);
+    *c1 = *c0 + base + (ur < extra);
+}
+
+// Batchnorm's parts of every chunk on every rank: this rank wrote its chunks'
+// (at c0 n_per of the nk n_per values at part); the other ranks' come in.
+static par_status share_parts(cuda_state *s, void *part, size_t n_per, size_t nk)
+{
+#ifdef PARITY_HAVE_MPI
+    if (s->size == 1) return PAR_OK;
+    const size_t sz = s->sz;
+    int counts[64], displs[64];
+    PAR_FAIL_IF(s->size > 64, PAR_ERR_CONFIG, "--trainer cuda: at most 64 ranks");
+    for (int r = 0; r < s->size; r++) {
+        size_t a, b;
+        own_chunks(nk, r, s->size, &a, &b);
+        counts[r] = (int)((b - a) * n_per);
+        displs[r] = (int)(a * n_per);
+    }
+    char *h = s->h_part;
+    PAR_TRY(par_cuda_get(h + s->c0 * n_per * sz, (char *)part + s->c0 * n_per * sz,
+                         (s->c1 - s->c0) * n_per * sz));
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, counts, displs,
+                   s->e.dt == PAR_F32 ? MPI_FLOAT : MPI_DOUBLE, s->comm);
+    return par_cuda_put(part, h, nk * n_per * sz);
+#else
+    (void)s, (void)part, (void)n_per, (void)nk;
+    return PAR_OK;
+#endif
+}
+
+// Layer l's forward pass on this rank's B samples of the batch's Bt:
+// a[l + 1] = act(layer l of a[l]). Batchnorm's statistics take every chunk's
+// sums (share_parts).
+static par_status forward(cuda_state *s, int l, size_t B, size_t Bt)
 {
     const par_model *m = s->e.m;
     const par_layer *ly = &m->layers[l];
     const par_dtype dt = s->e.dt;
     char *W = ly->w_view >= 0 ? (char *)s->w + m->views[ly->w_view].offset * s->sz : NULL;
     const char *b = ly->b_view >= 0 ? (char *)s->w + m->views[ly->b_view].offset * s->sz : NULL;
-    if (ly->kind == PAR_LAYER_DENSE)
+    if (ly->kind == PAR_LAYER_DENSE) {
         par_cuda_forward(dt, s->a[l + 1], s->a[l], s->wt[l], b, ly->act, B, ly->n_in, ly->n_out);
-    else if (ly->kind == PAR_LAYER_CONV2D)
+    } else if (ly->kind == PAR_LAYER_CONV2D) {
         par_cuda_conv_forward(dt, s->a[l + 1], s->a[l], W, b, ly->act, ly, B);
-    else if (ly->kind == PAR_LAYER_MAXPOOL)
+    } else if (ly->kind == PAR_LAYER_MAXPOOL) {
         par_cuda_pool_forward(dt, s->a[l + 1], s->a[l], ly, B);
-    else
-        par_cuda_bn_forward(dt, s->a[l + 1], s->a[l], W, s->st[l], s->part, ly->act, ly, B,
-                            s->e.C);
+    } else {   // the sums' and the squares' parts of every chunk, then the statistics
+        const size_t C = s->e.C, nk = (Bt + C - 1) / C, nc = ly->c_out, here = s->c0 * nc;
+        char *ps = s->part, *pq = ps + nk * nc * s->sz;
+        par_cuda_bn_sum_parts(dt, ps + here * s->sz, s->a[l], ly, B, C);
+        PAR_TRY(share_parts(s, ps, nc, nk));
+        par_cuda_bn_sq_parts(dt, pq + here * s->sz, ps, s->a[l], ly, B, Bt, C);
+        PAR_TRY(share_parts(s, pq, nc, nk));
+        par_cuda_bn_finish(dt, s->a[l + 1], s->a[l], W, s->st[l], ps, pq, ly->act, ly, B, Bt, C);
+    }
+    return PAR_OK;
 }
 
-// Layer l's backward pass from d[l]: its gradient and update u
-// and, above layer 0, d[l - 1] through the activation of layer l - 1. Each
-// layer's input gradient reads its parameters before their update writes them.
-// Fast mode sums a dense layer's gradient in one chain over the batch (as the
-// CPU trainers do) and a conv layer's in one part per sample, folded in sample
-// order (any order keeps fast mode's bound; B parts run B-wide on the device);
-// batchnorm keeps the chunks, as everywhere.
-static void backward(cuda_state *s, int l, size_t B, const par_cuda_update *u)
+// Layer l's backward pass from d[l] on this rank's B samples of Bt: above
+// layer 0, d[l - 1] through the activation of layer l - 1; its gradient and
+// update u (one rank), or its gradient's chunk parts into rparts (several:
+// the fold and update follow the pass; batchnorm's gradient is complete here
+// and updated at once). Each layer's input gradient reads its parameters
+// before their update writes them. Fast mode (one rank) sums a dense layer's
+// gradient in one chain over the batch, as the CPU trainers do, and a conv
+// layer's in one part per sample folded in sample order (any order keeps fast
+// mode's bound; B parts run B-wide on the device); batchnorm keeps the
+// chunks, as everywhere.
+static par_status backward(cuda_state *s, int l, size_t B, size_t Bt, const par_cuda_update *u)
 {
     const par_model *m = s->e.m;
     const par_layer *ly = &m->layers[l];
     const par_dtype dt = s->e.dt;
     const size_t wo = ly->w_view >= 0 ? m->views[ly->w_view].offset : 0;
     const size_t bo = ly->b_view >= 0 ? m->views[ly->b_view].offset : 0, C = s->e.C;
-    const int fast = s->e.mode == PAR_MODE_FAST;
-    void *dx = l > 0 ? s->d[l - 1] : NULL;
+    const size_t NP = m->n_params + 1, Cw = s->e.mode == PAR_MODE_FAST ? 1 : C;
+    const int ranks = s->size > 1;
+    void *dx = l > 0 ? s->d[l - 1] : NULL, *const *os = s->os;
+    const char *W = (const char *)s->w + wo * s->sz;
     const par_act below = l > 0 ? m->layers[l - 1].act : PAR_ACT_NONE;
-    void *const *os = s->os;
     if (ly->kind == PAR_LAYER_DENSE) {
-        if (dx)
-            par_cuda_backward_data(dt, dx, s->d[l], (const char *)s->w + wo * s->sz, s->a[l],
-                                   below, B, ly->n_in, ly->n_out);
-        par_cuda_grad_update(dt, s->w, s->g, os[0], os[1], s->wt[l], s->d[l], s->a[l], wo, bo, B,
-                             fast ? B : C, ly->n_in, ly->n_out, u);
+        if (dx) par_cuda_backward_data(dt, dx, s->d[l], W, s->a[l], below, B, ly->n_in, ly->n_out);
+        if (ranks)
+            par_cuda_dense_grad_parts(dt, s->rparts, NP, wo, bo, s->d[l], s->a[l], B, C, ly->n_in,
+                                      ly->n_out);
+        else
+            par_cuda_grad_update(dt, s->w, s->g, os[0], os[1], s->wt[l], s->d[l], s->a[l], wo,
+                                 bo, B, s->e.mode == PAR_MODE_FAST ? B : C, ly->n_in, ly->n_out,
+                                 u);
     } else if (ly->kind == PAR_LAYER_CONV2D) {
-        par_cuda_conv_backward(dt, s->w, s->g, os[0], os[1], s->part, dx, s->d[l], s->a[l], below,
-                               ly, wo, bo, B, fast ? 1 : C, u);
+        const size_t nw = ly->n_rows * ly->row_len;
+        if (ranks)
+            par_cuda_conv_grad_parts(dt, s->rparts, NP, wo, bo, s->d[l], s->a[l], ly, B, C);
+        else
+            par_cuda_conv_grad_parts(dt, s->part, nw + ly->n_rows, 0, nw, s->d[l], s->a[l], ly,
+                                     B, Cw);
+        if (dx) par_cuda_conv_backward_data(dt, dx, s->d[l], W, s->a[l], below, ly, B);
+        if (!ranks)
+            par_cuda_conv_update(dt, s->w, s->g, os[0], os[1], s->part, ly, wo, bo,
+                                 (B + Cw - 1) / Cw, u);
     } else if (ly->kind == PAR_LAYER_MAXPOOL) {
         if (dx) par_cuda_pool_backward(dt, dx, s->d[l], s->a[l], below, ly, B);
     } else {
-        par_cuda_bn_backward(dt, s->w, s->g, os[0], os[1], s->st[l], s->part, dx, s->d[l],
-                             s->a[l], below, ly, wo, bo, B, C, u);
+        const size_t nk = (Bt + C - 1) / C, nc = ly->c_out, here = s->c0 * nc * s->sz;
+        char *pg = s->part, *pb = pg + nk * nc * s->sz;
+        par_cuda_bn_grad_parts(dt, pg + here, pb + here, s->d[l], s->a[l], s->st[l], ly, B, C);
+        PAR_TRY(share_parts(s, pg, nc, nk));
+        PAR_TRY(share_parts(s, pb, nc, nk));
+        par_cuda_bn_update(dt, s->w, s->g, os[0], os[1], s->st[l], pg, pb, ly, wo, bo, Bt, C, u);
+        if (dx) par_cuda_bn_backward_data(dt, dx, s->d[l], s->a[l], s->st[l], below, ly, B, Bt);
     }
+    return PAR_OK;
+}
+
+// Several ranks, after the backward pass: the fold of every chunk's parts of
+// the conv and dense parameters and of the loss, rank by rank in order (rank
+// r continues rank r - 1's), broadcast from the last rank; then every rank
+// updates those parameters alike (u). *lsum: the loss's fold.
+static par_status fold_and_update(cuda_state *s, const par_cuda_update *u, double *lsum)
+{
+#ifdef PARITY_HAVE_MPI
+    const par_model *m = s->e.m;
+    const par_dtype dt = s->e.dt;
+    const size_t NP = m->n_params + 1, bytes = NP * s->sz;
+    const MPI_Datatype real_t = dt == PAR_F32 ? MPI_FLOAT : MPI_DOUBLE;
+    const int last = s->size - 1;
+    if (s->rank > 0) {
+        MPI_Recv(s->h_run, (int)NP, real_t, s->rank - 1, 0, s->comm, MPI_STATUS_IGNORE);
+        PAR_TRY(par_cuda_put(s->run, s->h_run, bytes));
+    }
+    if (s->c1 > s->c0) par_cuda_fold(dt, s->run, s->rparts, s->c1 - s->c0, NP, NP, s->c0 > 0);
+    PAR_TRY(par_cuda_get(s->h_run, s->run, bytes));
+    if (s->rank < last) MPI_Send(s->h_run, (int)NP, real_t, s->rank + 1, 0, s->comm);
+    MPI_Bcast(s->h_run, (int)NP, real_t, last, s->comm);
+    if (s->rank < last) PAR_TRY(par_cuda_put(s->run, s->h_run, bytes));
+    for (int l = 0; l < m->n_layers; l++) {
+        const par_layer *ly = &m->layers[l];
+        if (ly->kind != PAR_LAYER_DENSE && ly->kind != PAR_LAYER_CONV2D) continue;
+        const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
+        par_cuda_apply(dt, s->w, s->g, s->os[0], s->os[1], s->run, wo, wo + ly->n_rows * ly->row_len,
+                       u);
+        par_cuda_apply(dt, s->w, s->g, s->os[0], s->os[1], s->run, bo, bo + ly->n_rows, u);
+        if (ly->kind == PAR_LAYER_DENSE)
+            par_cuda_transpose(dt, s->wt[l], (const char *)s->w + wo * s->sz, ly->n_in, ly->n_out);
+    }
+    *lsum = dt == PAR_F32 ? (double)((const float *)s->h_run)[NP - 1]
+                          : ((const double *)s->h_run)[NP - 1];
+    return PAR_OK;
+#else
+    (void)s, (void)u, (void)lsum;
+    return PAR_ERR_CONFIG;
+#endif
 }
 
 static par_status cuda_step(void *state, const par_batch *batch, double *loss)
@@ -257,27 +408,38 @@ static par_status cuda_step(void *state, const par_batch *batch, double *loss)
     par_engine *e = &s->e;
     const par_model *m = e->m;
     const par_dtype dt = e->dt;
-    const size_t B = batch->B, sz = s->sz;
+    const size_t Bt = batch->B, C = e->C;
     const int L = m->n_layers;
-    PAR_FAIL_IF(B == 0 || B > e->B_cap, PAR_ERR_CONFIG, "batch of %zu samples, expected 1..%zu", B,
-                e->B_cap);
+    PAR_FAIL_IF(Bt == 0 || Bt > e->B_cap, PAR_ERR_CONFIG, "batch of %zu samples, expected 1..%zu",
+                Bt, e->B_cap);
+    own_chunks((Bt + C - 1) / C, s->rank, s->size, &s->c0, &s->c1);
+    s->S0 = s->c0 * C < Bt ? s->c0 * C : Bt;
+    s->S1 = s->c1 * C < Bt ? s->c1 * C : Bt;
+    const size_t B = s->S1 - s->S0;
     par_engine_begin_step(e);
     PAR_TRY(put_batch(s, batch));
-    for (int l = 0; l < L; l++) forward(s, l, B);
-    par_cuda_softmax_xent(dt, s->d[L - 1], s->loss, s->a[L], s->labels, B, m->n_classes);
+    for (int l = 0; l < L; l++) PAR_TRY(forward(s, l, B, Bt));
+    par_cuda_softmax_xent(dt, s->d[L - 1], s->loss, s->a[L], s->labels, B, Bt, m->n_classes);
     par_update u;
     par_engine_update_begin(e, &u);
     const int ulp = par_fault_fires(e, PAR_FAULT_GRAD_ULP);
     const par_cuda_update cu = {u.sgd ? NULL : &u.k, e->lr, ulp ? e->fault.index : SIZE_MAX};
-    for (int l = L - 1; l >= 0; l--) backward(s, l, B, &cu);
-    par_cuda_loss_fold(dt, s->lsum, s->loss, B, e->C);
+    for (int l = L - 1; l >= 0; l--) PAR_TRY(backward(s, l, B, Bt, &cu));
     s->w_stale = s->g_stale = s->os_stale = 1;
-    union {
-        float f;
-        double d;
-    } sum;
-    PAR_TRY(par_cuda_get(&sum, s->lsum, sz));
-    *loss = par_engine_loss_mean(e, dt == PAR_F32 ? (double)sum.f : sum.d, B);
+    double sum;
+    if (s->size > 1) {
+        par_cuda_loss_parts(dt, s->rparts, m->n_params + 1, m->n_params, s->loss, B, C);
+        PAR_TRY(fold_and_update(s, &cu, &sum));
+    } else {
+        par_cuda_loss_fold(dt, s->lsum, s->loss, Bt, C);
+        union {
+            float f;
+            double d;
+        } v;
+        PAR_TRY(par_cuda_get(&v, s->lsum, s->sz));
+        sum = dt == PAR_F32 ? (double)v.f : v.d;
+    }
+    *loss = par_engine_loss_mean(e, sum, Bt);
     return PAR_OK;
 }
 
@@ -325,8 +487,12 @@ static par_status cuda_set_optim(void *state, const par_optim_state *in)
 
 const par_trainer_ops par_trainer_cuda = {
     .name = "cuda",
-    .summary = "one CUDA GPU, exact mode (docs/gpu.md)",
+    .summary = "CUDA GPUs, one per MPI rank with --ranks (docs/gpu.md)",
+#ifdef PARITY_HAVE_MPI
+    .caps = PAR_CAP_FILLS_BATCH | PAR_CAP_LAZY_PARAMS | PAR_CAP_RANKS_ASKED,
+#else
     .caps = PAR_CAP_FILLS_BATCH | PAR_CAP_LAZY_PARAMS,
+#endif
     .create = cuda_create,
     .step = cuda_step,
     .params = cuda_params,

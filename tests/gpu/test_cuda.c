@@ -162,7 +162,7 @@ int main(void)
 {
     check_refusals();
     char dev[256];
-    if (par_cuda_open(dev, sizeof dev) != PAR_OK) {
+    if (par_cuda_open(0, dev, sizeof dev) != PAR_OK) {
         printf("SKIP: %s\n", par_last_error());
         return par_test_failures_ ? 1 : 77;
     }

@@ -21,9 +21,13 @@ static inline const par_trainer_ops *mpi_test_start(int *argc, char ***argv, int
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, size);
     const par_trainer_ops *ops = *argc == 3 ? par_trainer_find((*argv)[1]) : NULL;
+#ifdef PAR_CUDA_EMU   // test_mpi_cuda_emu: the cuda trainer on the host emulation
+    extern const par_trainer_ops par_trainer_cuda;
+    if (!ops && *argc == 3 && strcmp((*argv)[1], "cuda") == 0) ops = &par_trainer_cuda;
+#endif
     if (!ops) {
         if (*rank == 0)
-            fprintf(stderr, "usage: mpirun -n R %s mpi|hybrid|root THREADS\n", (*argv)[0]);
+            fprintf(stderr, "usage: mpirun -n R %s mpi|hybrid|root|cuda THREADS\n", (*argv)[0]);
         MPI_Finalize();
         return NULL;
     }
