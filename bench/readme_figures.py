@@ -77,6 +77,16 @@ def gpu_figure(text):
     return "%s s; PyTorch %s s (deterministic %s s)" % (r[1], r[2], r[3])
 
 
+def gpu_cnn_figure(text):
+    rs = [row(text, m) for m in ("MNIST CNN", "CIFAR BN CNN")]   # model, dtype, cuda, PyTorch
+    if not all(r and len(r) > 4 for r in rs):
+        return MISSING
+
+    def col(i):
+        return " and ".join(r[i] if r[i] == "n/a" else "%s s" % r[i] for r in rs)
+    return "%s; PyTorch %s (deterministic %s)" % (col(2), col(3), col(4))
+
+
 def main():
     trainers, vs, ver, ext, lay = (read(n) for n in ("trainers", "vs_pytorch", "verify",
                                                      "external", "layers"))
@@ -101,6 +111,8 @@ def main():
         ("default MLP, one epoch, f32, on %s: `--trainer cuda` exact; PyTorch on the same GPU"
          % (provenance(gpu, "GPU, driver").split(",")[0] or "a GPU"), gpu_figure(gpu),
          "ci/gpu.sh"),
+        ("the MNIST CNN and the CIFAR CNN with batchnorm, one epoch each, f32, on the same "
+         "GPU: `--trainer cuda` exact; PyTorch", gpu_cnn_figure(gpu), "ci/gpu.sh"),
     ]
     out = ["| figure | value | printed by |", "|---|--:|---|"]
     out += ["| %s | %s | `%s` |" % r for r in rows]
@@ -112,7 +124,7 @@ def main():
     when = "%s to %s" % (dates[0][:16], dates[-1][:16]) if dates else "never"
     gpu_when = provenance(gpu, "date (UTC)")[:16] or "never"
     out += ["", "Measured on %s, commit %s, %s UTC, by `bench/run-all.sh --verify`, which "
-            "rewrites this table (the GPU row: `ci/gpu.sh` on the GPU machine, %s UTC, commit "
+            "rewrites this table (the GPU rows: `ci/gpu.sh` on the GPU machine, %s UTC, commit "
             "%s); each file in [bench/results/](bench/results/) holds its provenance (load, "
             "compiler, MPI)." % (cpu, ", ".join(commits) or "unknown", when, gpu_when,
                                  provenance(gpu, "parity commit") or "unknown")]

@@ -23,8 +23,8 @@
 #   5. seconds per epoch (the 2nd of 2, data resident, median of 3) of
 #      --trainer cuda and of PyTorch on the same GPU, default and deterministic
 #      (bench/gpu_vs_pytorch.py): the MNIST CNN and the CIFAR BN CNN in f32, the
-#      default MLP in f32 and f64; written with provenance to OUT/gpu.md
-#      (bench/results/gpu.md is a copy).
+#      default MLP in f32 and f64; written with provenance to OUT/gpu.md by
+#      ci/gpu_report.py (bench/results/gpu.md is a copy).
 # A check that fails is counted and the run goes on (a cuda trainer that
 # refuses the CNNs still gives the MLP's results). Every parity run is cut at
 # RUN_LIMIT (60) seconds and every PyTorch process at 200; a timing run of
@@ -262,78 +262,7 @@ time_parity mlp-f64 844 --dataset fashion-mnist --dtype f64
 time_torch mlp-f64 f64 mlp
 cat "$times"
 section "report"
-python3 - "$times" "$BIN/COMMIT" "$fails" > "$OUT/gpu.md" <<'PY' || fail "report"
-import json, statistics, subprocess, sys
-times, commit_file, fails = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def q(*a):
-    try:
-        return subprocess.run(a, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "?"
-gpu = q("nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader")
-smi = q("nvidia-smi")
-cuda = smi.split("CUDA Version:")[-1].split()[0] if "CUDA Version:" in smi else "?"
-cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
-commit = open(commit_file).read().strip()
-parity, torch, steps = {}, {}, {}
-meta = {}
-for line in open(times):
-    name, rest = line.split(" ", 1)
-    if name.startswith("parity-"):   # parity-MODEL-DTYPE SECONDS
-        parity.setdefault(name[len("parity-"):], []).append(float(rest.split()[0]))
-    else:                            # torch-MODEL-DTYPE-MODE JSON
-        d = meta = json.loads(rest)
-        key = name[len("torch-"):].rsplit("-", 1)[0]
-        torch[(key, d["mode"])] = [ep[-1] for ep in d["seconds"]]
-        steps[key] = d.get("steps_per_epoch")
-models = [("mlp", "MLP", "the default MLP (784-256-128-10, ReLU, SGD lr 0.01) on Fashion-MNIST",
-           844),
-          ("cnn", "MNIST CNN", "the MNIST CNN (`cnn:1x28x28-c32k3p1-r-f-fc128-r-fc10`: conv "
-           "1->32 3x3 padding 1, ReLU, fc 128, ReLU, fc 10; Adam lr 0.001) on MNIST", 844),
-          ("cifar", "CIFAR BN CNN", "the CIFAR CNN with batchnorm (`cnn:3x32x32-c32k3p1-bn-r-m2-"
-           "c64k3p1-bn-r-m2-c128k3p1-bn-r-m2-f-fc256-r-fc10`: three blocks conv 3x3 -> bn -> "
-           "ReLU -> max-pool 2, fc 256, ReLU, fc 10; SGD lr 0.01) on CIFAR-format data that "
-           "`parity data make-cifar --records 10000` writes (speed does not depend on the "
-           "pixels)", 704)]
-rows = [("mlp", "f32"), ("mlp", "f64"), ("cnn", "f32"), ("cifar", "f32")]
-med = statistics.median
-def cell(v, n):
-    if not v:
-        return "n/a"
-    return f"{med(v):.3f}" + ("" if len(v) == n else f" ({len(v)} of {n} runs)")
-def ratio(a, b):
-    return f"{med(a) / med(b):.2f}x" if a and b else "n/a"
-print("# --trainer cuda against PyTorch on the same GPU\n")
-print("Written by `ci/gpu.sh` on the GPU machine; not typed by hand.\n")
-print("| provenance | |\n|---|---|")
-print(f"| date (UTC) | {q('date', '-u', '+%Y-%m-%dT%H:%M:%SZ')} |")
-print(f"| GPU, driver | {gpu} |")
-print(f"| CUDA | the driver's {cuda}; parity built with nvcc 13.0, sm_90, -fmad=false, "
-      "on Debian 12 with gcc 12 |")
-print(f"| PyTorch | {meta.get('torch', '?')} (CUDA {meta.get('cuda', '?')}), TF32 off |")
-print(f"| CPU | {cpu} |")
-print(f"| parity commit | {commit} |")
-print(f"| checks of ci/gpu.sh | {'all passed' if fails == 0 else f'{fails} FAILED'} |")
-print()
-print("Batch 64, the last 10% of each training file held out; data resident on the GPU:\n")
-for key, short, what, per in models:
-    note = ""
-    if any(steps.get(f"{key}-{dt}") not in (None, per) for dt in ("f32", "f64")):
-        note = " (PyTorch's epoch had another length: see times.txt)"
-    print(f"- {short}: {what}; {per} steps an epoch{note}.")
-print("\nSeconds of the 2nd of 2 epochs, median of 3 runs (parity: `--epochs 2 --warmup-steps "
-      "STEPS --no-eval`, exact mode, one loss read back per step; PyTorch: one process, 3 "
-      "models, no synchronisation inside the epoch).\n")
-print("| model | dtype | parity cuda (exact) | PyTorch default | PyTorch deterministic | "
-      "default / cuda | deterministic / cuda |")
-print("|---|---|--:|--:|--:|--:|--:|")
-short = {k: s for k, s, _, _ in models}
-for model, dt in rows:
-    key = f"{model}-{dt}"
-    p, d, t = parity.get(key), torch.get((key, "default")), torch.get((key, "deterministic"))
-    print(f"| {short[model]} | {dt} | {cell(p, 3)} | {cell(d, 3)} | {cell(t, 3)} | "
-          f"{ratio(d, p)} | {ratio(t, p)} |")
-PY
+python3 "$S/ci/gpu_report.py" "$times" "$BIN/COMMIT" "$fails" > "$OUT/gpu.md" || fail "report"
 cat "$OUT/gpu.md"
 rm -rf "$W"
 section "end: $fails failure(s), $SECONDS s in all"
