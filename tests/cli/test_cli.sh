@@ -19,15 +19,11 @@ expect 2 "--lr 'x': expected a finite number" train --lr x
 expect 2 "--model 'mlp:784-'" train --model mlp:784-
 expect 2 "--act 'swish'" train --act swish
 expect 2 "--trainer 'nope'" train --trainer nope
-# --trainer cuda (docs/gpu.md): what it does not run yet is one line each, before
-# it looks for a device; a build without CUDA says how to get one.
+# --trainer cuda (docs/gpu.md): a fault inside the CPU's layer kernels is one
+# line, before it looks for a device; a build without CUDA says how to get one.
 if "$P" train --trainer nope 2>&1 | grep -q " cuda$"; then
-    expect 2 "^parity train: --trainer cuda: --mode fast is not supported yet \(exact only\)$" \
-        train --trainer cuda --mode fast
-    expect 2 "^parity train: --trainer cuda: layer 0 is conv2d, not supported yet \(dense" \
-        train --trainer cuda --model cnn:1x28x28-c4k3p1-r-f-fc10
-    expect 2 "^parity train: --trainer cuda: --fault is not supported yet$" \
-        train --trainer cuda --fault ulp:1:3
+    expect 2 "^parity train: --trainer cuda: --fault takes ulp and obeta \(the others are" \
+        train --trainer cuda --fault skip:1:0:3
 else
     "$P" train --trainer cuda >/dev/null 2>"$T/err" </dev/null
     check "--trainer cuda without CUDA: exit 2, a hint to build with nvcc" \

@@ -110,7 +110,7 @@ part_help() {
     expect 2 "^parity version: unexpected argument 'x'$" version x
     "$P" check --help >"$T/h" 2>/dev/null </dev/null
     check "check --help: --trainer names every trainer" \
-        grep -Eq '^  --trainer +NAME +reference, serial, omp, mpi, hybrid or root \(reference\)$' "$T/h"
+        grep -Eq '^  --trainer +NAME +reference, serial, omp, mpi, hybrid, root or cuda \(with nvcc\) \(reference\)$' "$T/h"
     "$P" verify --help >"$T/h" 2>/dev/null </dev/null
     local want
     want=$(cd "$(dirname "$0")/../../verify/suites" && ls | grep -v '\.' | sort | tr '\n' ' ')
