@@ -20,7 +20,10 @@
 #   4. the harness on it: parity check (MPFR) of a cuda step, and with --fault
 #      ulp (must fail); parity bisect cuda against serial (no divergence), and
 #      with a fault (names its parameter); parity lockstep --mode fast;
-#   5. seconds per epoch (the 2nd of 2, data resident, median of 3) of
+#   5. --ranks on one GPU: test_mpi_cnn's CNN cases (cuda as 2 and 3 MPI ranks,
+#      bitwise against the reference), and parity train --ranks 2 and 3 against
+#      --trainer reference (the MLP with adam, the batchnorm CNN in f64);
+#   6. (not with TIMINGS=0) seconds per epoch (the 2nd of 2, data resident, median of 3) of
 #      --trainer cuda and of PyTorch on the same GPU, default and deterministic
 #      (bench/gpu_vs_pytorch.py): the MNIST CNN and the CIFAR BN CNN in f32, the
 #      default MLP in f32 and f64; written with provenance to OUT/gpu.md by
@@ -213,6 +216,39 @@ grep -q "parameter 100" "$W/h.txt" || fail "bisect did not name parameter 100"
 expect 0 "parity lockstep --trainer $TR --mode fast: within the bound, 30 steps" \
     "$BIN/parity" lockstep --trainer "$TR" --mode fast "${SMALL[@]}" --steps 30
 
+section "--ranks on one GPU: $TR as MPI ranks against the reference"
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+if [ -x "$BIN/test_mpi_cnn" ] && [ "$TR" = cuda ]; then   # the CNN cases of test_mpi_cnn
+    for R in 2 3; do
+        timeout 200 "${MPIRUN[@]}" -n "$R" "$BIN/test_mpi_cnn" cuda 1 > "$W/mpi$R.txt" 2>&1 &&
+            echo "ok   test_mpi_cnn cuda R=$R: $(tail -1 "$W/mpi$R.txt")" ||
+            { fail "test_mpi_cnn cuda R=$R"; grep FAIL "$W/mpi$R.txt" | head -3; tail -2 "$W/mpi$R.txt"; }
+    done
+fi
+for R in 2 3; do   # parity train --ranks R: every step's digests and weights_sha256
+    for row in "mlp-adam --dataset fashion-mnist --optim adam --lr 0.001 --batch 50 --chunk 7" \
+        "bn-sgd --dataset mnist --model ${SMALL[3]} --dtype f64"; do
+        read -r n args <<< "$row"
+        # shellcheck disable=SC2086
+        train "ref-r$R-$n" --trainer reference --steps 20 $args &&
+            train "dev-r$R-$n" --trainer "$TR" --ranks "$R" --steps 20 $args || continue
+        a=$(field "$W/ref-r$R-$n.json" weights_sha256)
+        b=$(field "$W/dev-r$R-$n.json" weights_sha256)
+        if [ "$a" = "$b" ] &&
+            cmp -s <(steps_of "$W/ref-r$R-$n.jsonl") <(steps_of "$W/dev-r$R-$n.jsonl"); then
+            echo "ok   $TR --ranks $R == reference, $n: every step's digests, weights_sha256 $b"
+        else
+            fail "$TR --ranks $R != reference, $n: $b vs $a"
+        fi
+    done
+done
+
+if [ "${TIMINGS:-1}" = 0 ]; then   # TIMINGS=0: the checks alone
+    rm -rf "$W"
+    section "end (no timings): $fails failure(s), $SECONDS s in all"
+    [ "$fails" = 0 ]
+    exit
+fi
 section "seconds per epoch: $TR against PyTorch"
 times=$OUT/times.txt
 : > "$times"

@@ -19,6 +19,7 @@ for f in "$BUILD/parity" "$BUILD/tests/gpu/test_cuda" "$BUILD/libpar_cuda.a" "$p
 done
 mkdir -p "$DEST/lib"
 cp "$BUILD/parity" "$BUILD/tests/gpu/test_cuda" "$BUILD/libpar_cuda.a" "$ptx" "$DEST/"
+[ -f "$BUILD/tests/mpi/test_mpi_cnn" ] && cp "$BUILD/tests/mpi/test_mpi_cnn" "$DEST/"   # --ranks
 commit=$(git -C "$SRC" rev-parse --short=12 HEAD)
 git -C "$SRC" diff --quiet HEAD || commit+=-dirty
 echo "$commit" > "$DEST/COMMIT"
