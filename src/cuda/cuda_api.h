@@ -40,6 +40,13 @@ void par_cuda_free(void *p);
 // Page-locked host memory (for the per-step copies), and its release.
 par_status par_cuda_host_alloc(void **p, size_t bytes);
 void par_cuda_host_free(void *p);
+// Per-layer timing, when PARITY_CUDA_PROFILE is set (begin returns 1; else 0
+// and both do nothing): end adds the time of what was launched since begin to
+// label's total, with the flops given; at exit a table goes to stderr: per
+// label the calls, milliseconds, microseconds a call and TFLOP/s. Each end
+// waits for the device.
+int par_cuda_prof_begin(void);
+void par_cuda_prof_end(const char *label, double flops);
 // Host to device, queued after the launches before it (src must stay valid
 // and unchanged until the next par_cuda_get or par_cuda_sync).
 par_status par_cuda_put(void *dst, const void *src, size_t bytes);

@@ -3,6 +3,8 @@
 // cuda_kernels.cu. Tests: tests/gpu/test_cuda.c (needs a device).
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_api.h"
 
@@ -75,4 +77,54 @@ par_status par_cuda_sync(void)
     CUDA_TRY(cudaGetLastError(), "kernel launch");
     CUDA_TRY(cudaDeviceSynchronize(), "kernels");
     return PAR_OK;
+}
+
+// PARITY_CUDA_PROFILE: labels, their calls, seconds and flops.
+enum { PROF_MAX = 96 };
+static struct {
+    cudaEvent_t t0, t1;
+    int n;
+    char label[PROF_MAX][64];
+    long calls[PROF_MAX];
+    double ms[PROF_MAX], flops[PROF_MAX];
+} prof;
+static int prof_on = -1;   // -1: PARITY_CUDA_PROFILE not read yet
+
+static void prof_print(void)
+{
+    fprintf(stderr, "%-40s %8s %10s %10s %9s\n", "cuda profile: label", "calls", "ms",
+            "us/call", "TFLOP/s");
+    for (int i = 0; i < prof.n; i++)
+        fprintf(stderr, "%-40s %8ld %10.2f %10.1f %9.3f\n", prof.label[i], prof.calls[i],
+                prof.ms[i], 1e3 * prof.ms[i] / (double)prof.calls[i],
+                prof.flops[i] > 0 ? prof.flops[i] / (prof.ms[i] * 1e9) : 0.0);
+}
+
+int par_cuda_prof_begin(void)
+{
+    if (prof_on < 0) {
+        const char *e = getenv("PARITY_CUDA_PROFILE");
+        prof_on = e && e[0] && strcmp(e, "0") != 0 &&
+                  cudaEventCreate(&prof.t0) == cudaSuccess &&
+                  cudaEventCreate(&prof.t1) == cudaSuccess;
+        if (prof_on) atexit(prof_print);
+    }
+    if (prof_on) cudaEventRecord(prof.t0, 0);
+    return prof_on;
+}
+
+void par_cuda_prof_end(const char *label, double flops)
+{
+    if (prof_on <= 0) return;
+    cudaEventRecord(prof.t1, 0);
+    cudaEventSynchronize(prof.t1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, prof.t0, prof.t1);
+    int i = 0;
+    while (i < prof.n && strcmp(prof.label[i], label) != 0) i++;
+    if (i == PROF_MAX) return;
+    if (i == prof.n) snprintf(prof.label[prof.n++], sizeof prof.label[0], "%s", label);
+    prof.calls[i]++;
+    prof.ms[i] += ms;
+    prof.flops[i] += flops;
 }

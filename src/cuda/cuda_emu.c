@@ -45,6 +45,8 @@ par_status par_cuda_get(void *dst, const void *src, size_t bytes)
 }
 
 par_status par_cuda_sync(void) { return PAR_OK; }
+int par_cuda_prof_begin(void) { return 0; }
+void par_cuda_prof_end(const char *label, double flops) { (void)label, (void)flops; }
 
 // Every launch of cuda_kernels.cu, per dtype: the same bodies over the same indices.
 #define EMU(REAL, SFX)                                                                         \

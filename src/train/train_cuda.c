@@ -10,6 +10,7 @@
 // Not yet: the faults inside the CPU's layer kernels (refused); --fault ulp
 // and obeta run. Tests: tests/gpu/test_cuda.c (bitwise
 // against the reference; on the device, and as test_cuda_emu on the host).
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -402,6 +403,21 @@ static par_status fold_and_update(cuda_state *s, const par_cuda_update *u, doubl
 #endif
 }
 
+// The label and flops of layer l's pass (fwd, or bwd: its input gradient,
+// gradient and update) on B samples, for par_cuda_prof_end (PARITY_CUDA_PROFILE).
+static double prof_label(const par_model *m, int l, const char *pass, size_t B, char *buf,
+                         size_t cap)
+{
+    static const char *const kinds[] = {"dense", "conv", "maxpool", "batchnorm"};
+    const par_layer *ly = &m->layers[l];
+    snprintf(buf, cap, "%d %s %zux%zux%zu->%zux%zux%zu %s", l, kinds[ly->kind], ly->c_in,
+             ly->h_in, ly->w_in, ly->c_out, ly->h_out, ly->w_out, pass);
+    const double mac = ly->kind == PAR_LAYER_DENSE    ? (double)ly->n_in * (double)ly->n_out
+                       : ly->kind == PAR_LAYER_CONV2D ? (double)ly->n_out * (double)ly->row_len
+                                                      : 0;
+    return 2 * mac * (double)B * (pass[0] == 'f' ? 1 : l > 0 ? 2 : 1);
+}
+
 static par_status cuda_step(void *state, const par_batch *batch, double *loss)
 {
     cuda_state *s = state;
@@ -418,13 +434,28 @@ static par_status cuda_step(void *state, const par_batch *batch, double *loss)
     const size_t B = s->S1 - s->S0;
     par_engine_begin_step(e);
     PAR_TRY(put_batch(s, batch));
-    for (int l = 0; l < L; l++) PAR_TRY(forward(s, l, B, Bt));
+    char label[64];
+    for (int l = 0; l < L; l++) {
+        const int timed = par_cuda_prof_begin();
+        PAR_TRY(forward(s, l, B, Bt));
+        if (timed) {
+            const double flops = prof_label(m, l, "fwd", B, label, sizeof label);
+            par_cuda_prof_end(label, flops);
+        }
+    }
     par_cuda_softmax_xent(dt, s->d[L - 1], s->loss, s->a[L], s->labels, B, Bt, m->n_classes);
     par_update u;
     par_engine_update_begin(e, &u);
     const int ulp = par_fault_fires(e, PAR_FAULT_GRAD_ULP);
     const par_cuda_update cu = {u.sgd ? NULL : &u.k, e->lr, ulp ? e->fault.index : SIZE_MAX};
-    for (int l = L - 1; l >= 0; l--) PAR_TRY(backward(s, l, B, Bt, &cu));
+    for (int l = L - 1; l >= 0; l--) {
+        const int timed = par_cuda_prof_begin();
+        PAR_TRY(backward(s, l, B, Bt, &cu));
+        if (timed) {
+            const double flops = prof_label(m, l, "bwd", B, label, sizeof label);
+            par_cuda_prof_end(label, flops);
+        }
+    }
     s->w_stale = s->g_stale = s->os_stale = 1;
     double sum;
     if (s->size > 1) {
