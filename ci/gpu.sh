@@ -23,7 +23,9 @@
 #   5. --ranks on one GPU: test_mpi_cnn's CNN cases (cuda as 2 and 3 MPI ranks,
 #      bitwise against the reference), and parity train --ranks 2 and 3 against
 #      --trainer reference (the MLP with adam, the batchnorm CNN in f64);
-#   6. (not with TIMINGS=0) seconds per epoch (the 2nd of 2, data resident, median of 3) of
+#   6. per layer: PARITY_CUDA_PROFILE's table of each CNN's layers (200 steps)
+#      beside PyTorch's on the same shapes (bench/gpu_layers.py), in layers.txt;
+#   7. seconds per epoch (the 2nd of 2, data resident, median of 3) of
 #      --trainer cuda and of PyTorch on the same GPU, default and deterministic
 #      (bench/gpu_vs_pytorch.py): the MNIST CNN and the CIFAR BN CNN in f32, the
 #      default MLP in f32 and f64; written with provenance to OUT/gpu.md by
@@ -36,8 +38,9 @@
 # BIN holds parity, test_cuda, libpar_cuda.a, cuda_kernels.ptx (a CUDA build's),
 # COMMIT (the commit they were built from) and lib/ (shared libraries the GPU
 # machine lacks): ci/gpu_bin.sh puts it together. PARITY_DATA holds the datasets
-# fashion-mnist and mnist. Logs go to OUT (at most 5 files: gpu.log, gpu.md,
-# test_cuda.log, times.txt, runs.tgz). Exit 0 when every check passed.
+# fashion-mnist and mnist. Logs go to OUT (at most 6 files: gpu.log, gpu.md,
+# test_cuda.log, times.txt, runs.tgz, layers.txt). Exit 0 when every check passed.
+# SECTIONS=test,ranks,... runs those sections alone (names below, at want()).
 # Usage: ci/gpu.sh BIN OUT [SCRIPTS]   (SCRIPTS: where ci/, bench/, src/ are; default .)
 # TRAINER=serial ci/gpu.sh ...: the same steps with serial for cuda (a dry run).
 set -uo pipefail
@@ -58,6 +61,10 @@ LOG=$OUT/gpu.log
 exec > >(tee "$LOG") 2>&1
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# want NAME: whether SECTIONS (comma-separated; default all) has the section
+# NAME: test, fma, mlp, cnn, harness, ranks, layers, timings.
+SECTIONS=${SECTIONS:-test,fma,mlp,cnn,harness,ranks,layers,timings}
+want() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 sec_start=
 section() {   # section TITLE: the seconds of the section before, then TITLE
     [ -z "$sec_start" ] || echo "-- $((SECONDS - sec_start)) s (at $SECONDS s)"
@@ -70,11 +77,15 @@ nvidia-smi || fail "nvidia-smi"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 ldd "$BIN/parity" | grep "not found" && fail "parity lacks shared libraries"
 
+if want test; then
 section "gpu label: test_cuda"
 "$BIN/test_cuda" > "$OUT/test_cuda.log" 2>&1
 rc=$?
 grep -E "FAIL|passed|SKIP|device:" "$OUT/test_cuda.log" | tail -20
 [ $rc = 0 ] || fail "test_cuda exit $rc"
+fi
+
+if want fma; then
 section "contraction check (PTX and SASS)"
 python3 "$S/ci/cuda_fma_check.py" "$BIN/cuda_kernels.ptx" "$BIN/libpar_cuda.a" || fail "fma check"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
@@ -83,8 +94,10 @@ if [ -x "$NVCC" ] && [ -d "$S/src/cuda" ]; then   # the check rejects -fmad=true
         -I"$S/src/cuda" -I"$S/src/core" -I"$S/src/kernels" -I"$S/src/model" ||
         fail "fma check control"
 fi
+fi
 
 W=$(mktemp -d)
+SMALL=(--dataset mnist --model cnn:1x28x28-c4k3p1-bn-r-m2-c8k3-bn-r-m2-f-fc16-bn-r-fc10)
 run_train() {   # run_train NAME ARGS...: --json into $W/NAME.json, the log into $W/NAME.jsonl
     local name=$1
     shift
@@ -158,6 +171,7 @@ bitwise() {
     done
 }
 
+if want mlp; then
 section "parity train: $TR against reference, the default MLP, $STEPS steps"
 bitwise mlp "$STEPS" all reference --trainer reference -- --dataset fashion-mnist
 # Resume: STEPS/2 steps on cuda with a checkpoint, then on to STEPS on cuda and on serial.
@@ -174,7 +188,9 @@ for tr in "$TR" serial; do
     [ "$a" = "$b" ] && echo "ok   $TR $half steps, resumed on $tr to $STEPS == one $TR run: $a" ||
         fail "resumed on $tr: $b, one run: $a"
 done
+fi
 
+if want cnn; then
 section "parity train: $TR against omp T=$NP, the CNNs, $CNN_STEPS steps"
 OMP=("omp T=$NP (= reference bit for bit: test_cnn, in CI)" --trainer omp --threads "$NP")
 bitwise mnist-cnn "$CNN_STEPS" one "${OMP[@]}" -- --dataset mnist --model "$CNN"
@@ -183,9 +199,10 @@ bitwise mnist-cnn "$CNN_STEPS" one "${OMP[@]}" -- --dataset mnist --model "$CNN"
 bitwise cifar-bn "$CNN_STEPS" one "${OMP[@]}" -- --dataset "$W/cifar-rows" --model "$BN" \
     --epochs 2
 tar -C "$W" -czf "$OUT/runs.tgz" --exclude='ck*' --exclude='cifar-*' . 2>/dev/null   # JSON, logs
+fi
 
+if want harness; then
 section "the harness on $TR: check (MPFR), a fault, bisect, lockstep in fast mode"
-SMALL=(--dataset mnist --model cnn:1x28x28-c4k3p1-bn-r-m2-c8k3-bn-r-m2-f-fc16-bn-r-fc10)
 # expect WANT LABEL CMD...: runs CMD (cut at RUN_LIMIT), its output into the log;
 # WANT 0: must exit 0; WANT fail: must exit non-zero but not 124 (a verdict, not a cut).
 expect() {
@@ -215,7 +232,9 @@ expect fail "parity bisect $TR --fault ulp:3:100 against serial names parameter 
 grep -q "parameter 100" "$W/h.txt" || fail "bisect did not name parameter 100"
 expect 0 "parity lockstep --trainer $TR --mode fast: within the bound, 30 steps" \
     "$BIN/parity" lockstep --trainer "$TR" --mode fast "${SMALL[@]}" --steps 30
+fi
 
+if want ranks; then
 section "--ranks on one GPU: $TR as MPI ranks against the reference"
 MPIRUN=(mpirun --oversubscribe --bind-to none)
 if [ -x "$BIN/test_mpi_cnn" ] && [ "$TR" = cuda ]; then   # the CNN cases of test_mpi_cnn
@@ -242,10 +261,28 @@ for R in 2 3; do   # parity train --ranks R: every step's digests and weights_sh
         fi
     done
 done
+fi
 
-if [ "${TIMINGS:-1}" = 0 ]; then   # TIMINGS=0: the checks alone
+if want layers; then
+section "per layer: $TR (PARITY_CUDA_PROFILE) and PyTorch (cuBLAS, cuDNN), TFLOP/s"
+"$BIN/parity" data make-cifar "$W/cifar-layers" --records 2000 > /dev/null || fail "make-cifar"
+for row in "mnist-cnn --dataset mnist --model $CNN --optim adam --lr 0.001" \
+    "cifar-bn --dataset $W/cifar-layers --model $BN --lr 0.01"; do
+    read -r n args <<< "$row"
+    echo "# $n: parity --trainer $TR, 200 steps, batch 64, f32" >> "$OUT/layers.txt"
+    # shellcheck disable=SC2086
+    PARITY_CUDA_PROFILE=1 timeout "$RUN_LIMIT" "$BIN/parity" train --trainer "$TR" $args \
+        --steps 200 --no-eval --quiet 2>> "$OUT/layers.txt" > /dev/null || fail "profile $n"
+done
+echo "# PyTorch on the same shapes (bench/gpu_layers.py): model layer pass seconds TFLOP/s" \
+    >> "$OUT/layers.txt"
+timeout 200 python3 "$S/bench/gpu_layers.py" 200 >> "$OUT/layers.txt" || fail "gpu_layers.py"
+cat "$OUT/layers.txt"
+fi
+
+if ! want timings; then
     rm -rf "$W"
-    section "end (no timings): $fails failure(s), $SECONDS s in all"
+    section "end ($SECTIONS): $fails failure(s), $SECONDS s in all"
     [ "$fails" = 0 ]
     exit
 fi
