@@ -294,10 +294,13 @@ in_budget() {   # in_budget WHAT: false, a failure counted, once BUDGET seconds 
     fail "$1: not timed, the script's $BUDGET s are spent"
     return 1
 }
+# TIMED: the keys to time (default all: mlp-f32 cnn-f32 cifar-f32 mlp-f64).
+timed() { [[ " ${TIMED:-mlp-f32 cnn-f32 cifar-f32 mlp-f64} " == *" $1 "* ]]; }
 # time_parity KEY PER_EPOCH ARGS...: seconds of the 2nd of 2 epochs, 3 runs
 time_parity() {
     local key=$1 per=$2 t0 _
     shift 2
+    timed "$key" || return 0
     for _ in 1 2 3; do
         in_budget "parity $key" || return
         t0=$SECONDS
@@ -315,6 +318,7 @@ time_parity() {
 time_torch() {   # time_torch KEY DTYPE MODEL...: bench/gpu_vs_pytorch.py, both modes
     local key=$1 dt=$2 mode
     shift 2
+    timed "$key" || return 0
     for mode in default deterministic; do
         in_budget "pytorch $key $mode" || continue
         timeout 200 python3 "$S/bench/gpu_vs_pytorch.py" "$mode" "$dt" 2 3 "$@" > "$W/torch.json" &&
