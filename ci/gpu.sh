@@ -114,6 +114,19 @@ field() {   # field FILE KEY: a key of a JSON file
     python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"
 }
 steps_of() { grep '"type":"step"' "$1"; }
+# same_run A B WHAT: runs A and B ($W/NAME.json, .jsonl) end with the same
+# weights_sha256 and log every step alike: "ok   WHAT", else a failure.
+same_run() {
+    local a b
+    a=$(field "$W/$1.json" weights_sha256)
+    b=$(field "$W/$2.json" weights_sha256)
+    if [ "$a" = "$b" ] && cmp -s <(steps_of "$W/$1.jsonl") <(steps_of "$W/$2.jsonl"); then
+        echo "ok   $3: every step's digests, weights_sha256 $b"
+    else
+        fail "not $3: weights_sha256 $b, $a"
+        diff <(steps_of "$W/$1.jsonl") <(steps_of "$W/$2.jsonl") | head -4
+    fi
+}
 # bitwise LABEL STEPS JOBS DESC CPU... -- ARGS...: for f32 and f64, sgd and adam (lr
 # 0.001), batch 64 chunk 8 and batch 50 chunk 7, STEPS steps of ARGS on $TR and on
 # the CPU trainer (its flags CPU..., DESC in the log); compares every step's log
@@ -121,7 +134,7 @@ steps_of() { grep '"type":"step"' "$1"; }
 # the background; else each row's CPU run follows its $TR run, and is skipped
 # when that failed (a trainer that refuses the model costs no CPU runs).
 bitwise() {
-    local label=$1 steps=$2 jobs=$3 desc=$4 dt opt bc B C n a b i
+    local label=$1 steps=$2 jobs=$3 desc=$4 dt opt bc B C n i
     shift 4
     local cpu=() pids=() rows=()
     while [ "$1" != -- ]; do cpu+=("$1"); shift; done
@@ -159,15 +172,7 @@ bitwise() {
         [ $dev = 0 ] || continue
         [ "$(cat "$W/cpu-$n.rc")" = 0 ] ||
             { fail "parity train cpu-$n ($desc): $(exit_of "$(cat "$W/cpu-$n.rc")")"; continue; }
-        a=$(field "$W/cpu-$n.json" weights_sha256)
-        b=$(field "$W/dev-$n.json" weights_sha256)
-        if [ "$a" = "$b" ] &&
-            cmp -s <(steps_of "$W/cpu-$n.jsonl") <(steps_of "$W/dev-$n.jsonl"); then
-            echo "ok   $TR == $desc, $n: every step's digests, weights_sha256 $b"
-        else
-            fail "$TR != $desc, $n: $b vs $a"
-            diff <(steps_of "$W/cpu-$n.jsonl") <(steps_of "$W/dev-$n.jsonl") | head -4
-        fi
+        same_run "cpu-$n" "dev-$n" "$TR == $desc, $n"
     done
 }
 
@@ -251,14 +256,7 @@ for R in 2 3; do   # parity train --ranks R: every step's digests and weights_sh
         # shellcheck disable=SC2086
         train "ref-r$R-$n" --trainer reference --steps 20 $args &&
             train "dev-r$R-$n" --trainer "$TR" --ranks "$R" --steps 20 $args || continue
-        a=$(field "$W/ref-r$R-$n.json" weights_sha256)
-        b=$(field "$W/dev-r$R-$n.json" weights_sha256)
-        if [ "$a" = "$b" ] &&
-            cmp -s <(steps_of "$W/ref-r$R-$n.jsonl") <(steps_of "$W/dev-r$R-$n.jsonl"); then
-            echo "ok   $TR --ranks $R == reference, $n: every step's digests, weights_sha256 $b"
-        else
-            fail "$TR --ranks $R != reference, $n: $b vs $a"
-        fi
+        same_run "ref-r$R-$n" "dev-r$R-$n" "$TR --ranks $R == reference, $n"
     done
 done
 fi
