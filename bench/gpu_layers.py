@@ -64,5 +64,6 @@ for model, l, kind, shape in LAYERS:
     fwd = timed(lambda: layer(x))
     bwd = timed(lambda: torch.autograd.grad(layer(x), [x, *layer.parameters()] if l > 0
                                             else list(layer.parameters()), g)) - fwd
-    for name, sec, flops in (("fwd", fwd, 2 * mac * B), ("bwd", bwd, (4 if l > 0 else 2) * mac * B)):
+    back = (4 if l > 0 else 2) * mac * B
+    for name, sec, flops in (("fwd", fwd, 2 * mac * B), ("bwd", bwd, back)):
         print(f"{model} {l} {name} {sec:.3e} {flops / sec / 1e12:.3f}")

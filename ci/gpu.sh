@@ -246,7 +246,8 @@ if [ -x "$BIN/test_mpi_cnn" ] && [ "$TR" = cuda ]; then   # the CNN cases of tes
     for R in 2 3; do
         timeout 200 "${MPIRUN[@]}" -n "$R" "$BIN/test_mpi_cnn" cuda 1 > "$W/mpi$R.txt" 2>&1 &&
             echo "ok   test_mpi_cnn cuda R=$R: $(tail -1 "$W/mpi$R.txt")" ||
-            { fail "test_mpi_cnn cuda R=$R"; grep FAIL "$W/mpi$R.txt" | head -3; tail -2 "$W/mpi$R.txt"; }
+            { fail "test_mpi_cnn cuda R=$R"; grep FAIL "$W/mpi$R.txt" | head -3
+              tail -2 "$W/mpi$R.txt"; }
     done
 fi
 for R in 2 3; do   # parity train --ranks R: every step's digests and weights_sha256

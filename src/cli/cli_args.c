@@ -187,7 +187,7 @@ void cli_usage(const char *synopsis, const cli_opt *opts)
         fault |= strcmp(opts[k].name, "--fault") == 0;
     }
     if (fault)
-        printf("\n--fault SPEC (tests only; engine trainers serial, omp, mpi, hybrid, root, and cuda\n"
+        printf("\n--fault SPEC (tests only; engine trainers serial, omp, mpi, hybrid, root; cuda\n"
                "ulp and obeta; never the reference), STEP counted from 1 (0: every step):\n"
                "  ulp:STEP:INDEX           gradient element INDEX of the batch gradient + 1 ulp\n"
                "  skip:STEP:LAYER:SAMPLE   LAYER's weight gradient ignores batch sample SAMPLE\n"

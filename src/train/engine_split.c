@@ -51,3 +51,18 @@ void par_engine_own_rows(const par_layer *ly, int t, int T, size_t *lo, size_t *
 {
     par_split(ly->n_rows, ly->kind == PAR_LAYER_DENSE ? PAR_DENSE_OB : 4, t, T, lo, hi);
 }
+
+void par_own_chunks(size_t n_chunks, int r, int P, size_t *c0, size_t *c1)
+{
+    const size_t base = n_chunks / (size_t)P, extra = n_chunks % (size_t)P, ur = (size_t)r;
+    *c0 = ur * base + (ur < extra ? ur : extra);
+    *c1 = *c0 + base + (ur < extra);
+}
+
+void par_own_samples(size_t B, size_t C, int r, int P, size_t *s0, size_t *s1)
+{
+    size_t c0, c1;
+    par_own_chunks(par_n_chunks(B, C), r, P, &c0, &c1);
+    *s0 = c0 * C < B ? c0 * C : B;
+    *s1 = c1 * C < B ? c1 * C : B;
+}

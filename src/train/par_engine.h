@@ -174,6 +174,11 @@ static inline void *par_at(const par_engine *e, const void *base, size_t i)
 void par_split(size_t n, size_t quantum, int t, int T, size_t *lo, size_t *hi);
 // Thread t of T's share of [a, b), in multiples of 4 items.
 void par_split_range(size_t a, size_t b, int t, int T, size_t *lo, size_t *hi);
+// The chunks [c0, c1) of n_chunks that rank r of P owns (the MPI trainers, cuda
+// --ranks): balanced, lower ranks get the extra ones, so rank 0 owns chunk 0;
+// and the samples [s0, s1) they hold of a batch of B in chunks of C.
+void par_own_chunks(size_t n_chunks, int r, int P, size_t *c0, size_t *c1);
+void par_own_samples(size_t B, size_t C, int r, int P, size_t *s0, size_t *s1);
 // The samples of [s0, s1) that thread t of T owns in a pass: forward of the
 // per_sample layers, the loss and the input gradients.
 void par_engine_own_samples(size_t s0, size_t s1, int t, int T, size_t *lo, size_t *hi);

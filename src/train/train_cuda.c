@@ -244,14 +244,6 @@ static par_status put_batch(cuda_state *s, const par_batch *b)
     return par_cuda_put(s->labels, b->labels + S0, n * sizeof(int32_t));
 }
 
-// Chunks [c0, c1) of n_chunks for rank r of R: balanced, lower ranks get the extra ones.
-static void own_chunks(size_t n_chunks, int r, int R, size_t *c0, size_t *c1)
-{
-    const size_t base = n_chunks / (size_t)R, extra = n_chunks % (size_t)R, ur = (size_t)r;
-    *c0 = ur * base + (ur < extra ? ur : extra);
-    *c1 = *c0 + base + (ur < extra);
-}
-
 // Batchnorm's parts of every chunk on every rank: this rank wrote its chunks'
 // (at c0 n_per of the nk n_per values at part); the other ranks' come in.
 static par_status share_parts(cuda_state *s, void *part, size_t n_per, size_t nk)
@@ -263,7 +255,7 @@ static par_status share_parts(cuda_state *s, void *part, size_t n_per, size_t nk
     PAR_FAIL_IF(s->size > 64, PAR_ERR_CONFIG, "--trainer cuda: at most 64 ranks");
     for (int r = 0; r < s->size; r++) {
         size_t a, b;
-        own_chunks(nk, r, s->size, &a, &b);
+        par_own_chunks(nk, r, s->size, &a, &b);
         counts[r] = (int)((b - a) * n_per);
         displs[r] = (int)(a * n_per);
     }
@@ -388,8 +380,8 @@ static par_status fold_and_update(cuda_state *s, const par_cuda_update *u, doubl
         const par_layer *ly = &m->layers[l];
         if (ly->kind != PAR_LAYER_DENSE && ly->kind != PAR_LAYER_CONV2D) continue;
         const size_t wo = m->views[ly->w_view].offset, bo = m->views[ly->b_view].offset;
-        par_cuda_apply(dt, s->w, s->g, s->os[0], s->os[1], s->run, wo, wo + ly->n_rows * ly->row_len,
-                       u);
+        const size_t nw = ly->n_rows * ly->row_len;
+        par_cuda_apply(dt, s->w, s->g, s->os[0], s->os[1], s->run, wo, wo + nw, u);
         par_cuda_apply(dt, s->w, s->g, s->os[0], s->os[1], s->run, bo, bo + ly->n_rows, u);
         if (ly->kind == PAR_LAYER_DENSE)
             par_cuda_transpose(dt, s->wt[l], (const char *)s->w + wo * s->sz, ly->n_in, ly->n_out);
@@ -428,9 +420,8 @@ static par_status cuda_step(void *state, const par_batch *batch, double *loss)
     const int L = m->n_layers;
     PAR_FAIL_IF(Bt == 0 || Bt > e->B_cap, PAR_ERR_CONFIG, "batch of %zu samples, expected 1..%zu",
                 Bt, e->B_cap);
-    own_chunks((Bt + C - 1) / C, s->rank, s->size, &s->c0, &s->c1);
-    s->S0 = s->c0 * C < Bt ? s->c0 * C : Bt;
-    s->S1 = s->c1 * C < Bt ? s->c1 * C : Bt;
+    par_own_chunks((Bt + C - 1) / C, s->rank, s->size, &s->c0, &s->c1);
+    par_own_samples(Bt, C, s->rank, s->size, &s->S0, &s->S1);
     const size_t B = s->S1 - s->S0;
     par_engine_begin_step(e);
     PAR_TRY(put_batch(s, batch));

@@ -51,24 +51,6 @@ static void *at(const mpi_state *s, const void *base, size_t i)
     return (char *)base + i * par_dtype_size(s->e.dt);
 }
 
-// Chunks [c0, c1) owned by rank r: balanced, lower ranks get the extra ones,
-// so rank 0 always owns chunk 0.
-static void own_chunks(size_t n_chunks, int r, int P, size_t *c0, size_t *c1)
-{
-    const size_t base = n_chunks / (size_t)P, extra = n_chunks % (size_t)P, ur = (size_t)r;
-    *c0 = ur * base + (ur < extra ? ur : extra);
-    *c1 = *c0 + base + (ur < extra);
-}
-
-// The samples [*s0, *s1) of a batch of B in chunks of C that rank r owns.
-static void own_samples(size_t B, size_t C, int r, int P, size_t *s0, size_t *s1)
-{
-    size_t c0, c1;
-    own_chunks(par_n_chunks(B, C), r, P, &c0, &c1);
-    *s0 = c0 * C < B ? c0 * C : B;
-    *s1 = c1 * C < B ? c1 * C : B;
-}
-
 static void isend(mpi_state *s, const void *buf, size_t count, int to, int tag)
 {
     MPI_Isend(buf, (int)count, s->real_t, to, tag, s->comm, &s->reqs[s->n_reqs++]);
@@ -143,7 +125,7 @@ static void gather_rows(mpi_state *s, void *buf, size_t row, size_t B, int to_ro
     int *counts = s->counts, *displs = s->displs;
     for (int q = 0; q < s->size; q++) {
         size_t q0, q1;
-        own_samples(B, s->e.C, q, s->size, &q0, &q1);
+        par_own_samples(B, s->e.C, q, s->size, &q0, &q1);
         displs[q] = (int)(q0 * row);
         counts[q] = (int)((q1 - q0) * row);
     }
@@ -187,7 +169,7 @@ static void mine_grads(mpi_state *s, const par_batch *batch)
     if (batch->fill && s->gathered[0] && !s->x_shared) {
         const double t0 = par_now();
         size_t s0, s1;
-        own_samples(B, s->e.C, s->rank, s->size, &s0, &s1);
+        par_own_samples(B, s->e.C, s->rank, s->size, &s0, &s1);
         par_batch_fill(batch, 0, s0);
         par_batch_fill(batch, s1, B);
         s->e.phase[PAR_PHASE_BATCH] += par_now() - t0;
@@ -351,7 +333,7 @@ static double root_fold(mpi_state *s, const par_batch *batch, size_t c0, size_t 
             size_t q0 = 0, q1 = 0;
             int from = 1;
             for (; from < s->size; from++) {
-                own_chunks(n_chunks, from, s->size, &q0, &q1);
+                par_own_chunks(n_chunks, from, s->size, &q0, &q1);
                 if (c >= q0 && c < q1) break;
             }
             const double t1 = MPI_Wtime();
@@ -394,10 +376,10 @@ static par_status step_on(mpi_state *s, const par_batch *given, double *loss)
     PAR_FAIL_IF(B == 0 || B > e->B_cap, PAR_ERR_CONFIG, "batch of %zu samples, expected 1..%zu", B,
                 e->B_cap);
     size_t c0, c1;
-    own_chunks(n_chunks, s->rank, s->size, &c0, &c1);
+    par_own_chunks(n_chunks, s->rank, s->size, &c0, &c1);
     par_engine_begin_step(e);
     size_t s0, s1;
-    own_samples(B, C, s->rank, s->size, &s0, &s1);
+    par_own_samples(B, C, s->rank, s->size, &s0, &s1);
     // Also a rank without chunks: batchnorm's batch sums pass through it.
     par_engine_forward_backward(e, batch, s0, s1, 1);
 
