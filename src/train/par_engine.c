@@ -367,6 +367,12 @@ par_status par_engine_get_optim_op(void *state, par_optim_state *out)
     return PAR_OK;
 }
 
+par_status par_engine_set_step_op(void *state, long steps)
+{
+    ((par_engine *)state)->steps = steps;
+    return PAR_OK;
+}
+
 par_status par_engine_set_optim_op(void *state, const par_optim_state *in)
 {
     par_engine *e = state;

@@ -115,6 +115,7 @@ par_status par_engine_set_params_op(void *state, const void *w);
 par_status par_engine_grad_op(void *state, const void **g);
 par_status par_engine_get_optim_op(void *state, par_optim_state *out);
 par_status par_engine_set_optim_op(void *state, const par_optim_state *in);
+par_status par_engine_set_step_op(void *state, long steps);
 
 // Recomputes the transposed weight panels from e->w: after e->w was replaced
 // other than by par_engine_update (init, set_params, a broadcast).

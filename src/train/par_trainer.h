@@ -205,6 +205,9 @@ typedef struct par_trainer_ops {
     // Replaces the optimizer state (copies in; resume). Every rank must be
     // given the same state; in->n must be the optimizer's.
     par_status (*set_optim)(void *state, const par_optim_state *in);
+    // Optional (NULL: the trainer has no step count): sets the count of steps
+    // taken, which a --fault fires by (bisect replays step S after setting S - 1).
+    par_status (*set_step)(void *state, long steps);
 } par_trainer_ops;
 
 // The table, NULL-terminated; and lookup by name (NULL if unknown).

@@ -523,4 +523,5 @@ const par_trainer_ops par_trainer_cuda = {
     .grad = cuda_grad,
     .get_optim = cuda_get_optim,
     .set_optim = cuda_set_optim,
+    .set_step = par_engine_set_step_op,
 };

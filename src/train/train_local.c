@@ -91,6 +91,7 @@ const par_trainer_ops par_trainer_serial = {
     .grad = par_engine_grad_op,
     .get_optim = par_engine_get_optim_op,
     .set_optim = par_engine_set_optim_op,
+    .set_step = par_engine_set_step_op,
     .stats = local_stats,
 };
 
@@ -106,5 +107,6 @@ const par_trainer_ops par_trainer_omp = {
     .grad = par_engine_grad_op,
     .get_optim = par_engine_get_optim_op,
     .set_optim = par_engine_set_optim_op,
+    .set_step = par_engine_set_step_op,
     .stats = local_stats,
 };

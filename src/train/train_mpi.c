@@ -531,6 +531,7 @@ const par_trainer_ops par_trainer_mpi = {
     .stats = stats,
     .get_optim = get_optim_op,
     .set_optim = set_optim_op,
+    .set_step = par_engine_set_step_op,
 };
 
 const par_trainer_ops par_trainer_hybrid = {
@@ -546,6 +547,7 @@ const par_trainer_ops par_trainer_hybrid = {
     .stats = stats,
     .get_optim = get_optim_op,
     .set_optim = set_optim_op,
+    .set_step = par_engine_set_step_op,
 };
 
 const par_trainer_ops par_trainer_root = {
@@ -561,6 +563,7 @@ const par_trainer_ops par_trainer_root = {
     .stats = stats,
     .get_optim = get_optim_op,
     .set_optim = set_optim_op,
+    .set_step = par_engine_set_step_op,
 };
 
 #endif

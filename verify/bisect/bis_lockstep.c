@@ -655,9 +655,7 @@ static par_status replay(bis_result *r, const bis_opts *o, run_buf *b,
         const par_trainer_ops *ops = o->side[s].ops;
         PAR_TRY(ops->set_params(b->state[s], b->w_prev));
         if (b->s_prev.n) PAR_TRY(ops->set_optim(b->state[s], &b->s_prev));
-        // The step count a --fault fires by; cuda's state starts with its engine mirror.
-        if (kind_of(ops) == SIDE_ENGINE || strcmp(ops->name, "cuda") == 0)
-            ((par_engine *)b->state[s])->steps = r->step - 1;
+        if (ops->set_step) PAR_TRY(ops->set_step(b->state[s], r->step - 1));   // --fault
         PAR_TRY(ops->step(b->state[s], batch, &loss[s]));
     }
     r->internals = kind_of(o->side[0].ops) != SIDE_OTHER && kind_of(o->side[1].ops) != SIDE_OTHER;
