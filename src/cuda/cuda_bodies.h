@@ -24,6 +24,12 @@
 #define CUDA_FMA(a, b, c) fma(a, b, c)
 #endif
 
+// The end of chunk k of C samples in a batch of B: min((k + 1) C, B).
+PAR_HD static inline size_t cuda_chunk_end(size_t k, size_t C, size_t B)
+{
+    return (k + 1) * C < B ? (k + 1) * C : B;
+}
+
 #define REAL float
 #define NAME(f) cuda_##f##_f32
 #define FMA CUDA_FMAF
