@@ -49,12 +49,19 @@ static void check_refusals(void)
 }
 
 // cuda against the reference on one configuration: trajectories and the last gradient.
-static void compare(const par_model *m, par_dtype dt, size_t B, size_t C, par_optim_kind ok,
-                    const par_dataset *ds, int steps)
+// m's initial weights of seed 42 (the caller frees them).
+static void *initial(const par_model *m, par_dtype dt)
 {
     void *init = malloc(m->n_params * par_dtype_size(dt));
     PAR_REQUIRE(init ? PAR_OK : PAR_ERR_ALLOC);
     par_model_init(m, dt, 42, init);
+    return init;
+}
+
+static void compare(const par_model *m, par_dtype dt, size_t B, size_t C, par_optim_kind ok,
+                    const par_dataset *ds, int steps)
+{
+    void *init = initial(m, dt);
     const par_optim o = par_optim_default(ok);
     const par_run_cfg cfg = {.model = m, .dtype = dt, .mode = PAR_MODE_EXACT, .batch = B,
                              .chunk = C, .lr = ok == PAR_OPTIM_ADAM ? 1e-3 : 0.05, .threads = 1,
@@ -85,9 +92,7 @@ static void compare_fault(const par_model *m, par_fault_kind kind, size_t index,
 {
     const par_dtype dt = PAR_F32;
     const size_t bytes = m->n_params * par_dtype_size(dt);
-    void *init = malloc(bytes);
-    PAR_REQUIRE(init ? PAR_OK : PAR_ERR_ALLOC);
-    par_model_init(m, dt, 42, init);
+    void *init = initial(m, dt);
     const par_optim o = par_optim_default(PAR_OPTIM_ADAM);
     const par_fault f = {kind, 3, 0, index};
     par_run_cfg cfg = {.model = m, .dtype = dt, .mode = PAR_MODE_EXACT, .batch = 50, .chunk = 7,
@@ -122,9 +127,7 @@ static void compare_fault(const par_model *m, par_fault_kind kind, size_t index,
 // from exact somewhere.
 static void check_fast(const par_model *m, const par_dataset *ds, int steps)
 {
-    float *init = malloc(m->n_params * sizeof *init);
-    PAR_REQUIRE(init ? PAR_OK : PAR_ERR_ALLOC);
-    par_model_init(m, PAR_F32, 42, init);
+    void *init = initial(m, PAR_F32);
     const par_run_cfg exact = {.model = m, .dtype = PAR_F32, .mode = PAR_MODE_EXACT, .batch = 50,
                                .chunk = 7, .lr = 0.05, .threads = 1, .init_params = init};
     par_run_cfg f = exact;
