@@ -1,17 +1,20 @@
 // Kernels of the image layers (conv2d, max-pool) under the arithmetic
-// contract. conv2d runs on the general chain par_gemm_acc (par_kernels.h),
-// with each sample's receptive fields laid out by im2col, so that every
-// element gets exactly the fma chain the contract states:
-//   forward:         y[co][p] = b[co], then the chain over taps ascending:
-//                    C = yT (positions x c_out), A = col (positions x taps),
-//                    B = W^T (the layer's transposed panel); then y = yT^T;
+// contract. Every element gets exactly the fma chain the contract states:
+//   forward:         y[co][p] = b[co], then the chain over taps ascending.
+//                    Stride 1: the kernel set's conv_forward on the padded
+//                    sample (par_conv_pad), vectorised across positions;
+//                    other strides: par_gemm_acc with C = yT (positions x
+//                    c_out), A = col (par_im2col), B = W^T (the layer's
+//                    transposed panel), then y = yT^T;
 //   input gradient:  dcolT[tap][p] = 0, then the chain over co ascending:
 //                    C = dcolT, A = W^T (the layer's transposed panel), B = dz;
 //                    then col2im adds each input element's taps in ascending
 //                    output position;
 //   weight gradient: per chunk a chain over its samples and, within a sample,
-//                    positions ascending (C = g, A = dz, B = col); chunks
-//                    folded left (par_conv_backward_weights).
+//                    positions ascending; chunks folded left
+//                    (par_conv_backward_weights). Stride 1: the kernel set's
+//                    conv_wgrad on the padded sample and dz by position;
+//                    other strides: par_gemm_acc with C = g, A = dz, B = col.
 // A tap is (ci, kh, kw), ascending as the weight's (c_in, K, K) layout.
 // Images are (c, h, w) row-major per sample; shapes come from the layer
 // (par_model.h). Kernels allocate nothing and do no I/O.
@@ -20,6 +23,7 @@
 
 #include <stddef.h>
 
+#include "par_kernels.h"
 #include "par_model.h"
 
 // Row stride of im2col's rows: c_in K K rounded up to a multiple of 8, so
@@ -27,12 +31,37 @@
 // a stored result). E.g. 9 -> 16, 27 -> 32, 288 -> 288.
 static inline size_t par_conv_ldcol(const par_layer *ly) { return (ly->row_len + 7) / 8 * 8; }
 
+// The padded sample of a stride-1 conv (par_conv_pad, the kernel sets'
+// conv_forward): (c_in, h_in + 2 pad, w_in + 2 pad), the padding +0, and
+// PAR_CONV_SLACK more values that vector loads past a row's end may read.
+#define PAR_CONV_SLACK 16
+static inline size_t par_conv_wp(const par_layer *ly) { return ly->w_in + 2 * ly->pad; }
+static inline size_t par_conv_padded_elems(const par_layer *ly)
+{
+    return ly->c_in * (ly->h_in + 2 * ly->pad) * par_conv_wp(ly) + PAR_CONV_SLACK;
+}
+
+// Scratch of par_conv_backward_weights for no output channels. Stride 1:
+// one padded sample, its output gradient by position, and a chunk's partial
+// gradients by tap and of the bias (rows of par_dense_ldwt(no)); other
+// strides: one sample's im2col rows, a chunk's partial gradient and 8 bias
+// chains.
+static inline size_t par_conv_wgrad_elems(const par_layer *ly, size_t no)
+{
+    const size_t n_pos = ly->h_out * ly->w_out, rl = ly->row_len;
+    if (ly->stride == 1)
+        return par_conv_padded_elems(ly) + (n_pos + rl + 1) * par_dense_ldwt(no);
+    return n_pos * par_conv_ldcol(ly) + no * rl + 8;
+}
+
 #define PAR_DECLARE_CONV_KERNELS(REAL, SFX)                                                     \
-    /* col[s][p][(ci K + kh) K + kw] = x[s][ci][oh S + kh - pad][ow S + kw - pad], +0 in the  \
-       padding, p = oh w_out + ow, for s in [s0, s1). col: (B, h_out w_out, ldcol); the       \
-       columns c_in K K .. ldcol - 1 are +0. */                                                 \
-    void par_im2col_##SFX(REAL *restrict col, const REAL *restrict x, const par_layer *ly,     \
-                          size_t s0, size_t s1);                                               \
+    /* One sample img: col[p][(ci K + kh) K + kw] = img[ci][oh S + kh - pad][ow S + kw - pad], \
+       +0 in the padding, p = oh w_out + ow. col: (h_out w_out, ldcol); the columns           \
+       c_in K K .. ldcol - 1 are +0. */                                                         \
+    void par_im2col_##SFX(REAL *restrict col, const REAL *restrict img, const par_layer *ly);  \
+    /* xp = sample s of x padded (par_conv_padded_elems values): the padding and slack +0. */ \
+    void par_conv_pad_##SFX(REAL *restrict xp, const REAL *restrict x, const par_layer *ly,    \
+                            size_t s);                                                         \
     /* y[r][j] = v[j] for r < rows, j < n: y (rows, n). */                                    \
     void par_fill_rows_##SFX(REAL *restrict y, const REAL *restrict v, size_t rows, size_t n); \
     /* y[j][i] = yT[i][j] for i < rows, j < cols: yT (rows, cols), y (cols, rows). */          \
@@ -48,13 +77,13 @@ static inline size_t par_conv_ldcol(const par_layer *ly) { return (ly->row_len +
                         g_c[o][t] = fma(dz[s][o][p], col[s][p][t], g_c[o][t])                  \
          gb_c[o]   = 0; for s in chunk c ascending, for p ascending: gb_c = gb_c + dz[s][o][p] \
        cont = 0: dW = g_c0, then dW = dW + g_c for c = c0+1 .. c1-1 (same for db);            \
-       cont = 1: dW = dW + g_c for every c. dz: (B, c_out, positions), col as par_im2col.      \
-       g: scratch of (o1 - o0) c_in K K values, and 64 more. */                                \
+       cont = 1: dW = dW + g_c for every c. dz: (B, c_out, positions), x: (B, c_in, h_in,  \
+       w_in), col[s] = par_im2col of x[s]. scratch: par_conv_wgrad_elems(ly, o1 - o0) values. */ \
     void par_conv_backward_weights_##SFX(REAL *restrict dW, REAL *restrict db,                 \
-                                         const REAL *restrict dz, const REAL *restrict col,     \
+                                         const REAL *restrict dz, const REAL *restrict x,       \
                                          const par_layer *ly, size_t B, size_t C, size_t c0,   \
                                          size_t c1, size_t o0, size_t o1, int cont,            \
-                                         REAL *restrict g);                                    \
+                                         REAL *restrict scratch);                              \
     /* y[s][c][oh][ow] = the first maximum in scan order (kh, then kw ascending; a later       \
        equal value does not replace it) of the K x K window at (oh K, ow K), s in [s0, s1). */ \
     void par_maxpool_forward_##SFX(REAL *restrict y, const REAL *restrict x,                   \

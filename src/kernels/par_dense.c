@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "par_conv.h"
 #include "par_math.h"
 #include "par_target.h"
 
@@ -34,6 +35,7 @@
 #define SB 4
 #define NAME(f) CAT3(f, _f32_, portable)
 #include "dense_impl.inc"
+#include "conv_direct_impl.inc"
 #undef REAL
 #undef FMA
 #undef SB
@@ -44,6 +46,7 @@
 #define SB 2
 #define NAME(f) CAT3(f, _f64_, portable)
 #include "dense_impl.inc"
+#include "conv_direct_impl.inc"
 #undef REAL
 #undef FMA
 #undef SB
@@ -265,6 +268,8 @@ TRANSPOSE(f64, double, avx2, 4, tile_f64, PAR_TARGET_AVX2)
         .forward = CAT3(forward, _##SFX##_, VAR), .gemm_acc = CAT3(gemm_acc, _##SFX##_, VAR),    \
         .backward_data = CAT3(backward_data, _##SFX##_, VAR),                                  \
         .backward_weights = CAT3(backward_weights, _##SFX##_, VAR),                            \
+        .conv_forward = CAT3(conv_forward, _##SFX##_, VAR),                                    \
+        .conv_wgrad = CAT3(conv_wgrad, _##SFX##_, VAR),                                        \
         .relu_forward = relu_forward_##SFX##_##EW, .relu_backward = relu_backward_##SFX##_##EW,  \
         .adam_head = adam_##SFX##_##EW, .transpose = transpose_##SFX##_##EW,                    \
         .bn_sums = CAT3(bn_sums, _##SFX##_, BN),                                               \
@@ -421,6 +426,12 @@ const char *par_kernels_variant(void) { return kset()->name; }
                                           size_t o1, size_t n_in, size_t n_out, int cont)       \
     {                                                                                           \
         kset()->SFX.backward_weights(dW, db, dz, x, B, C, c0, c1, o0, o1, n_in, n_out, cont);   \
+    }                                                                                           \
+    void par_conv_wgrad_##SFX(REAL *restrict g, const REAL *restrict xp,                       \
+                              const REAL *restrict dzT, size_t ld, const par_layer *ly,        \
+                              size_t no, int first)                                            \
+    {                                                                                           \
+        kset()->SFX.conv_wgrad(g, xp, dzT, ld, ly, no, first);                                  \
     }
 
 DEFINE_DENSE(float, f32)

@@ -119,7 +119,11 @@ typedef struct par_optim_coef {
     /* Per-sample losses folded like the gradient: l_c = 0, l_c = l_c + loss[s] over chunk c; \
        cont = 0: acc = l_c0, then acc = acc + l_c; cont = 1: acc = acc + l_c for every c. */  \
     REAL par_loss_fold_##SFX(const REAL *loss, size_t B, size_t C, size_t c0, size_t c1,       \
-                             REAL acc, int cont);
+                             REAL acc, int cont);                                              \
+    /* The active set's conv_wgrad (below). */                                                \
+    void par_conv_wgrad_##SFX(REAL *restrict g, const REAL *restrict xp,                       \
+                              const REAL *restrict dzT, size_t ld, const par_layer *ly,        \
+                              size_t no, int first);
 
 PAR_DECLARE_KERNELS(float, f32)
 PAR_DECLARE_KERNELS(double, f64)
@@ -129,6 +133,20 @@ PAR_DECLARE_KERNELS(double, f64)
 // every set evaluates the same operations in the same order as the public
 // kernel it stands behind (par_dense_forward_* etc., above), so all sets give
 // the same bits; they differ only in speed and in the CPU they need.
+//   conv_forward: one sample of a stride-1 conv2d layer ly, from its padded
+//              input xp (par_conv_pad, par_conv.h): y[co][oh][ow] = b[co], then
+//              for taps t = (ci, kh, kw) ascending: y = fma(WT[t][co],
+//              xp[ci][oh + kh][ow + kw], y). WT: the layer's transposed panel
+//              (c_in K K rows of par_dense_ldwt(c_out)), y: (c_out, h_out,
+//              w_out). The chain the contract gives the conv forward
+//              (par_conv.h), read without im2col;
+//   conv_wgrad: one sample's part of a stride-1 conv2d's weight gradient,
+//              channels [0, no) of the gradient dzT (positions x ld, channel
+//              i of position p at dzT[p ld + i]): for taps t = (ci, kh, kw) and
+//              i < no, g[t][i] = 0 (first) or g's own value, then for p =
+//              (oh, ow) ascending: g[t][i] = fma(xp[ci][oh + kh][ow + kw],
+//              dzT[p][i], g[t][i]). g: (c_in K K, ld); ld >= no rounded up to
+//              PAR_DENSE_OB, dzT read (never stored) up to there;
 //   relu_forward / relu_backward: the PAR_ACT_RELU case of par_act_*;
 //   adam_head: Adam (par_optim_*'s order) on the first elements of [0, n),
 //              c = {b1, c1, b2, c2, bc1, bc2, eps, lr}; returns how many it did
@@ -167,6 +185,10 @@ PAR_DECLARE_KERNELS(double, f64)
                                  const REAL *restrict x, size_t B, size_t C, size_t c0,         \
                                  size_t c1, size_t o0, size_t o1, size_t n_in, size_t n_out,    \
                                  int cont);                                                     \
+        void (*conv_forward)(REAL *restrict y, const REAL *restrict xp, const REAL *restrict WT, \
+                             const REAL *restrict b, const par_layer *ly);                      \
+        void (*conv_wgrad)(REAL *restrict g, const REAL *restrict xp, const REAL *restrict dzT, \
+                           size_t ld, const par_layer *ly, size_t no, int first);               \
         void (*relu_forward)(REAL *restrict y, size_t n);                                       \
         void (*relu_backward)(REAL *restrict dy, const REAL *restrict y, size_t n);             \
         size_t (*adam_head)(REAL *restrict w, REAL *restrict m, REAL *restrict v,               \

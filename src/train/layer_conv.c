@@ -1,14 +1,17 @@
-// The conv2d layer on the general chain par_gemm_acc (par_conv.h):
+// The conv2d layer (par_conv.h):
 //   forward: y[s][co][oh][ow] = b[co], then an fma chain over the taps
-//            (ci, kh, kw) ascending, padding taps included with input +0.
+//            (ci, kh, kw) ascending, padding taps included with input +0;
+//            stride 1 on the padded sample (conv_forward), others on the
+//            sample's im2col rows (par_gemm_acc, then transposed).
 //   input gradient: per output position and tap, t = 0, an fma chain over co
 //            ascending; col2im then adds each input element's taps in
 //            ascending output position, from 0.
 //   weight gradient: per chunk one fma chain over its samples ascending and,
 //            within a sample, output positions ascending; chunks folded left.
 // Threads split samples (forward, input gradient: par_engine_own_samples)
-// and output channels (weight gradient). Scratch per thread: one sample's outputs by
-// position (forward) or tap gradients (backward), then one chunk's partial weight gradient.
+// and output channels (weight gradient). Scratch per thread (par_engine.c):
+// one padded sample, or one sample's im2col rows and outputs by position, or
+// its tap gradients, or par_conv_backward_weights' working space.
 #include <string.h>
 
 #include "par_conv.h"
@@ -24,15 +27,23 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     par_engine_own_samples(s0, s1, c->t, c->T, &lo, &hi);
     if (hi <= lo) return;
     const void *b = par_at(e, e->w, m->views[ly->b_view].offset);
-    const size_t ld = par_conv_ldcol(ly);
-    void *yT = c->scratch;   // one sample's outputs by position: (n_pos, c_out)
-    PAR_DT_CALL(e->dt, par_im2col, e->col[l], e->a[l], ly, lo, hi);   // also the weight gradient's
-    for (size_t s = lo; s < hi; s++) {
-        PAR_DT_CALL(e->dt, par_fill_rows, yT, b, n_pos, ly->c_out);   // each chain from its bias
-        KSET(c, gemm_acc, yT, ly->c_out, par_at(e, e->col[l], s * n_pos * ld), ld, e->wt[l],
-             par_dense_ldwt(ly->c_out), 0, n_pos, ly->c_out, ly->row_len);
-        PAR_DT_CALL(e->dt, par_transpose, par_at(e, e->a[l + 1], s * ly->n_out), yT, n_pos,
-                    ly->c_out);
+    if (ly->stride == 1) {   // direct: each sample padded, then its chains
+        for (size_t s = lo; s < hi; s++) {
+            PAR_DT_CALL(e->dt, par_conv_pad, c->scratch, e->a[l], ly, s);
+            KSET(c, conv_forward, par_at(e, e->a[l + 1], s * ly->n_out), c->scratch, e->wt[l], b, ly);
+        }
+    } else {   // on the sample's im2col rows, by position, then transposed
+        const size_t ld = par_conv_ldcol(ly);
+        void *col = c->scratch;   // one sample's im2col rows: (n_pos, ld)
+        void *yT = par_at(e, c->scratch, n_pos * ld);   // its outputs by position: (n_pos, c_out)
+        for (size_t s = lo; s < hi; s++) {
+            PAR_DT_CALL(e->dt, par_im2col, col, par_at(e, e->a[l], s * ly->n_in), ly);
+            PAR_DT_CALL(e->dt, par_fill_rows, yT, b, n_pos, ly->c_out);   // chains from the bias
+            KSET(c, gemm_acc, yT, ly->c_out, col, ld, e->wt[l], par_dense_ldwt(ly->c_out), 0,
+                 n_pos, ly->c_out, ly->row_len);
+            PAR_DT_CALL(e->dt, par_transpose, par_at(e, e->a[l + 1], s * ly->n_out), yT, n_pos,
+                        ly->c_out);
+        }
     }
     PAR_DT_CALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], lo * ly->n_out), (hi - lo) * ly->n_out,
           ly->act);
@@ -58,11 +69,10 @@ static void weight_grads(const par_layer_ctx *c, int l, const par_grad_range *r)
     const par_engine *e = c->e;
     const par_model *m = e->m;
     const par_layer *ly = &m->layers[l];
-    const size_t n_pos = ly->h_out * ly->w_out;
     PAR_DT_CALL(e->dt, par_conv_backward_weights, par_at(e, e->g, m->views[ly->w_view].offset),
           par_at(e, e->g, m->views[ly->b_view].offset), r->dz,
-          par_at(e, e->col[l], r->s_base * n_pos * par_conv_ldcol(ly)), ly, r->B, r->C, r->c0,
-          r->c1, r->o0, r->o1, r->cont, c->scratch);
+          par_at(e, e->a[l], r->s_base * ly->n_in), ly, r->B, r->C, r->c0, r->c1, r->o0, r->o1,
+          r->cont, c->scratch);
 }
 
 const par_layer_ops par_layer_conv2d = {.name = "conv2d",

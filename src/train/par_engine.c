@@ -71,13 +71,14 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
             ok = e->bn[l] != NULL;
         }
         if (L->kind == PAR_LAYER_CONV2D && ok) {
-            // im2col rows of the batch, and per thread one sample's taps or
-            // one chunk's partial weight gradient (layer_conv.c).
-            const size_t n_pos = L->h_out * L->w_out;
-            e->col[l] = par_calloc_big(B * n_pos * par_conv_ldcol(L), sz);
-            ok = e->col[l] != NULL;
-            const size_t wide = L->row_len > L->c_out ? L->row_len : L->c_out;
-            const size_t need = wide * (n_pos > L->c_out ? n_pos : L->c_out) + 64;
+            // Per thread (layer_conv.c): one sample's im2col rows, then its
+            // outputs by position, or its tap gradients, or a chunk's partial
+            // weight gradient (par_conv_wgrad_elems); or one padded sample.
+            const size_t n_pos = L->h_out * L->w_out, cols = n_pos * par_conv_ldcol(L);
+            const size_t by_pos = n_pos * (L->row_len > L->c_out ? L->row_len : L->c_out);
+            size_t need = par_conv_wgrad_elems(L, L->c_out);
+            if (cols + by_pos > need) need = cols + by_pos;
+            if (par_conv_padded_elems(L) > need) need = par_conv_padded_elems(L);
             if (need > e->scratch_elems) e->scratch_elems = need;
         }
     }
@@ -112,7 +113,6 @@ void par_engine_free(par_engine *e)
         free(e->wt[l]);
         free(e->a[l + 1]);
         free(e->d[l]);
-        free(e->col[l]);
         free(e->bn[l]);
     }
     free(e->scratch);

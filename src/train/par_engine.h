@@ -48,7 +48,6 @@ typedef struct par_engine {
     void *wt[PAR_MAX_LAYERS];            // transposed weights, (row_len, ldwt(n_rows))
     void *a[PAR_MAX_LAYERS + 1];         // a[0] input copy, a[l+1] = output of layer l
     void *d[PAR_MAX_LAYERS];             // dL/d(pre-activation) of layer l
-    void *col[PAR_MAX_LAYERS];           // conv2d: im2col rows (B, positions, row_len)
     void *scratch;                       // conv2d: working space, scratch_elems per thread
     size_t scratch_elems;                // elements of scratch per thread
     void *bn[PAR_MAX_LAYERS];            // batchnorm: mean, inv, var, (fold), S, Q per channel

@@ -226,6 +226,7 @@ int main(void)
         "cnn:2x5x7-c3k3p1-bn-th-m2-f-fc4-bn-sg-fc3",    // batchnorm 2d and 1d, pool remainder
         "cnn:1x1x1-c2k1-bn-f-fc2",                      // batchnorm over one position
         "cnn:1x3x3-c1k3p1-bn-f-fc2",                    // batchnorm of one channel
+        "cnn:3x4x21-c19k3p1-r-c10k5p2-f-fc3",           // rows past a vector, channel tails
     };
     const par_kernel_set *sets[8];
     const size_t n_sets = par_kernels_available(sets, 8);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "par_alloc.h"
+#include "par_conv.h"
 #include "par_kernels.h"
 #include "par_rng.h"
 #include "par_test.h"
@@ -440,6 +441,111 @@ static void test_bn(void)
         }
 }
 
+// One conv2d layer (stride 1) and its data, for the direct conv kernels.
+#define CONV_CASE(REAL, SFX, FMA)                                                               \
+    do {                                                                                        \
+        const size_t rl = ly->row_len, co = ly->c_out, ho = ly->h_out, wo = ly->w_out;          \
+        const size_t P = ho * wo, ld = par_dense_ldwt(co), np = par_conv_padded_elems(ly);      \
+        const REAL nan = (REAL)NAN;                                                             \
+        REAL *x = malloc(2 * ly->n_in * sizeof(REAL)), *W = malloc(co * rl * sizeof(REAL));     \
+        REAL *WT = malloc(par_dense_wt_elems(rl, co) * sizeof(REAL)), *b = malloc(co * sizeof(REAL)); \
+        REAL *xp = malloc(2 * np * sizeof(REAL)), *dz = malloc(2 * co * P * sizeof(REAL));      \
+        REAL *dzT = malloc(2 * P * ld * sizeof(REAL)), *y1 = malloc(co * P * sizeof(REAL));     \
+        REAL *y2 = malloc(co * P * sizeof(REAL)), *g1 = malloc(rl * ld * sizeof(REAL));         \
+        REAL *g2 = malloc(rl * ld * sizeof(REAL));                                              \
+        for (size_t i = 0; i < 2 * ly->n_in; i++) /* a few exact and signed zeros */            \
+            x[i] = i % 11 == 3 ? (REAL)(i % 2 ? -0.0 : 0.0) : (REAL)rnd(seed, i);               \
+        for (size_t i = 0; i < co * rl; i++) W[i] = (REAL)rnd(seed + 1, i);                     \
+        for (size_t i = 0; i < co; i++) b[i] = (REAL)rnd(seed + 2, i);                          \
+        for (size_t i = 0; i < 2 * co * P; i++) dz[i] = (REAL)rnd(seed + 3, i);                 \
+        /* what the kernels may read but must not store: NaN */                                  \
+        for (size_t i = 0; i < par_dense_wt_elems(rl, co); i++) WT[i] = nan;                    \
+        for (size_t i = 0; i < 2 * P * ld; i++) dzT[i] = nan;                                   \
+        for (size_t i = 0; i < rl * ld; i++) g1[i] = g2[i] = nan;                               \
+        for (size_t t = 0; t < rl; t++)                                                         \
+            for (size_t o = 0; o < co; o++) WT[t * ld + o] = W[o * rl + t];                     \
+        for (size_t s = 0; s < 2; s++) {                                                        \
+            par_conv_pad_##SFX(xp + s * np, x, ly, s);                                          \
+            for (size_t i = np - PAR_CONV_SLACK; i < np; i++) xp[s * np + i] = nan;             \
+            for (size_t p = 0; p < P; p++)                                                      \
+                for (size_t o = 0; o < co; o++) dzT[(s * P + p) * ld + o] = dz[(s * co + o) * P + p]; \
+        }                                                                                       \
+        /* the contract's loops: input +0 outside the image */                                  \
+        for (size_t o = 0; o < co; o++)                                                         \
+            for (size_t t = 0; t < rl; t++) g2[t * ld + o] = 0;                                 \
+        for (size_t s = 0; s < 2; s++)                                                          \
+            for (size_t o = 0; o < co; o++)                                                     \
+                for (size_t p = 0; p < P; p++) {                                                \
+                    REAL acc = b[o];                                                            \
+                    for (size_t t = 0; t < rl; t++) {                                           \
+                        const size_t ci = t / (K * K), kh = t / K % K, kw = t % K;              \
+                        const long ih = (long)(p / wo + kh) - (long)pad;                        \
+                        const long iw = (long)(p % wo + kw) - (long)pad;                        \
+                        const int in = ih >= 0 && ih < (long)ly->h_in && iw >= 0 && iw < (long)ly->w_in; \
+                        const REAL xv = in ? x[s * ly->n_in + (ci * ly->h_in + (size_t)ih) * ly->w_in + \
+                                              (size_t)iw] : (REAL)0;                            \
+                        acc = FMA(W[o * rl + t], xv, acc);                                      \
+                        g2[t * ld + o] = FMA(xv, dz[(s * co + o) * P + p], g2[t * ld + o]);       \
+                    }                                                                           \
+                    if (s == 0) y2[o * P + p] = acc;                                            \
+                }                                                                               \
+        sets[v]->SFX.conv_forward(y1, xp, WT, b, ly);                                           \
+        sets[v]->SFX.conv_wgrad(g1, xp, dzT, ld, ly, co, 1);                                    \
+        sets[v]->SFX.conv_wgrad(g1, xp + np, dzT + P * ld, ld, ly, co, 0);                      \
+        ok_f &= memcmp(y1, y2, co * P * sizeof(REAL)) == 0;                                     \
+        ok_w &= memcmp(g1, g2, rl * ld * sizeof(REAL)) == 0;                                    \
+        free(x), free(W), free(WT), free(b), free(xp), free(dz), free(dzT), free(y1), free(y2); \
+        free(g1), free(g2);                                                                     \
+    } while (0)
+
+// Every set's direct conv kernels (forward, weight gradient over two samples)
+// against the contract's loops on random stride-1 shapes: channels 1 .. 37
+// in and out (register-tile tails), kernels 1 .. 5, padding 0 .. K - 1, images
+// 1 .. 23 wide (vector tails). The padded sample's slack, the transposed
+// weight panel's padding and dzT's columns past c_out hold NaN: a lane that
+// reaches a stored value fails the test.
+static void test_conv_direct(void)
+{
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    char name[200];
+    for (size_t v = 0; v < n_sets; v++)
+        for (int d = 0; d < 2; d++) {
+            int ok_f = 1, ok_w = 1, cases = 0;
+            for (uint64_t seed = 1; seed <= 40; seed++) {
+                const size_t K = 1 + par_rng_bits(seed, 10, 1, 0) % 5;
+                const size_t pad = par_rng_bits(seed, 10, 1, 1) % K;
+                const size_t lo = K > 2 * pad ? K - 2 * pad : 1;   // h_out >= 1
+                const size_t h = lo + par_rng_bits(seed, 10, 1, 2) % 12;
+                const size_t w = lo + par_rng_bits(seed, 10, 1, 3) % 23;
+                const size_t n_ci = 1 + par_rng_bits(seed, 10, 1, 4) % (seed % 4 ? 6 : 37);
+                const size_t n_co = 1 + par_rng_bits(seed, 10, 1, 5) % 37;
+                char spec[96];
+                snprintf(spec, sizeof spec, "cnn:%zux%zux%zu-c%zuk%zup%zu-f-fc2", n_ci, h, w, n_co, K,
+                         pad);
+                par_model m;
+                if (par_model_parse(&m, spec, PAR_ACT_RELU) != PAR_OK) {
+                    printf("  %s: %s\n", spec, par_last_error());
+                    ok_f = 0;
+                    continue;
+                }
+                const par_layer *ly = &m.layers[0];
+                const int f0 = ok_f, w0 = ok_w;
+                if (d == 0) CONV_CASE(float, f32, fmaf);
+                else CONV_CASE(double, f64, fma);
+                if (ok_f != f0 || ok_w != w0)
+                    printf("  seed %llu %s: forward %s, weight gradient %s\n",
+                           (unsigned long long)seed, spec, ok_f == f0 ? "ok" : "DIFF",
+                           ok_w == w0 ? "ok" : "DIFF");
+                cases++;
+            }
+            snprintf(name, sizeof name,
+                     "%s %s conv_forward, conv_wgrad (stride 1) == contract loops (%d shapes)",
+                     sets[v]->name, d ? "f64" : "f32", cases);
+            par_check(ok_f && ok_w, name);
+        }
+}
+
 // par_calloc_big zeroes by dropping pages on Linux: memory that malloc hands
 // back after a free (filled with 0xAB here) must read as zero again, for a
 // size under the huge page (calloc), one over it, and one not a multiple of it.
@@ -495,6 +601,7 @@ int main(void)
     test_transpose();
     test_signed_zero_fold();
     test_bn();
+    test_conv_direct();
     test_calloc_big();
     const size_t sizes[] = {1, 7, 16, 33, 128, 784, 785};
     const size_t n_sizes = sizeof sizes / sizeof sizes[0];

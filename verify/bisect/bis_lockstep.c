@@ -363,21 +363,14 @@ static int layer_grads(par_dtype dt, const par_layer *ly, const void *dz, const 
                                            ly->n_out, 0);
         return 1;
     }
-    // conv2d: im2col of the whole batch, then the kernel's chunk fold
-    const size_t sz = par_dtype_size(dt), n_pos = ly->h_out * ly->w_out;
-    void *col = malloc(B * n_pos * par_conv_ldcol(ly) * sz);
-    void *g = malloc(((o1 - o0) * ly->row_len + 64) * sz);
-    const int ok = col && g;
-    if (ok && dt == PAR_F32) {
-        par_im2col_f32(col, x, ly, 0, B);
-        par_conv_backward_weights_f32(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, g);
-    } else if (ok) {
-        par_im2col_f64(col, x, ly, 0, B);
-        par_conv_backward_weights_f64(gw, gb, dz, col, ly, B, C, c0, c1, o0, o1, 0, g);
-    }
-    free(col);
+    // conv2d: the kernel's chunk fold
+    void *g = malloc(par_conv_wgrad_elems(ly, o1 - o0) * par_dtype_size(dt));
+    if (g && dt == PAR_F32)
+        par_conv_backward_weights_f32(gw, gb, dz, x, ly, B, C, c0, c1, o0, o1, 0, g);
+    else if (g)
+        par_conv_backward_weights_f64(gw, gb, dz, x, ly, B, C, c0, c1, o0, o1, 0, g);
     free(g);
-    return ok;
+    return g != NULL;
 }
 
 // Per-chunk gradients of layer l of both sides (recomputed from each side's
