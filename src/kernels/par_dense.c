@@ -427,11 +427,11 @@ const char *par_kernels_variant(void) { return kset()->name; }
     {                                                                                           \
         kset()->SFX.backward_weights(dW, db, dz, x, B, C, c0, c1, o0, o1, n_in, n_out, cont);   \
     }                                                                                           \
-    void par_conv_wgrad_##SFX(REAL *restrict g, const REAL *restrict xp,                       \
+    void par_conv_wgrad_##SFX(REAL *restrict g, REAL *restrict gb, const REAL *restrict xp,    \
                               const REAL *restrict dzT, size_t ld, const par_layer *ly,        \
                               size_t no, int first)                                            \
     {                                                                                           \
-        kset()->SFX.conv_wgrad(g, xp, dzT, ld, ly, no, first);                                  \
+        kset()->SFX.conv_wgrad(g, gb, xp, dzT, ld, ly, no, first);                              \
     }
 
 DEFINE_DENSE(float, f32)

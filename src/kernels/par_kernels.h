@@ -121,7 +121,7 @@ typedef struct par_optim_coef {
     REAL par_loss_fold_##SFX(const REAL *loss, size_t B, size_t C, size_t c0, size_t c1,       \
                              REAL acc, int cont);                                              \
     /* The active set's conv_wgrad (below). */                                                \
-    void par_conv_wgrad_##SFX(REAL *restrict g, const REAL *restrict xp,                       \
+    void par_conv_wgrad_##SFX(REAL *restrict g, REAL *restrict gb, const REAL *restrict xp,    \
                               const REAL *restrict dzT, size_t ld, const par_layer *ly,        \
                               size_t no, int first);
 
@@ -145,8 +145,10 @@ PAR_DECLARE_KERNELS(double, f64)
 //              i of position p at dzT[p ld + i]): for taps t = (ci, kh, kw) and
 //              i < no, g[t][i] = 0 (first) or g's own value, then for p =
 //              (oh, ow) ascending: g[t][i] = fma(xp[ci][oh + kh][ow + kw],
-//              dzT[p][i], g[t][i]). g: (c_in K K, ld); ld >= no rounded up to
-//              PAR_DENSE_OB, dzT read (never stored) up to there;
+//              dzT[p][i], g[t][i]); and the bias's, gb[i] = 0 (first) or its
+//              own value, then for p ascending: gb[i] = gb[i] + dzT[p][i].
+//              g: (c_in K K, ld); ld >= no rounded up to PAR_DENSE_OB, dzT
+//              read (never stored) up to there;
 //   relu_forward / relu_backward: the PAR_ACT_RELU case of par_act_*;
 //   adam_head: Adam (par_optim_*'s order) on the first elements of [0, n),
 //              c = {b1, c1, b2, c2, bc1, bc2, eps, lr}; returns how many it did
@@ -187,8 +189,9 @@ PAR_DECLARE_KERNELS(double, f64)
                                  int cont);                                                     \
         void (*conv_forward)(REAL *restrict y, const REAL *restrict xp, const REAL *restrict WT, \
                              const REAL *restrict b, const par_layer *ly);                      \
-        void (*conv_wgrad)(REAL *restrict g, const REAL *restrict xp, const REAL *restrict dzT, \
-                           size_t ld, const par_layer *ly, size_t no, int first);               \
+        void (*conv_wgrad)(REAL *restrict g, REAL *restrict gb, const REAL *restrict xp,        \
+                           const REAL *restrict dzT, size_t ld, const par_layer *ly, size_t no, \
+                           int first);                                                          \
         void (*relu_forward)(REAL *restrict y, size_t n);                                       \
         void (*relu_backward)(REAL *restrict dy, const REAL *restrict y, size_t n);             \
         size_t (*adam_head)(REAL *restrict w, REAL *restrict m, REAL *restrict v,               \

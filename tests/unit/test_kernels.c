@@ -452,7 +452,7 @@ static void test_bn(void)
         REAL *xp = malloc(2 * np * sizeof(REAL)), *dz = malloc(2 * co * P * sizeof(REAL));      \
         REAL *dzT = malloc(2 * P * ld * sizeof(REAL)), *y1 = malloc(co * P * sizeof(REAL));     \
         REAL *y2 = malloc(co * P * sizeof(REAL)), *g1 = malloc(rl * ld * sizeof(REAL));         \
-        REAL *g2 = malloc(rl * ld * sizeof(REAL));                                              \
+        REAL *g2 = malloc(rl * ld * sizeof(REAL)), gb[2][40];                                   \
         for (size_t i = 0; i < 2 * ly->n_in; i++) /* a few exact and signed zeros */            \
             x[i] = i % 11 == 3 ? (REAL)(i % 2 ? -0.0 : 0.0) : (REAL)rnd(seed, i);               \
         for (size_t i = 0; i < co * rl; i++) W[i] = (REAL)rnd(seed + 1, i);                     \
@@ -471,8 +471,10 @@ static void test_bn(void)
                 for (size_t o = 0; o < co; o++) dzT[(s * P + p) * ld + o] = dz[(s * co + o) * P + p]; \
         }                                                                                       \
         /* the contract's loops: input +0 outside the image */                                  \
-        for (size_t o = 0; o < co; o++)                                                         \
+        for (size_t o = 0; o < co; o++) {                                                       \
+            gb[1][o] = 0;                                                                       \
             for (size_t t = 0; t < rl; t++) g2[t * ld + o] = 0;                                 \
+        }                                                                                       \
         for (size_t s = 0; s < 2; s++)                                                          \
             for (size_t o = 0; o < co; o++)                                                     \
                 for (size_t p = 0; p < P; p++) {                                                \
@@ -488,12 +490,15 @@ static void test_bn(void)
                         g2[t * ld + o] = FMA(xv, dz[(s * co + o) * P + p], g2[t * ld + o]);       \
                     }                                                                           \
                     if (s == 0) y2[o * P + p] = acc;                                            \
+                    gb[1][o] = gb[1][o] + dz[(s * co + o) * P + p];                             \
                 }                                                                               \
         sets[v]->SFX.conv_forward(y1, xp, WT, b, ly);                                           \
-        sets[v]->SFX.conv_wgrad(g1, xp, dzT, ld, ly, co, 1);                                    \
-        sets[v]->SFX.conv_wgrad(g1, xp + np, dzT + P * ld, ld, ly, co, 0);                      \
+        for (size_t o = 0; o < 40; o++) gb[0][o] = nan; /* past co: must stay NaN */            \
+        sets[v]->SFX.conv_wgrad(g1, gb[0], xp, dzT, ld, ly, co, 1);                             \
+        sets[v]->SFX.conv_wgrad(g1, gb[0], xp + np, dzT + P * ld, ld, ly, co, 0);               \
+        for (size_t o = co; o < 40; o++) gb[1][o] = nan;                                        \
         ok_f &= memcmp(y1, y2, co * P * sizeof(REAL)) == 0;                                     \
-        ok_w &= memcmp(g1, g2, rl * ld * sizeof(REAL)) == 0;                                    \
+        ok_w &= memcmp(g1, g2, rl * ld * sizeof(REAL)) == 0 && memcmp(gb[0], gb[1], sizeof gb[0]) == 0; \
         free(x), free(W), free(WT), free(b), free(xp), free(dz), free(dzT), free(y1), free(y2); \
         free(g1), free(g2);                                                                     \
     } while (0)
