@@ -6,10 +6,14 @@
 //                    other strides: par_gemm_acc with C = yT (positions x
 //                    c_out), A = col (par_im2col), B = W^T (the layer's
 //                    transposed panel), then y = yT^T;
-//   input gradient:  dcolT[tap][p] = 0, then the chain over co ascending:
-//                    C = dcolT, A = W^T (the layer's transposed panel), B = dz;
-//                    then col2im adds each input element's taps in ascending
-//                    output position;
+//   input gradient:  dcolT[tap][p] = 0, then the chain over co ascending;
+//                    each input element the sum, from 0, of its taps' dcolT in
+//                    ascending output position. Stride 1: the kernel set's
+//                    conv_dgrad on the padded output gradient (par_conv_pad_dz)
+//                    and the weights by tap (par_conv_wtap), each chain added
+//                    as soon as it ends; other strides: par_gemm_acc with C =
+//                    dcolT, A = W^T (the layer's transposed panel), B = dz, then
+//                    par_col2im_t;
 //   weight gradient: per chunk a chain over its samples and, within a sample,
 //                    positions ascending; chunks folded left
 //                    (par_conv_backward_weights). Stride 1: the kernel set's
@@ -41,6 +45,15 @@ static inline size_t par_conv_padded_elems(const par_layer *ly)
     return ly->c_in * (ly->h_in + 2 * ly->pad) * par_conv_wp(ly) + PAR_CONV_SLACK;
 }
 
+// The padded output gradient of a stride-1 conv (par_conv_pad_dz, the kernel
+// sets' conv_dgrad): (c_out, h_out + 2 (K - 1), w_out + 2 (K - 1)), K - 1
+// rows and columns of +0 on every side, and PAR_CONV_SLACK more values.
+static inline size_t par_conv_dz_wp(const par_layer *ly) { return ly->w_out + 2 * (ly->K - 1); }
+static inline size_t par_conv_dz_elems(const par_layer *ly)
+{
+    return ly->c_out * (ly->h_out + 2 * (ly->K - 1)) * par_conv_dz_wp(ly) + PAR_CONV_SLACK;
+}
+
 // Scratch of par_conv_backward_weights for no output channels. Stride 1:
 // one padded sample, its output gradient by position, and a chunk's partial
 // gradients by tap and of the bias (rows of par_dense_ldwt(no)); other
@@ -62,6 +75,11 @@ static inline size_t par_conv_wgrad_elems(const par_layer *ly, size_t no)
     /* xp = sample s of x padded (par_conv_padded_elems values): the padding and slack +0. */ \
     void par_conv_pad_##SFX(REAL *restrict xp, const REAL *restrict x, const par_layer *ly,    \
                             size_t s);                                                         \
+    /* dzp = one sample's output gradient dz padded (par_conv_dz_elems values). */            \
+    void par_conv_pad_dz_##SFX(REAL *restrict dzp, const REAL *restrict dz, const par_layer *ly); \
+    /* Wk[kh K + kw][co][ci] = W[co][(ci K + kh) K + kw]: the weights by tap, for conv_dgrad   \
+       (c_out c_in K K values). */                                                              \
+    void par_conv_wtap_##SFX(REAL *restrict Wk, const REAL *restrict W, const par_layer *ly);  \
     /* y[r][j] = v[j] for r < rows, j < n: y (rows, n). */                                    \
     void par_fill_rows_##SFX(REAL *restrict y, const REAL *restrict v, size_t rows, size_t n); \
     /* y[j][i] = yT[i][j] for i < rows, j < cols: yT (rows, cols), y (cols, rows). */          \

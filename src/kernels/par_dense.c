@@ -270,6 +270,7 @@ TRANSPOSE(f64, double, avx2, 4, tile_f64, PAR_TARGET_AVX2)
         .backward_weights = CAT3(backward_weights, _##SFX##_, VAR),                            \
         .conv_forward = CAT3(conv_forward, _##SFX##_, VAR),                                    \
         .conv_wgrad = CAT3(conv_wgrad, _##SFX##_, VAR),                                        \
+        .conv_dgrad = CAT3(conv_dgrad, _##SFX##_, VAR),                                        \
         .relu_forward = relu_forward_##SFX##_##EW, .relu_backward = relu_backward_##SFX##_##EW,  \
         .adam_head = adam_##SFX##_##EW, .transpose = transpose_##SFX##_##EW,                    \
         .bn_sums = CAT3(bn_sums, _##SFX##_, BN),                                               \

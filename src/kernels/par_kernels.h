@@ -149,6 +149,14 @@ PAR_DECLARE_KERNELS(double, f64)
 //              own value, then for p ascending: gb[i] = gb[i] + dzT[p][i].
 //              g: (c_in K K, ld); ld >= no rounded up to PAR_DENSE_OB, dzT
 //              read (never stored) up to there;
+//   conv_dgrad: one sample's input gradient of a stride-1 conv2d, from its
+//              padded output gradient dzp (par_conv_pad_dz): dx[ci][ih][iw] =
+//              0, then for the taps (kh, kw) that reach an output position
+//              (oh, ow) = (ih + pad - kh, iw + pad - kw), in ascending output
+//              position: t = 0, for co ascending t = fma(Wk[kh K + kw][co][ci],
+//              dz[co][oh][ow], t); dx = dx + t. Wk: the weights by tap
+//              (par_conv_wtap). The contract's chain and col2im order
+//              (par_conv.h), without dcolT;
 //   relu_forward / relu_backward: the PAR_ACT_RELU case of par_act_*;
 //   adam_head: Adam (par_optim_*'s order) on the first elements of [0, n),
 //              c = {b1, c1, b2, c2, bc1, bc2, eps, lr}; returns how many it did
@@ -192,6 +200,8 @@ PAR_DECLARE_KERNELS(double, f64)
         void (*conv_wgrad)(REAL *restrict g, REAL *restrict gb, const REAL *restrict xp,        \
                            const REAL *restrict dzT, size_t ld, const par_layer *ly, size_t no, \
                            int first);                                                          \
+        void (*conv_dgrad)(REAL *restrict dx, const REAL *restrict dzp, const REAL *restrict Wk, \
+                           const par_layer *ly);                                                \
         void (*relu_forward)(REAL *restrict y, size_t n);                                       \
         void (*relu_backward)(REAL *restrict dy, const REAL *restrict y, size_t n);             \
         size_t (*adam_head)(REAL *restrict w, REAL *restrict m, REAL *restrict v,               \

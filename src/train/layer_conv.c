@@ -4,14 +4,16 @@
 //            stride 1 on the padded sample (conv_forward), others on the
 //            sample's im2col rows (par_gemm_acc, then transposed).
 //   input gradient: per output position and tap, t = 0, an fma chain over co
-//            ascending; col2im then adds each input element's taps in
-//            ascending output position, from 0.
+//            ascending; each input element adds its taps' t in ascending
+//            output position, from 0: stride 1 on the padded output gradient
+//            (conv_dgrad), others through col2im.
 //   weight gradient: per chunk one fma chain over its samples ascending and,
 //            within a sample, output positions ascending; chunks folded left.
 // Threads split samples (forward, input gradient: par_engine_own_samples)
 // and output channels (weight gradient). Scratch per thread (par_engine.c):
 // one padded sample, or one sample's im2col rows and outputs by position, or
-// its tap gradients, or par_conv_backward_weights' working space.
+// one sample's padded output gradient and the weights by tap, or its tap
+// gradients, or par_conv_backward_weights' working space.
 #include <string.h>
 
 #include "par_conv.h"
@@ -55,6 +57,16 @@ static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     const par_engine *e = c->e;
     const par_layer *ly = &e->m->layers[l];
     const size_t n_pos = ly->h_out * ly->w_out;
+    if (ly->stride == 1) {   // direct, on each sample's padded output gradient
+        if (s1 <= s0) return;
+        void *Wk = par_at(e, c->scratch, par_conv_dz_elems(ly));   // the weights by tap
+        PAR_DT_CALL(e->dt, par_conv_wtap, Wk, par_at(e, e->w, e->m->views[ly->w_view].offset), ly);
+        for (size_t s = s0; s < s1; s++) {
+            PAR_DT_CALL(e->dt, par_conv_pad_dz, c->scratch, par_at(e, e->d[l], s * ly->n_out), ly);
+            KSET(c, conv_dgrad, par_at(e, e->d[l - 1], s * ly->n_in), c->scratch, Wk, ly);
+        }
+        return;
+    }
     void *dcolT = c->scratch;
     for (size_t s = s0; s < s1; s++) {
         memset(dcolT, 0, ly->row_len * n_pos * par_dtype_size(e->dt));

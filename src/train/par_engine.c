@@ -79,6 +79,8 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
             size_t need = par_conv_wgrad_elems(L, L->c_out);
             if (cols + by_pos > need) need = cols + by_pos;
             if (par_conv_padded_elems(L) > need) need = par_conv_padded_elems(L);
+            const size_t dgrad = par_conv_dz_elems(L) + L->c_out * L->row_len;
+            if (dgrad > need) need = dgrad;
             if (need > e->scratch_elems) e->scratch_elems = need;
         }
     }

@@ -453,6 +453,9 @@ static void test_bn(void)
         REAL *dzT = malloc(2 * P * ld * sizeof(REAL)), *y1 = malloc(co * P * sizeof(REAL));     \
         REAL *y2 = malloc(co * P * sizeof(REAL)), *g1 = malloc(rl * ld * sizeof(REAL));         \
         REAL *g2 = malloc(rl * ld * sizeof(REAL)), gb[2][40];                                   \
+        const size_t hd = ho + 2 * (K - 1), wd = par_conv_dz_wp(ly), nd = par_conv_dz_elems(ly); \
+        REAL *dzp = malloc(nd * sizeof(REAL)), *dx1 = malloc(ly->n_in * sizeof(REAL));          \
+        REAL *dx2 = malloc(ly->n_in * sizeof(REAL));                                            \
         for (size_t i = 0; i < 2 * ly->n_in; i++) /* a few exact and signed zeros */            \
             x[i] = i % 11 == 3 ? (REAL)(i % 2 ? -0.0 : 0.0) : (REAL)rnd(seed, i);               \
         for (size_t i = 0; i < co * rl; i++) W[i] = (REAL)rnd(seed + 1, i);                     \
@@ -492,6 +495,31 @@ static void test_bn(void)
                     if (s == 0) y2[o * P + p] = acc;                                            \
                     gb[1][o] = gb[1][o] + dz[(s * co + o) * P + p];                             \
                 }                                                                               \
+        /* the input gradient: dzp's padding NaN too (lanes it reaches are never added) */       \
+        for (size_t i = 0; i < nd; i++) dzp[i] = nan;                                           \
+        for (size_t o = 0; o < co; o++)                                                         \
+            for (size_t p = 0; p < P; p++)                                                      \
+                dzp[(o * hd + p / wo + K - 1) * wd + p % wo + K - 1] = dz[o * P + p];           \
+        for (size_t i = 0; i < ly->n_in; i++) {                                                 \
+            const size_t c = i / (ly->h_in * ly->w_in), ih = i / ly->w_in % ly->h_in;           \
+            const size_t iw = i % ly->w_in;                                                     \
+            REAL acc = 0;                                                                       \
+            for (size_t oh = 0; oh < ho; oh++) /* output positions ascending */                 \
+                for (size_t ow = 0; ow < wo; ow++) {                                            \
+                    const long kh = (long)(ih + pad) - (long)oh, kw = (long)(iw + pad) - (long)ow; \
+                    if (kh < 0 || kh >= (long)K || kw < 0 || kw >= (long)K) continue;           \
+                    REAL t = 0;                                                                 \
+                    for (size_t o = 0; o < co; o++)                                             \
+                        t = FMA(W[o * rl + (c * K + (size_t)kh) * K + (size_t)kw], dz[o * P + oh * wo + ow], t); \
+                    acc = acc + t;                                                              \
+                }                                                                               \
+            dx2[i] = acc;                                                                       \
+        }                                                                                       \
+        REAL *Wk = malloc(co * rl * sizeof(REAL));                                              \
+        par_conv_wtap_##SFX(Wk, W, ly);                                                         \
+        sets[v]->SFX.conv_dgrad(dx1, dzp, Wk, ly);                                              \
+        free(Wk);                                                                               \
+        ok_d &= memcmp(dx1, dx2, ly->n_in * sizeof(REAL)) == 0;                                 \
         sets[v]->SFX.conv_forward(y1, xp, WT, b, ly);                                           \
         for (size_t o = 0; o < 40; o++) gb[0][o] = nan; /* past co: must stay NaN */            \
         sets[v]->SFX.conv_wgrad(g1, gb[0], xp, dzT, ld, ly, co, 1);                             \
@@ -500,15 +528,16 @@ static void test_bn(void)
         ok_f &= memcmp(y1, y2, co * P * sizeof(REAL)) == 0;                                     \
         ok_w &= memcmp(g1, g2, rl * ld * sizeof(REAL)) == 0 && memcmp(gb[0], gb[1], sizeof gb[0]) == 0; \
         free(x), free(W), free(WT), free(b), free(xp), free(dz), free(dzT), free(y1), free(y2); \
-        free(g1), free(g2);                                                                     \
+        free(g1), free(g2), free(dzp), free(dx1), free(dx2);                                    \
     } while (0)
 
-// Every set's direct conv kernels (forward, weight gradient over two samples)
-// against the contract's loops on random stride-1 shapes: channels 1 .. 37
-// in and out (register-tile tails), kernels 1 .. 5, padding 0 .. K - 1, images
-// 1 .. 23 wide (vector tails). The padded sample's slack, the transposed
-// weight panel's padding and dzT's columns past c_out hold NaN: a lane that
-// reaches a stored value fails the test.
+// Every set's direct conv kernels (forward, weight gradient over two samples,
+// input gradient) against the contract's loops on random stride-1 shapes:
+// channels 1 .. 37 in and out (register-tile tails), kernels 1 .. 5, padding
+// 0 .. K - 1, images 1 .. 23 wide (vector tails). The padded sample's slack,
+// the transposed weight panel's padding, dzT's columns past c_out and the
+// padded output gradient's border hold NaN: a lane that reaches a stored
+// value fails the test.
 static void test_conv_direct(void)
 {
     const par_kernel_set *sets[MAX_SETS];
@@ -516,7 +545,7 @@ static void test_conv_direct(void)
     char name[200];
     for (size_t v = 0; v < n_sets; v++)
         for (int d = 0; d < 2; d++) {
-            int ok_f = 1, ok_w = 1, cases = 0;
+            int ok_f = 1, ok_w = 1, ok_d = 1, cases = 0;
             for (uint64_t seed = 1; seed <= 40; seed++) {
                 const size_t K = 1 + par_rng_bits(seed, 10, 1, 0) % 5;
                 const size_t pad = par_rng_bits(seed, 10, 1, 1) % K;
@@ -535,19 +564,19 @@ static void test_conv_direct(void)
                     continue;
                 }
                 const par_layer *ly = &m.layers[0];
-                const int f0 = ok_f, w0 = ok_w;
+                const int f0 = ok_f, w0 = ok_w, d0 = ok_d;
                 if (d == 0) CONV_CASE(float, f32, fmaf);
                 else CONV_CASE(double, f64, fma);
-                if (ok_f != f0 || ok_w != w0)
-                    printf("  seed %llu %s: forward %s, weight gradient %s\n",
+                if (ok_f != f0 || ok_w != w0 || ok_d != d0)
+                    printf("  seed %llu %s: forward %s, weight gradient %s, input gradient %s\n",
                            (unsigned long long)seed, spec, ok_f == f0 ? "ok" : "DIFF",
-                           ok_w == w0 ? "ok" : "DIFF");
+                           ok_w == w0 ? "ok" : "DIFF", ok_d == d0 ? "ok" : "DIFF");
                 cases++;
             }
             snprintf(name, sizeof name,
-                     "%s %s conv_forward, conv_wgrad (stride 1) == contract loops (%d shapes)",
-                     sets[v]->name, d ? "f64" : "f32", cases);
-            par_check(ok_f && ok_w, name);
+                     "%s %s conv_forward, conv_wgrad, conv_dgrad (stride 1) == contract loops "
+                     "(%d shapes)", sets[v]->name, d ? "f64" : "f32", cases);
+            par_check(ok_f && ok_w && ok_d, name);
         }
 }
 
