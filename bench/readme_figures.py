@@ -69,6 +69,12 @@ def layers_figure(text):
     return "%.1f ms; %s" % (float(r[3].strip("*")), r[5])
 
 
+def cnn_ratios_figure(mnist, cifar):
+    one = "PyTorch 1 thread / parity serial exact"
+    two = "PyTorch's best 2-core setup / parity omp T=2 exact"
+    return "%s; %s; %s" % (cell(mnist, one, 1), cell(cifar, one, 1), cell(cifar, two, 1))
+
+
 def gpu_figure(text):
     r = row(text, "MLP")   # its first row is f32; a file of the MLP alone has no model column
     r = r[1:] if r and len(r) > 1 and r[1] == "f32" else row(text, "f32")
@@ -90,7 +96,7 @@ def gpu_cnn_figure(text):
 def main():
     trainers, vs, ver, ext, lay = (read(n) for n in ("trainers", "vs_pytorch", "verify",
                                                      "external", "layers"))
-    gpu = read("gpu")
+    gpu, vs_cnn, vs_cifar = read("gpu"), read("vs_pytorch_cnn"), read("vs_pytorch_cifar")
     rows = [
         ("`ci/verify.sh`'s default suite: wall time; two-core rows whose speedup has a 95% "
          "interval within +-10%", verify_figure(ver), "bench/verify.sh"),
@@ -104,6 +110,10 @@ def main():
          cell(vs, "PyTorch 1 thread / parity serial exact", 1), "bench/vs_pytorch.sh"),
         ("CIFAR-10 CNN with batchnorm, batch 64, one thread, f32 exact: the step's kernels; "
          "their share of the FMA peak", layers_figure(lay), "bench/layers.sh"),
+        ("PyTorch / parity exact, one epoch, f32 (above 1: parity is faster): MNIST CNN, one "
+         "thread; CIFAR-10 CNN, one thread; CIFAR-10 CNN, two cores (PyTorch's best setup)",
+         cnn_ratios_figure(vs_cnn, vs_cifar),
+         "bench/vs_pytorch.sh 3 cnn` and `bench/vs_pytorch.sh 3 cifar"),
         ("PyTorch DDP, 2 processes, MNIST CNN with Adam under `parity lockstep --external "
          "--intermediates`: verdict; the trainer's own step; parity's side of it (the "
          "protocol's files)", external_figure(ext),
@@ -114,11 +124,12 @@ def main():
         ("the MNIST CNN and the CIFAR CNN with batchnorm, one epoch each, f32, on the same "
          "GPU: `--trainer cuda` exact; PyTorch", gpu_cnn_figure(gpu), "ci/gpu.sh"),
     ]
+    cpu_files = (trainers, vs, ver, ext, lay, vs_cnn, vs_cifar)
     out = ["| figure | value | printed by |", "|---|--:|---|"]
     out += ["| %s | %s | `%s` |" % r for r in rows]
     dates = sorted(d.split(",")[0] for d in
-                   (provenance(t, "date (UTC)") for t in (trainers, vs, ver, ext, lay)) if d)
-    commits = sorted({provenance(t, "commit").split()[0] for t in (trainers, vs, ver, ext, lay)
+                   (provenance(t, "date (UTC)") for t in cpu_files) if d)
+    commits = sorted({provenance(t, "commit").split()[0] for t in cpu_files
                       if provenance(t, "commit")})
     cpu = provenance(trainers, "CPU") or provenance(ver, "CPU") or "unknown"
     when = "%s to %s" % (dates[0][:16], dates[-1][:16]) if dates else "never"
