@@ -134,8 +134,9 @@ def main():
     cpu = provenance(trainers, "CPU") or provenance(ver, "CPU") or "unknown"
     when = "%s to %s" % (dates[0][:16], dates[-1][:16]) if dates else "never"
     gpu_when = provenance(gpu, "date (UTC)")[:16] or "never"
-    out += ["", "Measured on %s, commit %s, %s UTC, by `bench/run-all.sh --verify`, which "
-            "rewrites this table (the GPU rows: `ci/gpu.sh` on the GPU machine, %s UTC, commit "
+    out += ["", "Measured on %s, commit %s, %s UTC, by the commands named (`bench/run-all.sh "
+            "--verify` runs all but the CNN runs of `vs_pytorch.sh`, and rewrites this table; the "
+            "GPU rows: `ci/gpu.sh` on the GPU machine, %s UTC, commit "
             "%s); each file in [bench/results/](bench/results/) holds its provenance (load, "
             "compiler, MPI)." % (cpu, ", ".join(commits) or "unknown", when, gpu_when,
                                  provenance(gpu, "parity commit") or "unknown")]
