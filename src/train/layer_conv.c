@@ -32,7 +32,8 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     if (ly->stride == 1) {   // direct: each sample padded, then its chains
         for (size_t s = lo; s < hi; s++) {
             PAR_DT_CALL(e->dt, par_conv_pad, c->scratch, e->a[l], ly, s);
-            KSET(c, conv_forward, par_at(e, e->a[l + 1], s * ly->n_out), c->scratch, e->wt[l], b, ly);
+            KSET(c, conv_forward, par_at(e, e->a[l + 1], s * ly->n_out), c->scratch, e->wt[l], b,
+                 ly);
         }
     } else {   // on the sample's im2col rows, by position, then transposed
         const size_t ld = par_conv_ldcol(ly);

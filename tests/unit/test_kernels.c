@@ -448,7 +448,8 @@ static void test_bn(void)
         const size_t P = ho * wo, ld = par_dense_ldwt(co), np = par_conv_padded_elems(ly);      \
         const REAL nan = (REAL)NAN;                                                             \
         REAL *x = malloc(2 * ly->n_in * sizeof(REAL)), *W = malloc(co * rl * sizeof(REAL));     \
-        REAL *WT = malloc(par_dense_wt_elems(rl, co) * sizeof(REAL)), *b = malloc(co * sizeof(REAL)); \
+        REAL *WT = malloc(par_dense_wt_elems(rl, co) * sizeof(REAL));                          \
+        REAL *b = malloc(co * sizeof(REAL));                                                    \
         REAL *xp = malloc(2 * np * sizeof(REAL)), *dz = malloc(2 * co * P * sizeof(REAL));      \
         REAL *dzT = malloc(2 * P * ld * sizeof(REAL)), *y1 = malloc(co * P * sizeof(REAL));     \
         REAL *y2 = malloc(co * P * sizeof(REAL)), *g1 = malloc(rl * ld * sizeof(REAL));         \
@@ -471,7 +472,8 @@ static void test_bn(void)
             par_conv_pad_##SFX(xp + s * np, x, ly, s);                                          \
             for (size_t i = np - PAR_CONV_SLACK; i < np; i++) xp[s * np + i] = nan;             \
             for (size_t p = 0; p < P; p++)                                                      \
-                for (size_t o = 0; o < co; o++) dzT[(s * P + p) * ld + o] = dz[(s * co + o) * P + p]; \
+                for (size_t o = 0; o < co; o++)                                                 \
+                    dzT[(s * P + p) * ld + o] = dz[(s * co + o) * P + p];                       \
         }                                                                                       \
         /* the contract's loops: input +0 outside the image */                                  \
         for (size_t o = 0; o < co; o++) {                                                       \
@@ -486,9 +488,10 @@ static void test_bn(void)
                         const size_t ci = t / (K * K), kh = t / K % K, kw = t % K;              \
                         const long ih = (long)(p / wo + kh) - (long)pad;                        \
                         const long iw = (long)(p % wo + kw) - (long)pad;                        \
-                        const int in = ih >= 0 && ih < (long)ly->h_in && iw >= 0 && iw < (long)ly->w_in; \
-                        const REAL xv = in ? x[s * ly->n_in + (ci * ly->h_in + (size_t)ih) * ly->w_in + \
-                                              (size_t)iw] : (REAL)0;                            \
+                        const int in = ih >= 0 && ih < (long)ly->h_in && iw >= 0 &&             \
+                                       iw < (long)ly->w_in;                                     \
+                        const size_t at = (ci * ly->h_in + (size_t)ih) * ly->w_in + (size_t)iw; \
+                        const REAL xv = in ? x[s * ly->n_in + at] : (REAL)0;                    \
                         acc = FMA(W[o * rl + t], xv, acc);                                      \
                         g2[t * ld + o] = FMA(xv, dz[(s * co + o) * P + p], g2[t * ld + o]);       \
                     }                                                                           \
@@ -510,7 +513,8 @@ static void test_bn(void)
                     if (kh < 0 || kh >= (long)K || kw < 0 || kw >= (long)K) continue;           \
                     REAL t = 0;                                                                 \
                     for (size_t o = 0; o < co; o++)                                             \
-                        t = FMA(W[o * rl + (c * K + (size_t)kh) * K + (size_t)kw], dz[o * P + oh * wo + ow], t); \
+                        t = FMA(W[o * rl + (c * K + (size_t)kh) * K + (size_t)kw],              \
+                                dz[o * P + oh * wo + ow], t);                                   \
                     acc = acc + t;                                                              \
                 }                                                                               \
             dx2[i] = acc;                                                                       \
@@ -526,7 +530,8 @@ static void test_bn(void)
         sets[v]->SFX.conv_wgrad(g1, gb[0], xp + np, dzT + P * ld, ld, ly, co, 0);               \
         for (size_t o = co; o < 40; o++) gb[1][o] = nan;                                        \
         ok_f &= memcmp(y1, y2, co * P * sizeof(REAL)) == 0;                                     \
-        ok_w &= memcmp(g1, g2, rl * ld * sizeof(REAL)) == 0 && memcmp(gb[0], gb[1], sizeof gb[0]) == 0; \
+        ok_w &= memcmp(g1, g2, rl * ld * sizeof(REAL)) == 0;                                    \
+        ok_w &= memcmp(gb[0], gb[1], sizeof gb[0]) == 0;                                        \
         free(x), free(W), free(WT), free(b), free(xp), free(dz), free(dzT), free(y1), free(y2); \
         free(g1), free(g2), free(dzp), free(dx1), free(dx2);                                    \
     } while (0)
@@ -555,8 +560,8 @@ static void test_conv_direct(void)
                 const size_t n_ci = 1 + par_rng_bits(seed, 10, 1, 4) % (seed % 4 ? 6 : 37);
                 const size_t n_co = 1 + par_rng_bits(seed, 10, 1, 5) % 37;
                 char spec[96];
-                snprintf(spec, sizeof spec, "cnn:%zux%zux%zu-c%zuk%zup%zu-f-fc2", n_ci, h, w, n_co, K,
-                         pad);
+                snprintf(spec, sizeof spec, "cnn:%zux%zux%zu-c%zuk%zup%zu-f-fc2", n_ci, h, w,
+                         n_co, K, pad);
                 par_model m;
                 if (par_model_parse(&m, spec, PAR_ACT_RELU) != PAR_OK) {
                     printf("  %s: %s\n", spec, par_last_error());
