@@ -6,6 +6,7 @@
 // with every kernel set the CPU runs; fast mode stays within its derived
 // bound and a learning rate off by 1e-3 leaves it. MPI: test_mpi_cnn.c.
 #include "cnn_cases.h"
+#include "par_conv.h"
 #include "par_kernels.h"
 
 extern const par_trainer_ops par_trainer_reference, par_trainer_serial, par_trainer_omp;
@@ -108,6 +109,41 @@ static void odd_shape_case(const char *spec, par_dtype dt, const par_kernel_set 
     par_kernels_use(NULL);
     free(init);
     free(x);
+}
+
+// Max-pool on four 2 x 2 windows worked out by hand (the first maximum in
+// scan order, a later equal value never replacing it): (-0, +0, +0, -0)
+// gives -0 at index 0; (1, 3, 3, 2) gives 3 at index 1; (NaN, 5, 7, 1) gives
+// NaN at index 0 (nothing compares greater); (2, NaN, 1, 4) gives 4 at index
+// 3. The forward must return the element itself (its bits), the backward
+// route dy to it alone.
+#define POOL_GOLDEN(REAL, SFX)                                                                  \
+    do {                                                                                        \
+        const REAL nan = (REAL)NAN;                                                             \
+        const REAL x[16] = {(REAL)-0.0, 0, 1, 3, nan, 5, 2, nan,                                \
+                            0, (REAL)-0.0, 3, 2, 7, 1, 1, 4};                                   \
+        const int at[4] = {0, 3, 4, 15};   /* each window's first maximum in x */              \
+        const REAL dy[4] = {10, 20, 30, 40};                                                    \
+        REAL y[4], dx[16];                                                                      \
+        par_maxpool_forward_##SFX(y, x, ly, 0, 1);                                              \
+        par_maxpool_backward_##SFX(dx, dy, x, ly, 0, 1);                                        \
+        int ok = 1;                                                                             \
+        for (int w = 0; w < 4; w++) ok &= memcmp(&y[w], &x[at[w]], sizeof(REAL)) == 0;          \
+        for (int i = 0; i < 16; i++) {                                                          \
+            REAL want = 0;                                                                      \
+            for (int w = 0; w < 4; w++) want = i == at[w] ? dy[w] : want;                       \
+            ok &= memcmp(&dx[i], &want, sizeof(REAL)) == 0;                                     \
+        }                                                                                       \
+        par_check(ok, "max-pool 2x2 " #SFX ": first maximum by hand (signed zeros, ties, NaN)"); \
+    } while (0)
+
+static void pool_golden(void)
+{
+    par_model m;
+    PAR_REQUIRE(par_model_parse(&m, "cnn:1x2x8-m2-f-fc2", PAR_ACT_RELU));
+    const par_layer *ly = &m.layers[0];
+    POOL_GOLDEN(float, f32);
+    POOL_GOLDEN(double, f64);
 }
 
 // The comparisons can fail: the conv weight gradient's chunk fold reordered
@@ -241,6 +277,7 @@ int main(void)
     batchnorm_eval(&ds);
     conv_fault_control(PAR_F32);
     conv_fault_control(PAR_F64);
+    pool_golden();
     fast_case(CNN_SMALL, PAR_F32, &ds);
     fast_case(CNN_SMALL, PAR_F64, &ds);
     fast_case(CNN_BN, PAR_F32, &ds);   // batchnorm keeps its chunk order in fast mode
