@@ -58,8 +58,8 @@ par_status par_cuda_sync(void);
 // x[s][f] = data[idx[s]][f] and labels[s] = lab_all[idx[s]] for s < B.
 void par_cuda_gather(par_dtype dt, void *x, int32_t *labels, const void *data,
                      const int32_t *lab_all, const int32_t *idx, size_t B, size_t nf);
-// y = act(x W^T + b) for B samples (par_dense_forward's order); WT (n_in, n_out).
-void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *WT, const void *b,
+// y = act(x W^T + b) for B samples (par_dense_forward's order); W (n_out, n_in).
+void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *W, const void *b,
                       par_act act, size_t B, size_t n_in, size_t n_out);
 // par_softmax_xent of B samples of K logits, dz divided by B_total (the batch's size).
 void par_cuda_softmax_xent(par_dtype dt, void *dz, void *loss, const void *z,
@@ -69,13 +69,11 @@ void par_cuda_backward_data(par_dtype dt, void *dx, const void *dz, const void *
                             const void *y, par_act act, size_t B, size_t n_in, size_t n_out);
 // A dense layer's weight and bias gradient in chunks of C (par_dense_backward_weights
 // over every chunk) into g, then its update u (par_optim's formulas with the
-// state m, v) of w, keeping WT = W^T. w, g, m, v are the
-// whole parameter arrays; the layer's weights start at wo, its biases at bo.
-void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v, void *WT,
+// state m, v) of w. w, g, m, v are the whole parameter arrays; the layer's
+// weights start at wo, its biases at bo.
+void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v,
                           const void *dz, const void *x, size_t wo, size_t bo, size_t B,
                           size_t C, size_t n_in, size_t n_out, const par_cuda_update *u);
-// WT[i][o] = W[o][i] for W (n_out, n_in).
-void par_cuda_transpose(par_dtype dt, void *WT, const void *W, size_t n_in, size_t n_out);
 // *out (one element of dt) = par_loss_fold of B losses in chunks of C.
 void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, size_t C);
 

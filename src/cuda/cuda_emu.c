@@ -57,12 +57,12 @@ void par_cuda_prof_end(const char *label, double flops) { (void)label, (void)flo
             for (size_t f = 0; f < nf; f++)                                                    \
                 cuda_gather_##SFX(x, labels, data, lab, idx, nf, s, f);                        \
     }                                                                                          \
-    static void forward_##SFX(REAL *y, const REAL *x, const REAL *WT, const REAL *b, int act,  \
+    static void forward_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b, int act,   \
                               size_t B, size_t n_in, size_t n_out)                             \
     {                                                                                          \
         for (size_t s = 0; s < B; s++)                                                         \
             for (size_t o = 0; o < n_out; o++)                                                 \
-                cuda_forward_##SFX(y, x, WT, b, act, n_in, n_out, s, o);                       \
+                cuda_forward_##SFX(y, x, W, b, act, n_in, n_out, s, o);                        \
     }                                                                                          \
     static void backward_data_##SFX(REAL *dx, const REAL *dz, const REAL *W, const REAL *y,    \
                                     int act, size_t B, size_t n_in, size_t n_out)              \
@@ -71,14 +71,14 @@ void par_cuda_prof_end(const char *label, double flops) { (void)label, (void)flo
             for (size_t i = 0; i < n_in; i++)                                                  \
                 cuda_backward_data_##SFX(dx, dz, W, y, act, n_in, n_out, s, i);                \
     }                                                                                          \
-    static void grad_update_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *WT, const REAL *dz, \
+    static void grad_update_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, const REAL *dz,          \
                                   const REAL *x, size_t wo, size_t bo, size_t B, size_t C,     \
                                   size_t n_in, size_t n_out, const par_cuda_update *u) \
     {                                                                                          \
         const cuda_coef_##SFX c = cuda_coef_of_##SFX(u);                                   \
         for (size_t o = 0; o < n_out; o++)                                                     \
             for (size_t i = 0; i < n_in; i++)                                                  \
-                cuda_dense_grad_update_##SFX(w, g, m, v, WT, dz, x, wo, bo, B, C, n_in, n_out,  \
+                cuda_dense_grad_update_##SFX(w, g, m, v, dz, x, wo, bo, B, C, n_in, n_out,      \
                                              &c, o, i);                                        \
     }                                                                                          \
     static void conv_forward_go_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b,    \
@@ -203,10 +203,10 @@ void par_cuda_gather(par_dtype dt, void *x, int32_t *labels, const void *data,
     BY_DT(dt, gather, x, labels, data, lab_all, idx, B, nf);
 }
 
-void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *WT, const void *b,
+void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *W, const void *b,
                       par_act act, size_t B, size_t n_in, size_t n_out)
 {
-    BY_DT(dt, forward, y, x, WT, b, (int)act, B, n_in, n_out);
+    BY_DT(dt, forward, y, x, W, b, (int)act, B, n_in, n_out);
 }
 
 void par_cuda_softmax_xent(par_dtype dt, void *dz, void *loss, const void *z,
@@ -222,19 +222,11 @@ void par_cuda_backward_data(par_dtype dt, void *dx, const void *dz, const void *
     BY_DT(dt, backward_data, dx, dz, W, y, (int)act, B, n_in, n_out);
 }
 
-void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v, void *WT,
-                          const void *dz, const void *x, size_t wo, size_t bo, size_t B,
-                          size_t C, size_t n_in, size_t n_out, const par_cuda_update *u)
+void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v, const void *dz,
+                          const void *x, size_t wo, size_t bo, size_t B, size_t C, size_t n_in,
+                          size_t n_out, const par_cuda_update *u)
 {
-    BY_DT(dt, grad_update, w, g, m, v, WT, dz, x, wo, bo, B, C, n_in, n_out, u);
-}
-
-void par_cuda_transpose(par_dtype dt, void *WT, const void *W, size_t n_in, size_t n_out)
-{
-    const size_t sz = par_dtype_size(dt);
-    for (size_t o = 0; o < n_out; o++)
-        for (size_t i = 0; i < n_in; i++)
-            memcpy((char *)WT + (i * n_out + o) * sz, (const char *)W + (o * n_in + i) * sz, sz);
+    BY_DT(dt, grad_update, w, g, m, v, dz, x, wo, bo, B, C, n_in, n_out, u);
 }
 
 void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, size_t C)

@@ -8,6 +8,9 @@
 #include "cuda_bodies.h"
 
 enum { THREADS = 256 };
+// The dense forward's tile: DF_S samples x DF_O outputs a block, one thread
+// each, inputs staged DF_K at a time.
+enum { DF_S = 8, DF_O = 8, DF_K = 128 };
 
 // A grid of rows x cols threads: THREADS columns a block, one row a block
 // row, both strided when the grid is smaller (no index division: the
@@ -32,10 +35,45 @@ static dim3 grid(size_t rows, size_t cols)
     {                                                                                          \
         EACH2(s, f, B, nf) cuda_gather_##SFX(x, labels, data, lab_all, idx, nf, s, f);         \
     }                                                                                          \
-    __global__ void forward_##SFX(REAL *y, const REAL *x, const REAL *WT, const REAL *b,       \
-                                  int act, size_t B, size_t n_in, size_t n_out)                \
+    /* Block (blockIdx.y, blockIdx.x): samples DF_S by, outputs DF_O bx; thread (s, o) of  \
+       the tile runs output (s0 + s, o0 + o)'s chain over tiles of DF_K inputs, which the  \
+       block stages in shared memory (rows of x and of W), the next tile's values loaded   \
+       into registers while the current one is used. Outside the batch or the outputs, a   \
+       zero is staged and the chain is not stored. */                                     \
+    __global__ void __launch_bounds__(DF_S * DF_O)                                             \
+        forward_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b, int act, size_t B, \
+                      size_t n_in, size_t n_out)                                               \
     {                                                                                          \
-        EACH2(s, o, B, n_out) cuda_forward_##SFX(y, x, WT, b, act, n_in, n_out, s, o);         \
+        enum { NT = DF_S * DF_O, L = DF_S * DF_K / NT };                                       \
+        __shared__ REAL xs[DF_S][DF_K + 1], ws[DF_O][DF_K + 1];                                \
+        const unsigned t = threadIdx.x, ts = t / DF_O, to = t % DF_O;                          \
+        const size_t s0 = (size_t)blockIdx.y * DF_S, o0 = (size_t)blockIdx.x * DF_O;           \
+        REAL px[L], pw[L];                                                                     \
+        for (unsigned j = 0; j < L; j++) { /* element e = t + j NT: row e / DF_K */            \
+            const unsigned r = (t + j * NT) / DF_K, k = (t + j * NT) % DF_K;                   \
+            px[j] = s0 + r < B && k < n_in ? x[(s0 + r) * n_in + k] : 0;                       \
+            pw[j] = o0 + r < n_out && k < n_in ? W[(o0 + r) * n_in + k] : 0;                   \
+        }                                                                                      \
+        REAL acc = o0 + to < n_out ? b[o0 + to] : 0;                                           \
+        for (size_t k0 = 0; k0 < n_in; k0 += DF_K) {                                           \
+            for (unsigned j = 0; j < L; j++) {                                                 \
+                const unsigned r = (t + j * NT) / DF_K, k = (t + j * NT) % DF_K;               \
+                xs[r][k] = px[j];                                                              \
+                ws[r][k] = pw[j];                                                              \
+            }                                                                                  \
+            __syncthreads();                                                                   \
+            const size_t k1 = k0 + DF_K;                                                       \
+            if (k1 < n_in)                                                                     \
+                for (unsigned j = 0; j < L; j++) {                                             \
+                    const unsigned r = (t + j * NT) / DF_K, k = (t + j * NT) % DF_K;           \
+                    px[j] = s0 + r < B && k1 + k < n_in ? x[(s0 + r) * n_in + k1 + k] : 0;     \
+                    pw[j] = o0 + r < n_out && k1 + k < n_in ? W[(o0 + r) * n_in + k1 + k] : 0; \
+                }                                                                              \
+            acc = cuda_dot_run_##SFX(acc, xs[ts], ws[to], k1 < n_in ? DF_K : n_in - k0);       \
+            __syncthreads();                                                                   \
+        }                                                                                      \
+        if (s0 + ts < B && o0 + to < n_out)                                                    \
+            y[(s0 + ts) * n_out + o0 + to] = cuda_act_##SFX(acc, act);                         \
     }                                                                                          \
     __global__ void softmax_##SFX(REAL *dz, REAL *loss, const REAL *z, const int32_t *labels,  \
                                   size_t B, size_t Bt, size_t K)                               \
@@ -48,18 +86,12 @@ static dim3 grid(size_t rows, size_t cols)
         EACH2(s, i, B, n_in) cuda_backward_data_##SFX(dx, dz, W, y, act, n_in, n_out, s, i);   \
     }                                                                                          \
     /* Thread (o, i): weight (o, i), and bias o where i = 0. */                                \
-    __global__ void grad_update_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *WT,            \
-                                      const REAL *dz, const REAL *x, size_t wo, size_t bo,     \
-                                      size_t B, size_t C, size_t n_in, size_t n_out,           \
-                                      cuda_coef_##SFX k)                                       \
+    __global__ void grad_update_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, const REAL *dz,      \
+                                      const REAL *x, size_t wo, size_t bo, size_t B, size_t C, \
+                                      size_t n_in, size_t n_out, cuda_coef_##SFX k)            \
     {                                                                                          \
         EACH2(o, i, n_out, n_in)                                                               \
-        cuda_dense_grad_update_##SFX(w, g, m, v, WT, dz, x, wo, bo, B, C, n_in, n_out, &k, o,  \
-                                     i);                                                       \
-    }                                                                                          \
-    __global__ void transpose_##SFX(REAL *WT, const REAL *W, size_t n_in, size_t n_out)        \
-    {                                                                                          \
-        EACH2(o, i, n_out, n_in) WT[i * n_out + o] = W[o * n_in + i];                          \
+        cuda_dense_grad_update_##SFX(w, g, m, v, dz, x, wo, bo, B, C, n_in, n_out, &k, o, i);  \
     }                                                                                          \
     __global__ void conv_forward_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b,   \
                                        int act, par_layer ly, size_t n)                        \
@@ -178,15 +210,16 @@ void par_cuda_gather(par_dtype dt, void *x, int32_t *labels, const void *data,
         gather_f64<<<grid(B, nf), THREADS>>>(F64(x), labels, CF64(data), lab_all, idx, B, nf);
 }
 
-void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *WT, const void *b,
+void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *W, const void *b,
                       par_act act, size_t B, size_t n_in, size_t n_out)
 {
+    const dim3 tiles((unsigned)((n_out + DF_O - 1) / DF_O), (unsigned)((B + DF_S - 1) / DF_S));
     if (dt == PAR_F32)
-        forward_f32<<<grid(B, n_out), THREADS>>>(F32(y), CF32(x), CF32(WT), CF32(b), (int)act, B,
-                                                 n_in, n_out);
+        forward_f32<<<tiles, DF_S * DF_O>>>(F32(y), CF32(x), CF32(W), CF32(b), (int)act, B, n_in,
+                                            n_out);
     else
-        forward_f64<<<grid(B, n_out), THREADS>>>(F64(y), CF64(x), CF64(WT), CF64(b), (int)act, B,
-                                                 n_in, n_out);
+        forward_f64<<<tiles, DF_S * DF_O>>>(F64(y), CF64(x), CF64(W), CF64(b), (int)act, B, n_in,
+                                            n_out);
 }
 
 void par_cuda_softmax_xent(par_dtype dt, void *dz, void *loss, const void *z,
@@ -209,26 +242,18 @@ void par_cuda_backward_data(par_dtype dt, void *dx, const void *dz, const void *
                                                       (int)act, B, n_in, n_out);
 }
 
-void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v, void *WT,
-                          const void *dz, const void *x, size_t wo, size_t bo, size_t B,
-                          size_t C, size_t n_in, size_t n_out, const par_cuda_update *u)
+void par_cuda_grad_update(par_dtype dt, void *w, void *g, void *m, void *v, const void *dz,
+                          const void *x, size_t wo, size_t bo, size_t B, size_t C, size_t n_in,
+                          size_t n_out, const par_cuda_update *u)
 {
     if (dt == PAR_F32)
-        grad_update_f32<<<grid(n_out, n_in), THREADS>>>(F32(w), F32(g), F32(m), F32(v), F32(WT),
-                                                        CF32(dz), CF32(x), wo, bo, B, C, n_in,
-                                                        n_out, cuda_coef_of_f32(u));
+        grad_update_f32<<<grid(n_out, n_in), THREADS>>>(F32(w), F32(g), F32(m), F32(v), CF32(dz),
+                                                        CF32(x), wo, bo, B, C, n_in, n_out,
+                                                        cuda_coef_of_f32(u));
     else
-        grad_update_f64<<<grid(n_out, n_in), THREADS>>>(F64(w), F64(g), F64(m), F64(v), F64(WT),
-                                                        CF64(dz), CF64(x), wo, bo, B, C, n_in,
-                                                        n_out, cuda_coef_of_f64(u));
-}
-
-void par_cuda_transpose(par_dtype dt, void *WT, const void *W, size_t n_in, size_t n_out)
-{
-    if (dt == PAR_F32)
-        transpose_f32<<<grid(n_out, n_in), THREADS>>>(F32(WT), CF32(W), n_in, n_out);
-    else
-        transpose_f64<<<grid(n_out, n_in), THREADS>>>(F64(WT), CF64(W), n_in, n_out);
+        grad_update_f64<<<grid(n_out, n_in), THREADS>>>(F64(w), F64(g), F64(m), F64(v), CF64(dz),
+                                                        CF64(x), wo, bo, B, C, n_in, n_out,
+                                                        cuda_coef_of_f64(u));
 }
 
 void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, size_t C)

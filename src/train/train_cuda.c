@@ -26,7 +26,6 @@ typedef struct cuda_state {
     par_engine e;                         // first: host mirror (w, g, state), coefficients
     size_t sz;
     void *w, *g, *os[2];                  // device: parameters, gradient, optimizer state
-    void *wt[PAR_MAX_LAYERS];             // device: W^T per dense layer (n_in, n_out)
     void *st[PAR_MAX_LAYERS];             // device: a batchnorm layer's statistics
     void *part;                           // device: chunk parts of conv and batchnorm sums
     // Several MPI ranks (--ranks R): rank r computes chunks [c0, c1) of each
@@ -64,7 +63,6 @@ static void cuda_destroy(void *state)
                    s->data, s->lab_all, s->part, s->rparts, s->run};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) par_cuda_free(dev[i]);
     for (int l = 0; l < PAR_MAX_LAYERS; l++) {
-        par_cuda_free(s->wt[l]);
         par_cuda_free(s->st[l]);
         par_cuda_free(s->a[l + 1]);
         par_cuda_free(s->d[l]);
@@ -91,17 +89,10 @@ static par_status check_supported(const par_run_cfg *cfg)
     return PAR_OK;
 }
 
-// Uploads the parameters (and W^T) from the host mirror.
+// Uploads the parameters from the host mirror.
 static par_status put_params(cuda_state *s)
 {
-    const par_model *m = s->e.m;
-    PAR_TRY(par_cuda_put(s->w, s->e.w, m->n_params * s->sz));
-    for (int l = 0; l < m->n_layers; l++) {
-        const par_layer *ly = &m->layers[l];
-        if (ly->kind != PAR_LAYER_DENSE) continue;
-        const char *W = (const char *)s->w + m->views[ly->w_view].offset * s->sz;
-        par_cuda_transpose(s->e.dt, s->wt[l], W, ly->n_in, ly->n_out);
-    }
+    PAR_TRY(par_cuda_put(s->w, s->e.w, s->e.m->n_params * s->sz));
     s->w_stale = 0;
     return par_cuda_sync();
 }
@@ -119,8 +110,6 @@ static par_status alloc_all(cuda_state *s)
     size_t n_part = 0;   // the largest layer's chunk parts (one rank: conv and batchnorm)
     for (int l = 0; l < m->n_layers; l++) {
         const par_layer *ly = &m->layers[l];
-        if (ly->kind == PAR_LAYER_DENSE)
-            PAR_TRY(par_cuda_alloc(&s->wt[l], ly->n_in * ly->n_out * sz));
         if (ly->kind == PAR_LAYER_BATCHNORM)
             PAR_TRY(par_cuda_alloc(&s->st[l], 8 * ly->c_out * sz));
         const size_t np = ly->kind == PAR_LAYER_BATCHNORM ? 2 * nk * ly->c_out
@@ -282,7 +271,7 @@ static par_status forward(cuda_state *s, int l, size_t B, size_t Bt)
     char *W = ly->w_view >= 0 ? (char *)s->w + m->views[ly->w_view].offset * s->sz : NULL;
     const char *b = ly->b_view >= 0 ? (char *)s->w + m->views[ly->b_view].offset * s->sz : NULL;
     if (ly->kind == PAR_LAYER_DENSE) {
-        par_cuda_forward(dt, s->a[l + 1], s->a[l], s->wt[l], b, ly->act, B, ly->n_in, ly->n_out);
+        par_cuda_forward(dt, s->a[l + 1], s->a[l], W, b, ly->act, B, ly->n_in, ly->n_out);
     } else if (ly->kind == PAR_LAYER_CONV2D) {
         par_cuda_conv_forward(dt, s->a[l + 1], s->a[l], W, b, ly->act, ly, B);
     } else if (ly->kind == PAR_LAYER_MAXPOOL) {
@@ -327,9 +316,8 @@ static par_status backward(cuda_state *s, int l, size_t B, size_t Bt, const par_
             par_cuda_dense_grad_parts(dt, s->rparts, NP, wo, bo, s->d[l], s->a[l], B, C, ly->n_in,
                                       ly->n_out);
         else
-            par_cuda_grad_update(dt, s->w, s->g, os[0], os[1], s->wt[l], s->d[l], s->a[l], wo,
-                                 bo, B, s->e.mode == PAR_MODE_FAST ? B : C, ly->n_in, ly->n_out,
-                                 u);
+            par_cuda_grad_update(dt, s->w, s->g, os[0], os[1], s->d[l], s->a[l], wo, bo, B,
+                                 s->e.mode == PAR_MODE_FAST ? B : C, ly->n_in, ly->n_out, u);
     } else if (ly->kind == PAR_LAYER_CONV2D) {
         const size_t nw = ly->n_rows * ly->row_len;
         if (ranks)
@@ -383,8 +371,6 @@ static par_status fold_and_update(cuda_state *s, const par_cuda_update *u, doubl
         const size_t nw = ly->n_rows * ly->row_len;
         par_cuda_apply(dt, s->w, s->g, s->os[0], s->os[1], s->run, wo, wo + nw, u);
         par_cuda_apply(dt, s->w, s->g, s->os[0], s->os[1], s->run, bo, bo + ly->n_rows, u);
-        if (ly->kind == PAR_LAYER_DENSE)
-            par_cuda_transpose(dt, s->wt[l], (const char *)s->w + wo * s->sz, ly->n_in, ly->n_out);
     }
     *lsum = dt == PAR_F32 ? (double)((const float *)s->h_run)[NP - 1]
                           : ((const double *)s->h_run)[NP - 1];

@@ -38,7 +38,7 @@ static const par_act acts[] = {PAR_ACT_NONE, PAR_ACT_RELU, PAR_ACT_SIGMOID, PAR_
     }                                                                                          \
     static void test_dense_##SFX(const char *dn)                                               \
     {                                                                                          \
-        static REAL x[B * NI], W[NO * NI], WTp[NI * 32 + 16], WT[NI * NO], b[NO];              \
+        static REAL x[B * NI], W[NO * NI], WTp[NI * 32 + 16], b[NO];              \
         static REAL y_cpu[B * NO], y_gpu[B * NO], dz[B * NO], dx_cpu[B * NI], dx_gpu[B * NI];  \
         static REAL yprev[B * NI];                                                             \
         char name[128];                                                                        \
@@ -48,14 +48,12 @@ static const par_act acts[] = {PAR_ACT_NONE, PAR_ACT_RELU, PAR_ACT_SIGMOID, PAR_
         fill_##SFX(dz, B * NO, 1);                                                             \
         memset(WTp, 0, sizeof WTp);                                                            \
         par_dense_transpose_##SFX(WTp, W, NI, NO, 0, NO);                                      \
-        for (size_t o = 0; o < NO; o++)                                                        \
-            for (size_t i = 0; i < NI; i++) WT[i * NO + o] = W[o * NI + i];                    \
         for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {                            \
             par_dense_forward_##SFX(y_cpu, x, WTp, b, 0, B, 0, NO, NI, NO);                    \
             par_act_forward_##SFX(y_cpu, B * NO, acts[a]);                                     \
             for (size_t s = 0; s < B; s++)                                                     \
                 for (size_t o = 0; o < NO; o++)                                                \
-                    cuda_forward_##SFX(y_gpu, x, WT, b, (int)acts[a], NI, NO, s, o);           \
+                    cuda_forward_##SFX(y_gpu, x, W, b, (int)acts[a], NI, NO, s, o);            \
             snprintf(name, sizeof name, "forward body == par_dense_forward + %s, %s",          \
                      par_act_name(acts[a]), dn);                                               \
             par_check(memcmp(y_cpu, y_gpu, sizeof y_cpu) == 0, name);                          \
