@@ -11,6 +11,10 @@ enum { THREADS = 256 };
 // The dense forward's tile: DF_S samples x DF_O outputs a block, one thread
 // each, inputs staged DF_K at a time.
 enum { DF_S = 8, DF_O = 8, DF_K = 128 };
+// Batchnorm's chunk chains (bn_chain_): a block of BN_THREADS, values staged
+// BN_T at a time; the chain's kind.
+enum { BN_THREADS = 128, BN_T = 1024 };
+enum { BN_SUM, BN_SQ, BN_GRAD };
 
 // A grid of rows x cols threads: THREADS columns a block, one row a block
 // row, both strided when the grid is smaller (no index division: the
@@ -125,15 +129,64 @@ static dim3 grid(size_t rows, size_t cols)
     {                                                                                          \
         EACH2(r, t, 1, n) cuda_pool_backward_data_##SFX(dx, dz, y, act, &ly, t);               \
     }                                                                                          \
-    __global__ void bn_sum_part_##SFX(REAL *part, const REAL *x, par_layer ly, size_t B,       \
-                                      size_t C, size_t nk)                                     \
+    /* Values j0 .. j0 + n - 1 of chunk k's values of channel c (samples from s0, then     \
+       positions; P a sample) into v, and of dz into d where dz is not NULL: thread t of   \
+       the nt from warp 1 on stages every (nt)th. */                                       \
+    __device__ static void bn_stage_##SFX(REAL *v, REAL *d, const REAL *x, const REAL *dz,    \
+                                          size_t nc, size_t c, size_t P, size_t s0,            \
+                                          size_t j0, size_t n)                                 \
     {                                                                                          \
-        EACH2(k, c, nk, ly.c_out) cuda_bn_sum_part_##SFX(part, x, &ly, B, C, k, c);            \
+        const size_t nt = BN_THREADS - 32;                                                     \
+        for (size_t e = threadIdx.x - 32; e < n; e += nt) {                                    \
+            const size_t j = j0 + e, at = ((s0 + j / P) * nc + c) * P + j % P;                 \
+            v[e] = x[at];                                                                      \
+            if (dz) d[e] = dz[at];                                                             \
+        }                                                                                      \
     }                                                                                          \
-    __global__ void bn_sq_part_##SFX(REAL *part, const REAL *psum, const REAL *x, par_layer ly, \
-                                     size_t B, size_t Bt, size_t C, size_t nk)                 \
+    /* Block (c, k): chunk k's chain of channel c of kind BN_SUM, BN_SQ or BN_GRAD (the     \
+       bodies' sum_run, sq_run, grad_run) over the chunk's values in order (samples, then  \
+       positions), BN_T at a time: warps 1.. stage the next values (x, and dz for the      \
+       gradient) in shared memory while thread 0 continues the chain over the current     \
+       ones. aux: the sums' parts (BN_SQ), the statistics st (BN_GRAD). Into p0[k nc + c]  \
+       (and p1 for the gradient's dbeta part), as bn_sum_part, bn_sq_part, bn_grad_part. */\
+    __global__ void __launch_bounds__(BN_THREADS)                                              \
+        bn_chain_##SFX(REAL *p0, REAL *p1, const REAL *x, const REAL *dz, const REAL *aux,     \
+                       par_layer ly, size_t B, size_t Bt, size_t C, int kind)                  \
     {                                                                                          \
-        EACH2(k, c, nk, ly.c_out) cuda_bn_sq_part_##SFX(part, psum, x, &ly, B, Bt, C, k, c);   \
+        __shared__ REAL vs[2][BN_T], ds[2][BN_T];                                              \
+        const size_t c = blockIdx.x, k = blockIdx.y, nc = ly.c_out, P = ly.h_out * ly.w_out;   \
+        const size_t s0 = k * C, m = (cuda_chunk_end(k, C, B) - s0) * P;                       \
+        const size_t nt = (m + BN_T - 1) / BN_T;                                               \
+        const REAL *dzk = kind == BN_GRAD ? dz : NULL;                                         \
+        if (threadIdx.x >= 32)                                                                 \
+            bn_stage_##SFX(vs[0], ds[0], x, dzk, nc, c, P, s0, 0, m < BN_T ? m : BN_T);        \
+        REAL u = 0, ub = 0, mean = 0, inv = 0;                                                 \
+        if (threadIdx.x == 0 && kind == BN_SQ) mean = cuda_bn_mean_##SFX(aux, &ly, Bt, C, c);  \
+        if (threadIdx.x == 0 && kind == BN_GRAD) {                                             \
+            mean = aux[nc + c];                                                                \
+            inv = aux[4 * nc + c];                                                             \
+        }                                                                                      \
+        __syncthreads();                                                                       \
+        for (size_t i = 0; i < nt; i++) {                                                      \
+            const size_t j0 = i * BN_T, n = m - j0 < BN_T ? m - j0 : BN_T;                     \
+            if (threadIdx.x == 0) {                                                            \
+                const REAL *v = vs[i % 2];                                                     \
+                if (kind == BN_SUM)                                                            \
+                    u = cuda_sum_run_##SFX(u, v, n);                                           \
+                else if (kind == BN_SQ)                                                        \
+                    u = cuda_sq_run_##SFX(u, v, mean, n);                                      \
+                else                                                                           \
+                    cuda_grad_run_##SFX(&u, &ub, ds[i % 2], v, mean, inv, n);                  \
+            } else if (threadIdx.x >= 32 && i + 1 < nt) {                                      \
+                const size_t j1 = j0 + BN_T, n1 = m - j1 < BN_T ? m - j1 : BN_T;               \
+                bn_stage_##SFX(vs[(i + 1) % 2], ds[(i + 1) % 2], x, dzk, nc, c, P, s0, j1, n1); \
+            }                                                                                  \
+            __syncthreads();                                                                   \
+        }                                                                                      \
+        if (threadIdx.x == 0) {                                                                \
+            p0[k * nc + c] = u;                                                                \
+            if (kind == BN_GRAD) p1[k * nc + c] = ub;                                          \
+        }                                                                                      \
     }                                                                                          \
     __global__ void bn_stats_##SFX(REAL *st, REAL *p, const REAL *psum, const REAL *psq,       \
                                    par_layer ly, size_t B, size_t C)                           \
@@ -144,12 +197,6 @@ static dim3 grid(size_t rows, size_t cols)
                                  int act, par_layer ly, size_t n)                              \
     {                                                                                          \
         EACH2(r, t, 1, n) cuda_bn_out_##SFX(y, x, p, st, act, &ly, t);                         \
-    }                                                                                          \
-    __global__ void bn_grad_part_##SFX(REAL *pg, REAL *pb, const REAL *dz, const REAL *x,      \
-                                       const REAL *st, par_layer ly, size_t B, size_t C,       \
-                                       size_t nk)                                              \
-    {                                                                                          \
-        EACH2(k, c, nk, ly.c_out) cuda_bn_grad_part_##SFX(pg, pb, dz, x, st, &ly, B, C, k, c); \
     }                                                                                          \
     __global__ void bn_update_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, REAL *st,              \
                                     const REAL *pg, const REAL *pb, par_layer ly, size_t wo,   \
@@ -318,17 +365,16 @@ void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, siz
     static void bn_sum_parts_go_##SFX(void *part, const void *x, const par_layer *ly,          \
                                       size_t B, size_t C)                                      \
     {                                                                                          \
-        const size_t nk = (B + C - 1) / C;                                                     \
-        bn_sum_part_##SFX<<<grid(nk, ly->c_out), THREADS>>>((REAL *)part, (const REAL *)x,     \
-                                                            *ly, B, C, nk);                    \
+        const dim3 blocks((unsigned)ly->c_out, (unsigned)((B + C - 1) / C));                   \
+        bn_chain_##SFX<<<blocks, BN_THREADS>>>((REAL *)part, NULL, (const REAL *)x, NULL, NULL, \
+                                               *ly, B, B, C, BN_SUM);                          \
     }                                                                                          \
     static void bn_sq_parts_go_##SFX(void *part, const void *psum, const void *x,              \
                                      const par_layer *ly, size_t B, size_t Bt, size_t C)       \
     {                                                                                          \
-        const size_t nk = (B + C - 1) / C;                                                     \
-        bn_sq_part_##SFX<<<grid(nk, ly->c_out), THREADS>>>((REAL *)part, (const REAL *)psum,   \
-                                                           (const REAL *)x, *ly, B, Bt, C,     \
-                                                           nk);                                \
+        const dim3 blocks((unsigned)ly->c_out, (unsigned)((B + C - 1) / C));                   \
+        bn_chain_##SFX<<<blocks, BN_THREADS>>>((REAL *)part, NULL, (const REAL *)x, NULL,      \
+                                               (const REAL *)psum, *ly, B, Bt, C, BN_SQ);      \
     }                                                                                          \
     static void bn_finish_go_##SFX(void *y, const void *x, void *p, void *st, const void *psum, \
                                    const void *psq, par_act act, const par_layer *ly, size_t B, \
@@ -344,10 +390,10 @@ void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, siz
     static void bn_grad_parts_go_##SFX(void *pg, void *pb, const void *dz, const void *x,      \
                                        const void *st, const par_layer *ly, size_t B, size_t C) \
     {                                                                                          \
-        const size_t nk = (B + C - 1) / C;                                                     \
-        bn_grad_part_##SFX<<<grid(nk, ly->c_out), THREADS>>>((REAL *)pg, (REAL *)pb,           \
-                                                             (const REAL *)dz, (const REAL *)x, \
-                                                             (const REAL *)st, *ly, B, C, nk); \
+        const dim3 blocks((unsigned)ly->c_out, (unsigned)((B + C - 1) / C));                   \
+        bn_chain_##SFX<<<blocks, BN_THREADS>>>((REAL *)pg, (REAL *)pb, (const REAL *)x,        \
+                                               (const REAL *)dz, (const REAL *)st, *ly, B, B, C, \
+                                               BN_GRAD);                                       \
     }                                                                                          \
     static void bn_update_go_##SFX(void *w, void *g, void *m, void *v, void *st,               \
                                    const void *pg, const void *pb, const par_layer *ly,        \
