@@ -30,6 +30,40 @@ PAR_HD static inline size_t cuda_chunk_end(size_t k, size_t C, size_t B)
     return (k + 1) * C < B ? (k + 1) * C : B;
 }
 
+// The conv forward's tiles (cuda_kernels.cu's conv_tile_, cuda_emu.c's
+// conv_forward_go): a block runs TP consecutive output positions of one
+// sample (positions p = oh w_out + ow), one thread each, for CF_CO output
+// channels, one chain each; it stages CI input channels at a time, each a
+// patch of PH x PW values of the padded input: the rows and columns the
+// windows of its positions cover, +0 in the padding. threads: TP rounded up
+// to a warp; tiles: the blocks a sample's positions take. The patches and
+// weights take at most CF_SMEM bytes of shared memory.
+enum { CF_CO = 8, CF_TP = 256, CF_SMEM = 40 * 1024 };
+typedef struct cuda_conv_tile {
+    size_t TP, CI, PH, PW, threads, tiles;
+} cuda_conv_tile;
+
+// The tile of conv layer ly, its shared memory (patches and weights) within
+// cap bytes for values of sz bytes; 0 where one channel's patch does not fit.
+PAR_HD static inline int cuda_conv_tile_of(const par_layer *ly, size_t sz, size_t cap,
+                                           cuda_conv_tile *ct)
+{
+    const size_t P = ly->h_out * ly->w_out, wo = ly->w_out, S = ly->stride, K = ly->K;
+    const size_t most = CF_TP, TP = P < most ? P : wo <= most ? most / wo * wo : most;
+    size_t rows = TP % wo == 0 ? TP / wo : (TP - 1) / wo + 2;   // output rows a tile spans
+    rows = rows < ly->h_out ? rows : ly->h_out;
+    ct->TP = TP;
+    ct->PH = (rows - 1) * S + K;
+    ct->PW = (wo - 1) * S + K;
+    const size_t per_ci = (ct->PH * ct->PW + K * K * CF_CO) * sz;
+    if (per_ci > cap) return 0;
+    ct->CI = cap / per_ci < ly->c_in ? cap / per_ci : ly->c_in;
+    ct->CI = ct->CI < 8 ? ct->CI : 8;   // at most 8: several blocks share a core
+    ct->threads = (TP + 31) / 32 * 32;
+    ct->tiles = (P + TP - 1) / TP;
+    return 1;
+}
+
 #define REAL float
 #define NAME(f) cuda_##f##_f32
 #define FMA CUDA_FMAF

@@ -81,12 +81,41 @@ void par_cuda_prof_end(const char *label, double flops) { (void)label, (void)flo
                 cuda_dense_grad_update_##SFX(w, g, m, v, dz, x, wo, bo, B, C, n_in, n_out,      \
                                              &c, o, i);                                        \
     }                                                                                          \
-    static void conv_forward_go_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b,    \
-                                      par_act act, const par_layer *ly, size_t B)              \
-    {                                                                                          \
-        for (size_t t = 0; t < B * ly->n_out; t++)                                             \
-            cuda_conv_forward_##SFX(y, x, W, b, (int)act, ly, t);                              \
-    }                                                                                          \
+    /* The kernels' tiles (conv_tile_), block by block and thread by thread, each round's          \
+       staging before its chains; one output at a time where the kernels do that. */               \
+    static void conv_forward_go_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b,        \
+                                      par_act act, const par_layer *ly, size_t B)                  \
+    {                                                                                              \
+        cuda_conv_tile ct;                                                                         \
+        if (!cuda_conv_tile_of(ly, sizeof(REAL), CF_SMEM, &ct)) {                                  \
+            for (size_t t = 0; t < B * ly->n_out; t++)                                             \
+                cuda_conv_forward_##SFX(y, x, W, b, (int)act, ly, t);                              \
+            return;                                                                                \
+        }                                                                                          \
+        static REAL sm[CF_SMEM / sizeof(REAL)], acc[CF_TP][CF_CO];                                 \
+        const size_t P = ly->h_out * ly->w_out, np = ct.PH * ct.PW, nw = ly->K * ly->K * CF_CO;    \
+        const size_t S = ly->stride, wo = ly->w_out;                                               \
+        REAL *xp = sm, *wp = sm + ct.CI * np;                                                      \
+        for (size_t s = 0; s < B; s++)                                                             \
+            for (size_t co0 = 0; co0 < ly->c_out; co0 += CF_CO)                                    \
+                for (size_t p0 = 0; p0 < P; p0 += ct.TP) {                                         \
+                    const size_t oh0 = p0 / wo, n = P - p0 < ct.TP ? P - p0 : ct.TP;               \
+                    for (size_t t = 0; t < n; t++) cuda_cf_init_##SFX(acc[t], b, ly, co0);         \
+                    for (size_t ci0 = 0; ci0 < ly->c_in; ci0 += ct.CI) {                           \
+                        const size_t nci = ly->c_in - ci0 < ct.CI ? ly->c_in - ci0 : ct.CI;        \
+                        for (size_t e = 0; e < nci * (np > nw ? np : nw); e++)                     \
+                            cuda_cf_stage_##SFX(xp, wp, x + s * ly->n_in, W, ly, &ct, oh0, co0,    \
+                                                ci0, nci, e);                                      \
+                        for (size_t t = 0; t < n; t++) {                                           \
+                            const size_t p = p0 + t;                                               \
+                            const size_t base = (p / wo - oh0) * S * ct.PW + p % wo * S;           \
+                            cuda_cf_run_##SFX(acc[t], xp, wp, ly, &ct, base, nci);                 \
+                        }                                                                          \
+                    }                                                                              \
+                    for (size_t t = 0; t < n; t++)                                                 \
+                        cuda_cf_store_##SFX(y + s * ly->n_out, acc[t], (int)act, ly, co0, p0 + t); \
+                }                                                                                  \
+    }                                                                                              \
     static void conv_grad_parts_go_##SFX(REAL *part, size_t stride, size_t qw, size_t qb,      \
                                          const REAL *dz, const REAL *x, const par_layer *ly,   \
                                          size_t B, size_t C)                                   \
