@@ -266,7 +266,7 @@ if want layers; then
 section "per layer: $TR (PARITY_CUDA_PROFILE) and PyTorch (cuBLAS, cuDNN), TFLOP/s"
 "$BIN/parity" data make-cifar "$W/cifar-layers" --records 2000 > /dev/null || fail "make-cifar"
 for row in "mnist-cnn --dataset mnist --model $CNN --optim adam --lr 0.001" \
-    "cifar-bn --dataset $W/cifar-layers --model $BN --lr 0.01"; do
+    "cifar-bn --dataset $W/cifar-layers --model $BN --lr 0.01 --epochs 2"; do
     read -r n args <<< "$row"
     echo "# $n: parity --trainer $TR, 200 steps, batch 64, f32" >> "$OUT/layers.txt"
     # shellcheck disable=SC2086
