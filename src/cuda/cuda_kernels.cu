@@ -129,6 +129,40 @@ static dim3 grid(size_t rows, size_t cols)
         }                                                                                          \
         if (live) cuda_cf_store_##SFX(y + s * ly.n_out, acc, act, &ly, co0, p);                    \
     }                                                                                              \
+    /* Conv weight gradient, chunk parts, one tile (cuda_conv_wtile_of) a block:                   \
+       blockIdx (x, y, z) = (input channels / CI, output channels / CF_CO, chunk k).               \
+       Thread t < nci K K runs the CF_CO chains of tap t % (K K) of channel ci0 + t /              \
+       (K K), and thread nci K K (where ci0 = 0) the biases', over the chunk's samples             \
+       ascending and, TP at a time, their positions: each round stages the positions'              \
+       patches and output gradient in shared memory (the bodies cw_stage, cw_run). */              \
+    __global__ void __launch_bounds__(CF_TP)                                                       \
+        conv_wtile_##SFX(REAL *part, size_t stride, size_t qw, size_t qb, const REAL *dz,          \
+                         const REAL *x, par_layer ly, cuda_conv_tile ct, size_t B, size_t C)       \
+    {                                                                                              \
+        extern __shared__ __align__(16) unsigned char cf_smem[];                                   \
+        REAL *xp = (REAL *)cf_smem, *dzt = xp + ct.CI * ct.PH * ct.PW;                             \
+        const size_t ci0 = (size_t)blockIdx.x * ct.CI, co0 = (size_t)blockIdx.y * CF_CO;           \
+        const size_t k = blockIdx.z, t = threadIdx.x, K = ly.K, P = ly.h_out * ly.w_out;           \
+        const size_t nci = ly.c_in - ci0 < ct.CI ? ly.c_in - ci0 : ct.CI, np = ct.PH * ct.PW;      \
+        const bool wt = t < nci * K * K, bias = t == nci * K * K && ci0 == 0;                      \
+        REAL g[CF_CO];                                                                             \
+        for (int r = 0; r < CF_CO; r++) g[r] = 0;                                                  \
+        for (size_t s = k * C; s < cuda_chunk_end(k, C, B); s++)                                   \
+            for (size_t p0 = 0; p0 < P; p0 += ct.TP) {                                             \
+                const size_t n = P - p0 < ct.TP ? P - p0 : ct.TP, oh0 = p0 / ly.w_out;             \
+                for (size_t e = t; e < nci * np || e < n * CF_CO; e += blockDim.x)                 \
+                    cuda_cw_stage_##SFX(xp, dzt, x + s * ly.n_in, dz + s * ly.n_out, &ly, &ct,     \
+                                        oh0, p0, n, co0, ci0, nci, e);                             \
+                __syncthreads();                                                                   \
+                if (wt)                                                                            \
+                    cuda_cw_run_##SFX(g, xp, dzt, &ly, &ct, oh0, p0, n, t / (K * K),               \
+                                      t % (K * K) / K, t % K);                                     \
+                else if (bias)                                                                     \
+                    cuda_cw_bias_run_##SFX(g, dzt, n);                                             \
+                __syncthreads();                                                                   \
+            }                                                                                      \
+        if (wt || bias) cuda_cw_store_##SFX(part, stride, qw, qb, g, &ly, k, co0, ci0, nci, t);    \
+    }                                                                                              \
     __global__ void conv_grad_part_##SFX(REAL *part, size_t stride, size_t qw, size_t qb,          \
                                          const REAL *dz, const REAL *x, par_layer ly, size_t B,    \
                                          size_t C, size_t nk, size_t n)                            \
@@ -363,6 +397,16 @@ void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, siz
                                          const void *dz, const void *x, const par_layer *ly,       \
                                          size_t B, size_t C)                                       \
     {                                                                                              \
+        cuda_conv_tile ct;                                                                         \
+        if (cuda_conv_wtile_of(ly, sizeof(REAL), CF_SMEM, &ct)) {                                  \
+            const dim3 blocks((unsigned)((ly->c_in + ct.CI - 1) / ct.CI),                          \
+                              (unsigned)((ly->c_out + CF_CO - 1) / CF_CO),                         \
+                              (unsigned)((B + C - 1) / C));                                        \
+            const size_t smem = (ct.CI * ct.PH * ct.PW + ct.TP * CF_CO) * sizeof(REAL);            \
+            conv_wtile_##SFX<<<blocks, (unsigned)ct.threads, smem>>>(                              \
+                (REAL *)part, stride, qw, qb, (const REAL *)dz, (const REAL *)x, *ly, ct, B, C);   \
+            return;                                                                                \
+        }                                                                                          \
         const size_t nk = (B + C - 1) / C, n = ly->n_rows * (ly->row_len + 1);                     \
         conv_grad_part_##SFX<<<grid(nk, n), THREADS>>>((REAL *)part, stride, qw, qb,               \
                                                        (const REAL *)dz, (const REAL *)x, *ly,     \
