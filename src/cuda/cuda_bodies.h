@@ -65,17 +65,19 @@ PAR_HD static inline int cuda_conv_tile_of(const par_layer *ly, size_t sz, size_
 }
 
 // The conv weight gradient's tiles (conv_wtile_): the same positions and
-// patches, CI channels a block; the output gradient of the TP positions for
-// CF_CO output channels staged beside them (TP CF_CO values). threads: one
-// for each (ci, kh, kw) of the CI channels, and one for the biases.
+// patches, CI = 8 channels a block; the output gradient of the TP positions
+// for CF_CO output channels staged beside them (TP CF_CO values). threads:
+// one for each (ci, kh, kw) of the CI channels, and one for the biases. 0
+// (one thread a chain instead) below 8 input channels: there a block has a
+// warp or less to stage each sample's patches and output gradient, and the
+// tiles time slower than a thread a chain (docs/gpu.md).
 PAR_HD static inline int cuda_conv_wtile_of(const par_layer *ly, size_t sz, size_t cap,
                                             cuda_conv_tile *ct)
 {
     if (!cuda_conv_tile_of(ly, sz, cap, ct)) return 0;
     const size_t dz = ct->TP * CF_CO * sz, per_ci = ct->PH * ct->PW * sz;
-    if (dz + per_ci > cap) return 0;
-    ct->CI = (cap - dz) / per_ci < ly->c_in ? (cap - dz) / per_ci : ly->c_in;
-    ct->CI = ct->CI < 8 ? ct->CI : 8;
+    if (dz + 8 * per_ci > cap || ly->c_in < 8) return 0;
+    ct->CI = 8;
     ct->threads = (ct->CI * ly->K * ly->K + 1 + 31) / 32 * 32;
     return 1;
 }

@@ -178,10 +178,13 @@ int main(void)
     } shapes[] = {{64, 8}, {50, 7}, {24, 5}};
     // CNNs: conv with padding and stride, max-pool, batchnorm after a conv
     // (and after an fc), relu, sigmoid and tanh on convs; every dtype and
-    // optimizer on the first, whose shape is test_cross's batchnorm CNN.
+    // optimizer on the first, whose shape is test_cross's batchnorm CNN; the
+    // last has a conv of 8 input channels (the weight gradient's tiles) and
+    // 10 output channels (a part group of the tiles' 8).
     const char *cnns[] = {"cnn:1x28x28-c4k3p1-bn-r-m2-c8k3-bn-r-m2-f-fc16-bn-r-fc10",
                           "cnn:1x28x28-c3k5p2s2-sg-c5k3s2-th-m2-f-fc10",
-                          "cnn:1x28x28-c2k4p3s3-r-m3-f-fc12-bn-th-fc10"};
+                          "cnn:1x28x28-c2k4p3s3-r-m3-f-fc12-bn-th-fc10",
+                          "cnn:1x28x28-c8k3s2-r-c10k3p1-bn-r-m2-f-fc10"};
     for (size_t c = 0; c < sizeof cnns / sizeof cnns[0]; c++) {
         par_model m;
         PAR_REQUIRE(par_model_parse(&m, cnns[c], PAR_ACT_RELU));
