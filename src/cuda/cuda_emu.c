@@ -73,83 +73,83 @@ void par_cuda_prof_end(const char *label, double flops) { (void)label, (void)flo
     }                                                                                          \
     static void grad_update_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, const REAL *dz,          \
                                   const REAL *x, size_t wo, size_t bo, size_t B, size_t C,     \
-                                  size_t n_in, size_t n_out, const par_cuda_update *u) \
+                                  size_t n_in, size_t n_out, const par_cuda_update *u)         \
     {                                                                                          \
-        const cuda_coef_##SFX c = cuda_coef_of_##SFX(u);                                   \
+        const cuda_coef_##SFX c = cuda_coef_of_##SFX(u);                                       \
         for (size_t o = 0; o < n_out; o++)                                                     \
             for (size_t i = 0; i < n_in; i++)                                                  \
-                cuda_dense_grad_update_##SFX(w, g, m, v, dz, x, wo, bo, B, C, n_in, n_out,      \
+                cuda_dense_grad_update_##SFX(w, g, m, v, dz, x, wo, bo, B, C, n_in, n_out,     \
                                              &c, o, i);                                        \
     }                                                                                          \
-    /* The kernels' tiles (conv_tile_), block by block and thread by thread, each round's          \
-       staging before its chains; one output at a time where the kernels do that. */               \
-    static void conv_forward_go_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b,        \
-                                      par_act act, const par_layer *ly, size_t B)                  \
-    {                                                                                              \
-        cuda_conv_tile ct;                                                                         \
-        if (!cuda_conv_tile_of(ly, sizeof(REAL), CF_SMEM, &ct)) {                                  \
-            for (size_t t = 0; t < B * ly->n_out; t++)                                             \
-                cuda_conv_forward_##SFX(y, x, W, b, (int)act, ly, t);                              \
-            return;                                                                                \
-        }                                                                                          \
-        static REAL sm[CF_SMEM / sizeof(REAL)], acc[CF_TP][CF_CO];                                 \
-        const size_t P = ly->h_out * ly->w_out, np = ct.PH * ct.PW, nw = ly->K * ly->K * CF_CO;    \
-        const size_t S = ly->stride, wo = ly->w_out;                                               \
-        REAL *xp = sm, *wp = sm + ct.CI * np;                                                      \
-        for (size_t s = 0; s < B; s++)                                                             \
-            for (size_t co0 = 0; co0 < ly->c_out; co0 += CF_CO)                                    \
-                for (size_t p0 = 0; p0 < P; p0 += ct.TP) {                                         \
-                    const size_t oh0 = p0 / wo, n = P - p0 < ct.TP ? P - p0 : ct.TP;               \
-                    for (size_t t = 0; t < n; t++) cuda_cf_init_##SFX(acc[t], b, ly, co0);         \
-                    for (size_t ci0 = 0; ci0 < ly->c_in; ci0 += ct.CI) {                           \
-                        const size_t nci = ly->c_in - ci0 < ct.CI ? ly->c_in - ci0 : ct.CI;        \
-                        for (size_t e = 0; e < nci * (np > nw ? np : nw); e++)                     \
-                            cuda_cf_stage_##SFX(xp, wp, x + s * ly->n_in, W, ly, &ct, oh0, co0,    \
-                                                ci0, nci, e);                                      \
-                        for (size_t t = 0; t < n; t++) {                                           \
-                            const size_t p = p0 + t;                                               \
-                            const size_t base = (p / wo - oh0) * S * ct.PW + p % wo * S;           \
-                            cuda_cf_run_##SFX(acc[t], xp, wp, ly, &ct, base, nci);                 \
-                        }                                                                          \
-                    }                                                                              \
-                    for (size_t t = 0; t < n; t++)                                                 \
+    /* The kernels' tiles (conv_tile_), block by block and thread by thread, each round's      \
+       staging before its chains; one output at a time where the kernels do that. */           \
+    static void conv_forward_go_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b,    \
+                                      par_act act, const par_layer *ly, size_t B)              \
+    {                                                                                          \
+        cuda_conv_tile ct;                                                                     \
+        if (!cuda_conv_tile_of(ly, sizeof(REAL), CF_SMEM, &ct)) {                              \
+            for (size_t t = 0; t < B * ly->n_out; t++)                                         \
+                cuda_conv_forward_##SFX(y, x, W, b, (int)act, ly, t);                          \
+            return;                                                                            \
+        }                                                                                      \
+        static REAL sm[CF_SMEM / sizeof(REAL)], acc[CF_TP][CF_CO];                             \
+        const size_t P = ly->h_out * ly->w_out, np = ct.PH * ct.PW, nw = ly->K * ly->K * CF_CO; \
+        const size_t S = ly->stride, wo = ly->w_out;                                           \
+        REAL *xp = sm, *wp = sm + ct.CI * np;                                                  \
+        for (size_t s = 0; s < B; s++)                                                         \
+            for (size_t co0 = 0; co0 < ly->c_out; co0 += CF_CO)                                \
+                for (size_t p0 = 0; p0 < P; p0 += ct.TP) {                                     \
+                    const size_t oh0 = p0 / wo, n = P - p0 < ct.TP ? P - p0 : ct.TP;           \
+                    for (size_t t = 0; t < n; t++) cuda_cf_init_##SFX(acc[t], b, ly, co0);     \
+                    for (size_t ci0 = 0; ci0 < ly->c_in; ci0 += ct.CI) {                       \
+                        const size_t nci = ly->c_in - ci0 < ct.CI ? ly->c_in - ci0 : ct.CI;    \
+                        for (size_t e = 0; e < nci * (np > nw ? np : nw); e++)                 \
+                            cuda_cf_stage_##SFX(xp, wp, x + s * ly->n_in, W, ly, &ct, oh0, co0, \
+                                                ci0, nci, e);                                  \
+                        for (size_t t = 0; t < n; t++) {                                       \
+                            const size_t p = p0 + t;                                           \
+                            const size_t base = (p / wo - oh0) * S * ct.PW + p % wo * S;       \
+                            cuda_cf_run_##SFX(acc[t], xp, wp, ly, &ct, base, nci);             \
+                        }                                                                      \
+                    }                                                                          \
+                    for (size_t t = 0; t < n; t++)                                             \
                         cuda_cf_store_##SFX(y + s * ly->n_out, acc[t], (int)act, ly, co0, p0 + t); \
-                }                                                                                  \
-    }                                                                                              \
-    /* The kernels' tiles (conv_wtile_) block by block, as conv_forward_go. */                     \
-    static void conv_grad_parts_go_##SFX(REAL *part, size_t stride, size_t qw, size_t qb,          \
-                                         const REAL *dz, const REAL *x, const par_layer *ly,       \
-                                         size_t B, size_t C)                                       \
-    {                                                                                              \
-        cuda_conv_tile ct;                                                                         \
-        if (cuda_conv_wtile_of(ly, sizeof(REAL), CF_SMEM, &ct)) {                                  \
-            static REAL sm[CF_SMEM / sizeof(REAL)], g[CF_TP][CF_CO];                               \
-            const size_t P = ly->h_out * ly->w_out, np = ct.PH * ct.PW, KK = ly->K * ly->K;        \
-            REAL *xp = sm, *dzt = sm + ct.CI * np;                                                 \
-            for (size_t k = 0; k * C < B; k++)                                                     \
-                for (size_t co0 = 0; co0 < ly->c_out; co0 += CF_CO)                                \
-                    for (size_t ci0 = 0; ci0 < ly->c_in; ci0 += ct.CI) {                           \
-                        const size_t nci = ly->c_in - ci0 < ct.CI ? ly->c_in - ci0 : ct.CI;        \
-                        memset(g, 0, sizeof g);                                                    \
-                        for (size_t s = k * C; s < cuda_chunk_end(k, C, B); s++)                   \
-                            for (size_t p0 = 0; p0 < P; p0 += ct.TP) {                             \
-                                const size_t n = P - p0 < ct.TP ? P - p0 : ct.TP;                  \
-                                const size_t oh0 = p0 / ly->w_out;                                 \
-                                for (size_t e = 0; e < nci * np || e < n * CF_CO; e++)             \
-                                    cuda_cw_stage_##SFX(xp, dzt, x + s * ly->n_in,                 \
-                                                        dz + s * ly->n_out, ly, &ct, oh0, p0, n,   \
-                                                        co0, ci0, nci, e);                         \
-                                for (size_t t = 0; t < nci * KK; t++)                              \
-                                    cuda_cw_run_##SFX(g[t], xp, dzt, ly, &ct, oh0, p0, n, t / KK,  \
-                                                      t % KK / ly->K, t % ly->K);                  \
-                                if (ci0 == 0) cuda_cw_bias_run_##SFX(g[nci * KK], dzt, n);         \
-                            }                                                                      \
-                        for (size_t t = 0; t < nci * KK + (ci0 == 0); t++)                         \
-                            cuda_cw_store_##SFX(part, stride, qw, qb, g[t], ly, k, co0, ci0, nci,  \
-                                                t);                                                \
-                    }                                                                              \
-            return;                                                                                \
-        }                                                                                          \
+                }                                                                              \
+    }                                                                                          \
+    /* The kernels' tiles (conv_wtile_) block by block, as conv_forward_go. */                 \
+    static void conv_grad_parts_go_##SFX(REAL *part, size_t stride, size_t qw, size_t qb,      \
+                                         const REAL *dz, const REAL *x, const par_layer *ly,   \
+                                         size_t B, size_t C)                                   \
+    {                                                                                          \
+        cuda_conv_tile ct;                                                                     \
+        if (cuda_conv_wtile_of(ly, sizeof(REAL), CF_SMEM, &ct)) {                              \
+            static REAL sm[CF_SMEM / sizeof(REAL)], g[CF_TP][CF_CO];                           \
+            const size_t P = ly->h_out * ly->w_out, np = ct.PH * ct.PW, KK = ly->K * ly->K;    \
+            REAL *xp = sm, *dzt = sm + ct.CI * np;                                             \
+            for (size_t k = 0; k * C < B; k++)                                                 \
+                for (size_t co0 = 0; co0 < ly->c_out; co0 += CF_CO)                            \
+                    for (size_t ci0 = 0; ci0 < ly->c_in; ci0 += ct.CI) {                       \
+                        const size_t nci = ly->c_in - ci0 < ct.CI ? ly->c_in - ci0 : ct.CI;    \
+                        memset(g, 0, sizeof g);                                                \
+                        for (size_t s = k * C; s < cuda_chunk_end(k, C, B); s++)               \
+                            for (size_t p0 = 0; p0 < P; p0 += ct.TP) {                         \
+                                const size_t n = P - p0 < ct.TP ? P - p0 : ct.TP;              \
+                                const size_t oh0 = p0 / ly->w_out;                             \
+                                for (size_t e = 0; e < nci * np || e < n * CF_CO; e++)         \
+                                    cuda_cw_stage_##SFX(xp, dzt, x + s * ly->n_in,             \
+                                                        dz + s * ly->n_out, ly, &ct, oh0, p0, n, \
+                                                        co0, ci0, nci, e);                     \
+                                for (size_t t = 0; t < nci * KK; t++)                          \
+                                    cuda_cw_run_##SFX(g[t], xp, dzt, ly, &ct, oh0, p0, n, t / KK, \
+                                                      t % KK / ly->K, t % ly->K);              \
+                                if (ci0 == 0) cuda_cw_bias_run_##SFX(g[nci * KK], dzt, n);     \
+                            }                                                                  \
+                        for (size_t t = 0; t < nci * KK + (ci0 == 0); t++)                     \
+                            cuda_cw_store_##SFX(part, stride, qw, qb, g[t], ly, k, co0, ci0, nci, \
+                                                t);                                            \
+                    }                                                                          \
+            return;                                                                            \
+        }                                                                                      \
         const size_t nk = (B + C - 1) / C, n = ly->n_rows * (ly->row_len + 1);                 \
         for (size_t k = 0; k < nk; k++)                                                        \
             for (size_t p = 0; p < n; p++)                                                     \
