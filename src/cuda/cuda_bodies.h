@@ -70,15 +70,17 @@ PAR_HD static inline int cuda_conv_tile_of(const par_layer *ly, size_t sz, size_
 // one for each (ci, kh, kw) of the CI channels, and one for the biases. 0
 // (one thread a chain instead) below 8 input channels: there a block has a
 // warp or less to stage each sample's patches and output gradient, and the
-// tiles time slower than a thread a chain (docs/gpu.md).
+// tiles time slower than a thread a chain (docs/gpu.md); and for kernels
+// past 5 x 5, whose threads would pass a block's CF_TP.
 PAR_HD static inline int cuda_conv_wtile_of(const par_layer *ly, size_t sz, size_t cap,
                                             cuda_conv_tile *ct)
 {
     if (!cuda_conv_tile_of(ly, sz, cap, ct)) return 0;
     const size_t dz = ct->TP * CF_CO * sz, per_ci = ct->PH * ct->PW * sz;
-    if (dz + 8 * per_ci > cap || ly->c_in < 8) return 0;
+    const size_t threads = (8 * ly->K * ly->K + 1 + 31) / 32 * 32;
+    if (dz + 8 * per_ci > cap || ly->c_in < 8 || threads > CF_TP) return 0;
     ct->CI = 8;
-    ct->threads = (ct->CI * ly->K * ly->K + 1 + 31) / 32 * 32;
+    ct->threads = threads;
     return 1;
 }
 
