@@ -1,15 +1,17 @@
 // `cuda`: the contract on one CUDA GPU (docs/gpu.md), exact and fast mode, every layer
 // kind (dense, conv2d, max-pool, batchnorm), every optimizer, f32 and f64.
-// Each kernel runs one body of src/cuda/cuda_bodies.h per element, the
-// reference's chain in its order; the chunk fold is a chain per chunk,
-// folded left in chunk order. The training set is uploaded once (converted on the host as par_data_gather
-// does) and each step gathers its batch on the device from the record
-// indices; the loss is the one value read back per step. Parameters,
-// gradient and optimizer state come back only when asked for. The engine
-// (its first member) is the host mirror and gives the update's coefficients.
-// Not yet: the faults inside the CPU's layer kernels (refused); --fault ulp
-// and obeta run. Tests: tests/gpu/test_cuda.c (bitwise
-// against the reference; on the device, and as test_cuda_emu on the host).
+// Each kernel's thread runs the bodies of src/cuda/cuda_bodies.h: one
+// element's chain of the reference in its order (some kernels stage the
+// operands in shared memory first); the chunk fold is a chain per chunk,
+// folded left in chunk order. The training set is uploaded once (converted
+// on the host as par_data_gather does) and each step gathers its batch on
+// the device from the record indices; the loss is the one value read back
+// per step. Parameters, gradient and optimizer state come back only when
+// asked for. The engine (its first member) is the host mirror and gives the
+// update's coefficients. Not yet: the faults inside the CPU's layer kernels
+// (refused); --fault ulp and obeta run. Tests: tests/gpu/test_cuda.c
+// (bitwise against the reference; on the device, and as test_cuda_emu on
+// the host).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +123,7 @@ static par_status alloc_all(cuda_state *s)
         PAR_TRY(par_cuda_alloc(&s->d[l], B * ly->n_out * sz));
     }
     PAR_TRY(par_cuda_alloc(&s->part, n_part * sz));
-    if (s->size > 1) {   // this rank's chunks (at most ceil(nk / R)) of every parameter and the loss
+    if (s->size > 1) {   // this rank's chunks (at most ceil(nk / R)) of every parameter, the loss
         const size_t NP = N + 1, nkr = (nk + (size_t)s->size - 1) / (size_t)s->size;
         PAR_TRY(par_cuda_alloc(&s->rparts, nkr * NP * sz));
         PAR_TRY(par_cuda_alloc(&s->run, NP * sz));
