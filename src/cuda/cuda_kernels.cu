@@ -1,9 +1,14 @@
-// The CUDA trainer's kernels (cuda_api.h): each thread runs one body of
+// The CUDA trainer's kernels (cuda_api.h): each thread runs the bodies of
 // cuda_bodies.h for its indices, so every element is the CPU kernel's chain
-// in the CPU's order; no thread reads what another writes in the same launch.
-// Compiled with -fmad=false (no contraction of a*b + c): the only fmas are
-// those the bodies write (ci/cuda_fma_check.sh checks the compiled code).
-// Tests: tests/unit/test_cuda_bodies.c (the bodies, CPU), tests/gpu/test_cuda.c.
+// in the CPU's order. The tiled kernels (dense and conv forward, the conv
+// weight gradient, batchnorm's chunk chains) first stage their operands in
+// shared memory, the block's threads each a share, then run the chains on
+// them after a __syncthreads; otherwise no thread reads what another writes
+// in the same launch. Compiled with -fmad=false (no contraction of a*b + c):
+// the only fmas are those the bodies write (ci/cuda_fma_check.py checks the
+// compiled code). Tests: tests/unit/test_cuda_bodies.c (the bodies, CPU),
+// tests/gpu/test_cuda.c (on the device, and on cuda_emu.c's host emulation
+// of the same blocks).
 #include "cuda_api.h"
 #include "cuda_bodies.h"
 
