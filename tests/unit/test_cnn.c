@@ -116,7 +116,9 @@ static void odd_shape_case(const char *spec, par_dtype dt, const par_kernel_set 
 // gives -0 at index 0; (1, 3, 3, 2) gives 3 at index 1; (NaN, 5, 7, 1) gives
 // NaN at index 0 (nothing compares greater); (2, NaN, 1, 4) gives 4 at index
 // 3. The forward must return the element itself (its bits), the backward
-// route dy to it alone.
+// route dy to it alone; with relu's derivative in the same pass only the
+// maxima > 0 (3 at index 3, 4 at index 15) keep theirs, every other element
+// +0.
 #define POOL_GOLDEN(REAL, SFX)                                                                  \
     do {                                                                                        \
         const REAL nan = (REAL)NAN;                                                             \
@@ -126,7 +128,7 @@ static void odd_shape_case(const char *spec, par_dtype dt, const par_kernel_set 
         const REAL dy[4] = {10, 20, 30, 40};                                                    \
         REAL y[4], dx[16];                                                                      \
         par_maxpool_forward_##SFX(y, x, ly, 0, 1);                                              \
-        par_maxpool_backward_##SFX(dx, dy, x, ly, 0, 1);                                        \
+        par_maxpool_backward_##SFX(dx, dy, x, ly, 0, 1, PAR_ACT_NONE);                          \
         int ok = 1;                                                                             \
         for (int w = 0; w < 4; w++) ok &= memcmp(&y[w], &x[at[w]], sizeof(REAL)) == 0;          \
         for (int i = 0; i < 16; i++) {                                                          \
@@ -135,6 +137,13 @@ static void odd_shape_case(const char *spec, par_dtype dt, const par_kernel_set 
             ok &= memcmp(&dx[i], &want, sizeof(REAL)) == 0;                                     \
         }                                                                                       \
         par_check(ok, "max-pool 2x2 " #SFX ": first maximum by hand (signed zeros, ties, NaN)"); \
+        par_maxpool_backward_##SFX(dx, dy, x, ly, 0, 1, PAR_ACT_RELU);                          \
+        ok = 1;                                                                                 \
+        for (int i = 0; i < 16; i++) {                                                          \
+            const REAL want = i == 3 ? 20 : i == 15 ? 40 : 0;                                   \
+            ok &= memcmp(&dx[i], &want, sizeof(REAL)) == 0;                                     \
+        }                                                                                       \
+        par_check(ok, "max-pool 2x2 " #SFX " with relu's derivative: by hand");                 \
     } while (0)
 
 static void pool_golden(void)
@@ -254,6 +263,7 @@ int main(void)
 {
     static const char *const odd[] = {
         "cnn:1x1x1-c1k3p1-f-fc2",                       // 1x1 image, kernel > image, C = 1
+        "cnn:2x4x12-c3k3p1-m2-c2k3p1-r-m2-f-fc3",       // whole 2x2 windows after none, relu
         "cnn:1x3x3-c2k5p2-f-fc2",                       // kernel larger than the image
         "cnn:1x6x6-m2-c3k3p1-r-f-fc3",                  // pool on raw inputs (ties), conv at l=1
         "cnn:2x5x7-c1k5p2-r-m2-c4k2-th-f-fc3",          // C_out = 1, odd sizes, pool remainder
