@@ -165,6 +165,10 @@ PAR_DECLARE_KERNELS(double, f64)
 //              n_in), WT rows ld apart: data movement, no arithmetic (the
 //              transposed panels of par_dense_transpose, par_sgd_dense and
 //              par_optim_dense).
+//   pool2_forward: a 2 x 2 max-pool on a plane of n_rows x w_out windows (x:
+//              2 n_rows rows of 2 w_out, y: n_rows rows of w_out): each
+//              window's first maximum in scan order, m = x00, then x01, x10,
+//              x11 each taken where > m (par_maxpool_forward's);
 //   pool2_backward: the input gradient of a 2 x 2 max-pool on a plane of
 //              n_rows x w_out windows (x and dx: 2 n_rows rows of 2 w_out, dy:
 //              n_rows rows of w_out), with the derivative of relu (relu 1) or
@@ -212,6 +216,8 @@ PAR_DECLARE_KERNELS(double, f64)
                            const par_layer *ly);                                                \
         void (*relu_forward)(REAL *restrict y, size_t n);                                       \
         void (*relu_backward)(REAL *restrict dy, const REAL *restrict y, size_t n);             \
+        void (*pool2_forward)(REAL *restrict y, const REAL *restrict x, size_t n_rows,          \
+                              size_t w_out);                                                    \
         void (*pool2_backward)(REAL *restrict dx, const REAL *restrict dy,                      \
                                const REAL *restrict x, size_t n_rows, size_t w_out, int relu);  \
         size_t (*adam_head)(REAL *restrict w, REAL *restrict m, REAL *restrict v,               \
