@@ -107,10 +107,12 @@ static inline size_t par_conv_wgrad_elems(const par_layer *ly, size_t no)
     void par_maxpool_forward_##SFX(REAL *restrict y, const REAL *restrict x,                   \
                                    const par_layer *ly, size_t s0, size_t s1);                 \
     /* dx[s] = 0, then dx[s][first maximum of each window] = dy[s][window], s in [s0, s1):    \
-       windows do not overlap, so nothing is summed. x is the forward input. */               \
+       windows do not overlap, so nothing is summed; then par_act_backward(dx, x, act): the    \
+       derivative of act, the activation whose output x is (the forward input). Same bits as  \
+       the two passes; relu and none are applied inside the one pass over each window. */      \
     void par_maxpool_backward_##SFX(REAL *restrict dx, const REAL *restrict dy,                \
                                     const REAL *restrict x, const par_layer *ly, size_t s0,    \
-                                    size_t s1);
+                                    size_t s1, par_act act);
 
 PAR_DECLARE_CONV_KERNELS(float, f32)
 PAR_DECLARE_CONV_KERNELS(double, f64)

@@ -8,7 +8,8 @@
 // (bn_impl.inc, the NEON set's too) and AVX2 / AVX-512VL (bn_simd.inc through
 // dense_avx.inc, with bn_avx.inc's transposes).
 // Elementwise kernels once (elementwise_impl.inc), their ReLU and Adam loops
-// through the set. Every variant evaluates the same fma chains, so they
+// through the set; the 2 x 2 max-pool forward and input gradient in every
+// variant (pool2_impl.inc). Every variant evaluates the same fma chains, so they
 // agree bit for bit (test_kernels runs every available set).
 #include "par_kernels.h"
 
@@ -260,6 +261,9 @@ TRANSPOSE(f64, double, avx2, 4, tile_f64, PAR_TARGET_AVX2)
 #include "dense_neon.inc"
 #endif
 
+// --- the 2 x 2 max-pool forward and input gradient: every variant's ---------
+#include "pool2_impl.inc"
+
 // --- the sets ----------------------------------------------------------------
 // The dense chains of variant VAR, the elementwise helpers of EW, the
 // batchnorm kernels of BN.
@@ -272,6 +276,8 @@ TRANSPOSE(f64, double, avx2, 4, tile_f64, PAR_TARGET_AVX2)
         .conv_wgrad = CAT3(conv_wgrad, _##SFX##_, VAR),                                        \
         .conv_dgrad = CAT3(conv_dgrad, _##SFX##_, VAR),                                        \
         .relu_forward = relu_forward_##SFX##_##EW, .relu_backward = relu_backward_##SFX##_##EW,  \
+        .pool2_forward = pool2_forward_##SFX##_##EW,                                            \
+        .pool2_backward = pool2_backward_##SFX##_##EW,                                          \
         .adam_head = adam_##SFX##_##EW, .transpose = transpose_##SFX##_##EW,                    \
         .bn_sums = CAT3(bn_sums, _##SFX##_, BN),                                               \
         .bn_normalize = CAT3(bn_normalize, _##SFX##_, BN), .bn_dx = CAT3(bn_dx, _##SFX##_, BN), \

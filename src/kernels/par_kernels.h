@@ -165,6 +165,18 @@ PAR_DECLARE_KERNELS(double, f64)
 //              n_in), WT rows ld apart: data movement, no arithmetic (the
 //              transposed panels of par_dense_transpose, par_sgd_dense and
 //              par_optim_dense).
+//   pool2_forward: a 2 x 2 max-pool on a plane of n_rows x w_out windows (x:
+//              2 n_rows rows of 2 w_out, y: n_rows rows of w_out): each
+//              window's first maximum in scan order, m = x00, then x01, x10,
+//              x11 each taken where > m (par_maxpool_forward's);
+//   pool2_backward: the input gradient of a 2 x 2 max-pool on a plane of
+//              n_rows x w_out windows (x and dx: 2 n_rows rows of 2 w_out, dy:
+//              n_rows rows of w_out), with the derivative of relu (relu 1) or
+//              none (0) of the layer below: each window's first maximum in
+//              scan order (the forward's comparisons: m = x00, then x01, x10,
+//              x11 each taken where > m) gets its dy, or +0 where relu and
+//              !(m > 0); the other three +0. par_maxpool_backward followed by
+//              par_act_backward, in one pass;
 //   bn_sums, bn_normalize, bn_dx: batchnorm's loops (src/train/layer_bn.c)
 //              on n samples of (n, nc, P) tensors x, dz, y, dx (pointing at
 //              their first sample), channels c in [c0, c1), mean, inv, gamma,
@@ -204,6 +216,10 @@ PAR_DECLARE_KERNELS(double, f64)
                            const par_layer *ly);                                                \
         void (*relu_forward)(REAL *restrict y, size_t n);                                       \
         void (*relu_backward)(REAL *restrict dy, const REAL *restrict y, size_t n);             \
+        void (*pool2_forward)(REAL *restrict y, const REAL *restrict x, size_t n_rows,          \
+                              size_t w_out);                                                    \
+        void (*pool2_backward)(REAL *restrict dx, const REAL *restrict dy,                      \
+                               const REAL *restrict x, size_t n_rows, size_t w_out, int relu);  \
         size_t (*adam_head)(REAL *restrict w, REAL *restrict m, REAL *restrict v,               \
                             const REAL *restrict g, size_t n, const REAL c[8]);                 \
         void (*transpose)(REAL *restrict WT, size_t ld, const REAL *restrict W, size_t n_in,    \

@@ -129,8 +129,22 @@ static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 #pragma omp barrier
 }
 
+// 1: the backward pass has written these very sums into e->g already: it
+// folded every chunk of the whole batch in this process (no ring: a serial
+// or omp step), and r asks for that fold afresh, of the same chunks and the
+// same dz. bn_parts then bn_fold there and bn_grads here evaluate the same
+// chains and the same fold, so g keeps its values and the pass over x and dz
+// is not repeated.
+static int grads_done(const par_engine *e, int l, const par_grad_range *r)
+{
+    return e->bn_train && !e->ring.recv && !e->ring.send && e->fb_s0 == 0 &&
+           e->fb_s1 == e->fb_B && r->s_base == 0 && r->B == e->fb_B && r->C == e->C &&
+           r->c0 == 0 && r->c1 == par_n_chunks(r->B, r->C) && !r->cont && r->dz == e->d[l];
+}
+
 static void weight_grads(const par_layer_ctx *c, int l, const par_grad_range *r)
 {
+    if (grads_done(c->e, l, r)) return;
     PAR_DT_CALL(c->e->dt, bn_grads, c->e, c->ks, l, r);
 }
 

@@ -1,7 +1,9 @@
 // The max-pool layer (K x K windows, stride K; no parameters):
 //   forward: the first maximum of each window in scan order (kh, then kw).
 //   input gradient: each output's gradient goes to that first maximum; every
-//            other input gets 0 (windows do not overlap: nothing is summed).
+//            other input gets 0 (windows do not overlap: nothing is summed);
+//            the activation derivative of the layer below in the same pass
+//            (applies_act: a 2 x 2 window's four elements are written once).
 // Threads split samples (par_engine_own_samples).
 #include "par_conv.h"
 #include "par_layers.h"
@@ -18,13 +20,14 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
 {
     const par_engine *e = c->e;
-    if (l > 0)
-        PAR_DT_CALL(e->dt, par_maxpool_backward, e->d[l - 1], e->d[l], e->a[l], &e->m->layers[l], s0,
-              s1);
+    if (l > 0 && s1 > s0)
+        PAR_DT_CALL(e->dt, par_maxpool_backward, e->d[l - 1], e->d[l], e->a[l], &e->m->layers[l],
+                    s0, s1, e->m->layers[l - 1].act);
 }
 
 const par_layer_ops par_layer_maxpool = {.name = "maxpool",
                                          .per_sample = 1,
+                                         .applies_act = 1,
                                          .forward = forward,
                                          .backward = backward,
                                          .weight_grads = NULL};

@@ -192,7 +192,7 @@ static size_t pass(par_engine *e, const par_batch *batch, size_t s0, size_t s1, 
     for (int l = L - 1; l >= 0 && backward; l--) {   // every thread: layers may sync
         const par_layer *ly = &m->layers[l];
         e->ops[l]->backward(&c, l, lo, hi);
-        if (l > 0)
+        if (l > 0 && !e->ops[l]->applies_act)
             PAR_DT_CALL(dt, par_act_backward, at(e, e->d[l - 1], lo * ly->n_in),
                   at(e, e->a[l], lo * ly->n_in), (hi - lo) * ly->n_in, m->layers[l - 1].act);
     }

@@ -54,9 +54,12 @@ typedef struct par_layer_ops {
     int per_sample;
     // For samples [s0, s1), all of them thread c->t's: d[l] is final for them.
     // If l > 0, writes d[l - 1] = dL/d(input) (the engine then applies layer
-    // l-1's activation derivative). Every thread calls it, with or without
+    // l-1's activation derivative, unless applies_act). Every thread calls it, with or without
     // samples, so a kind that reduces over the batch may hold a barrier.
     void (*backward)(const par_layer_ctx *c, int l, size_t s0, size_t s1);
+    // 1: backward applies layer l-1's activation derivative to d[l - 1] itself
+    // (in the same pass, the same bits); the engine does not apply it again.
+    int applies_act;
     // Layers with parameters (NULL: none), after backward: the weight and
     // bias gradient of r's rows into e->g, per chunk a fresh chain over its
     // samples ascending, chunks folded left in order.

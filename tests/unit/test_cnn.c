@@ -116,7 +116,9 @@ static void odd_shape_case(const char *spec, par_dtype dt, const par_kernel_set 
 // gives -0 at index 0; (1, 3, 3, 2) gives 3 at index 1; (NaN, 5, 7, 1) gives
 // NaN at index 0 (nothing compares greater); (2, NaN, 1, 4) gives 4 at index
 // 3. The forward must return the element itself (its bits), the backward
-// route dy to it alone.
+// route dy to it alone; with relu's derivative in the same pass only the
+// maxima > 0 (3 at index 3, 4 at index 15) keep theirs, every other element
+// +0.
 #define POOL_GOLDEN(REAL, SFX)                                                                  \
     do {                                                                                        \
         const REAL nan = (REAL)NAN;                                                             \
@@ -126,7 +128,7 @@ static void odd_shape_case(const char *spec, par_dtype dt, const par_kernel_set 
         const REAL dy[4] = {10, 20, 30, 40};                                                    \
         REAL y[4], dx[16];                                                                      \
         par_maxpool_forward_##SFX(y, x, ly, 0, 1);                                              \
-        par_maxpool_backward_##SFX(dx, dy, x, ly, 0, 1);                                        \
+        par_maxpool_backward_##SFX(dx, dy, x, ly, 0, 1, PAR_ACT_NONE);                          \
         int ok = 1;                                                                             \
         for (int w = 0; w < 4; w++) ok &= memcmp(&y[w], &x[at[w]], sizeof(REAL)) == 0;          \
         for (int i = 0; i < 16; i++) {                                                          \
@@ -135,6 +137,13 @@ static void odd_shape_case(const char *spec, par_dtype dt, const par_kernel_set 
             ok &= memcmp(&dx[i], &want, sizeof(REAL)) == 0;                                     \
         }                                                                                       \
         par_check(ok, "max-pool 2x2 " #SFX ": first maximum by hand (signed zeros, ties, NaN)"); \
+        par_maxpool_backward_##SFX(dx, dy, x, ly, 0, 1, PAR_ACT_RELU);                          \
+        ok = 1;                                                                                 \
+        for (int i = 0; i < 16; i++) {                                                          \
+            const REAL want = i == 3 ? 20 : i == 15 ? 40 : 0;                                   \
+            ok &= memcmp(&dx[i], &want, sizeof(REAL)) == 0;                                     \
+        }                                                                                       \
+        par_check(ok, "max-pool 2x2 " #SFX " with relu's derivative: by hand");                 \
     } while (0)
 
 static void pool_golden(void)
@@ -146,25 +155,30 @@ static void pool_golden(void)
     POOL_GOLDEN(double, f64);
 }
 
-// The comparisons can fail: the conv weight gradient's chunk fold reordered
-// at step 2 (the test-only fault swap:2:0) gives a different gradient in
-// layer0 at step 2, and the same one at step 1. (The weights may not show
-// it: lr times a one-ulp change of the gradient often vanishes in w - t.)
-static void conv_fault_control(par_dtype dt)
+// The comparisons can fail: a test fault at step 2 in layer f->layer's
+// weight gradient gives a different gradient of that layer at step 2, and
+// the same one at step 1: the conv chunk fold reordered (swap:2:0), and
+// batchnorm's dgamma and dbeta with one sample's dz skipped (skip:2:1:3),
+// which an omp step must then compute afresh rather than keep from the
+// backward pass. (The weights may
+// not show it: lr times a one-ulp change of the gradient often vanishes in
+// w - t.)
+static void grad_fault_control(const char *spec, const par_fault *f, par_dtype dt,
+                               const char *what)
 {
     par_model m;
-    PAR_REQUIRE(par_model_parse(&m, CNN_SMALL, PAR_ACT_RELU));
+    PAR_REQUIRE(par_model_parse(&m, spec, PAR_ACT_RELU));
     const size_t B = 64, sz = par_dtype_size(dt), N = m.n_params;
-    const size_t n0 = m.views[m.layers[0].w_view].count + m.views[m.layers[0].b_view].count;
+    const par_view *vw = &m.views[m.layers[f->layer].w_view];
+    const par_view *vb = &m.views[m.layers[f->layer].b_view];
     void *init = malloc(N * sz), *x = malloc(B * m.n_inputs * sz), *g_clean = malloc(N * sz);
     int32_t labels[64];
     par_model_init(&m, dt, 42, init);
-    const par_fault f = {.kind = PAR_FAULT_CHUNK_SWAP, .step = 2, .layer = 0};
     par_run_cfg cfg = {.model = &m, .dtype = dt, .mode = PAR_MODE_EXACT, .batch = B, .chunk = 8,
                        .lr = 0.05, .threads = 2, .init_params = init};
     void *clean = NULL, *faulty = NULL;
     int ok = par_trainer_omp.create(&cfg, &clean) == PAR_OK;
-    cfg.fault = &f;
+    cfg.fault = f;
     ok = ok && par_trainer_omp.create(&cfg, &faulty) == PAR_OK;
     int same[2] = {0, 0};
     for (int k = 0; k < 2 && ok; k++) {
@@ -182,11 +196,13 @@ static void conv_fault_control(par_dtype dt)
         if (ok) memcpy(g_clean, g, N * sz);
         ok = ok && par_trainer_omp.step(faulty, &batch, &l) == PAR_OK &&
              par_trainer_omp.grad(faulty, &g) == PAR_OK;
-        same[k] = ok && memcmp(g, g_clean, n0 * sz) == 0;
+        const char *gf = g, *gc = g_clean;
+        same[k] = ok && memcmp(gf + vw->offset * sz, gc + vw->offset * sz, vw->count * sz) == 0 &&
+                  memcmp(gf + vb->offset * sz, gc + vb->offset * sz, vb->count * sz) == 0;
     }
-    char name[160];
-    snprintf(name, sizeof name, "a reordered conv chunk fold at step 2 changes layer0's gradient "
-             "at step 2 only, %s", par_dtype_name(dt));
+    char name[200];
+    snprintf(name, sizeof name, "%s at step 2 changes layer%d's gradient at step 2 only, %s", what,
+             f->layer, par_dtype_name(dt));
     par_check(ok && same[0] && !same[1], name);
     if (clean) par_trainer_omp.destroy(clean);
     if (faulty) par_trainer_omp.destroy(faulty);
@@ -254,6 +270,7 @@ int main(void)
 {
     static const char *const odd[] = {
         "cnn:1x1x1-c1k3p1-f-fc2",                       // 1x1 image, kernel > image, C = 1
+        "cnn:2x4x12-c3k3p1-m2-c2k3p1-r-m2-f-fc3",       // whole 2x2 windows after none, relu
         "cnn:1x3x3-c2k5p2-f-fc2",                       // kernel larger than the image
         "cnn:1x6x6-m2-c3k3p1-r-f-fc3",                  // pool on raw inputs (ties), conv at l=1
         "cnn:2x5x7-c1k5p2-r-m2-c4k2-th-f-fc3",          // C_out = 1, odd sizes, pool remainder
@@ -275,8 +292,13 @@ int main(void)
     fixture_dataset(&ds, 1000);
     for (int k = 0; k < N_CNN_CASES; k++) trainers_case(&CNN_CASES[k], &ds);
     batchnorm_eval(&ds);
-    conv_fault_control(PAR_F32);
-    conv_fault_control(PAR_F64);
+    const par_fault conv_swap = {.kind = PAR_FAULT_CHUNK_SWAP, .step = 2, .layer = 0};
+    const par_fault bn_skip = {.kind = PAR_FAULT_SKIP_SAMPLE, .step = 2, .layer = 1, .index = 3};
+    for (int d = 0; d < 2; d++) {
+        const par_dtype dt = d ? PAR_F64 : PAR_F32;
+        grad_fault_control(CNN_SMALL, &conv_swap, dt, "a reordered conv chunk fold");
+        grad_fault_control(CNN_BN, &bn_skip, dt, "batchnorm's weight gradient skipping sample 3");
+    }
     pool_golden();
     fast_case(CNN_SMALL, PAR_F32, &ds);
     fast_case(CNN_SMALL, PAR_F64, &ds);

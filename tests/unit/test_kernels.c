@@ -6,7 +6,8 @@
 // including 1, 7, 33, 784 and 785, any row/column sub-range, any chunk range,
 // fresh or continued folds, and 512 x 1024 and 1024 x 512 (rows 2 KB apart,
 // which the SIMD kernels copy first); ReLU, Adam and batchnorm's sums,
-// normalisation and input gradient likewise. A failure prints the shape and
+// normalisation and input gradient, and the 2 x 2 max-pool input gradient
+// likewise. A failure prints the shape and
 // seed to reproduce it.
 #include <math.h>
 #ifdef __GLIBC__
@@ -585,6 +586,78 @@ static void test_conv_direct(void)
         }
 }
 
+// The 2 x 2 max-pool forward, pool2_forward, against the first maximum of
+// each window written out (y guarded after the plane); its input gradient
+// with relu's (or no) derivative, pool2_backward, against the contract's two
+// passes written out: dx = 0,
+// the first maximum of each window (x00, then x01, x10, x11 each taken where
+// greater) gets dy; then, for relu, dx = x > 0 ? dx : 0. Inputs from {-1, -0,
+// +0, 0.5, 1, NaN} (ties, signed zeros, NaN in windows) and dy with -0 and
+// NaN among them; dx starts as garbage and has a guard after the plane.
+#define POOL2_CASE(REAL, SFX)                                                                   \
+    do {                                                                                        \
+        const size_t n_rows = 1 + par_rng_bits(seed, 12, 0, 0) % 5;                             \
+        const size_t w_out = widths[par_rng_bits(seed, 12, 0, 1) % n_widths], w = 2 * w_out;    \
+        const size_t n = 2 * n_rows * w;                                                        \
+        const int relu = (int)(seed % 2);                                                       \
+        const REAL vals[6] = {-1, (REAL)-0.0, 0, (REAL)0.5, 1, (REAL)NAN};                      \
+        REAL *x = malloc(n * sizeof(REAL)), *dy = malloc(n_rows * w_out * sizeof(REAL));        \
+        REAL *want = calloc(n + 1, sizeof(REAL)), *dx = malloc((n + 1) * sizeof(REAL));         \
+        REAL *y = malloc((n_rows * w_out + 1) * sizeof(REAL));                                  \
+        REAL *y_want = malloc((n_rows * w_out + 1) * sizeof(REAL));                             \
+        for (size_t k = 0; k < n; k++) x[k] = vals[par_rng_bits(seed, 12, 1, k) % 6];           \
+        for (size_t k = 0; k < n_rows * w_out; k++) {                                           \
+            const uint32_t r = par_rng_bits(seed, 12, 2, k) % 8;                                \
+            dy[k] = r == 0 ? (REAL)-0.0 : r == 1 ? (REAL)NAN : (REAL)rnd(seed, k);              \
+        }                                                                                       \
+        for (size_t k = 0; k <= n; k++) dx[k] = (REAL)rnd(seed + 7, k);                         \
+        want[n] = dx[n];                                                                        \
+        for (size_t k = 0; k <= n_rows * w_out; k++) y[k] = y_want[k] = (REAL)rnd(seed + 8, k); \
+        for (size_t r = 0; r < n_rows; r++)                                                     \
+            for (size_t ow = 0; ow < w_out; ow++) {                                             \
+                const size_t at[4] = {2 * r * w + 2 * ow, 2 * r * w + 2 * ow + 1,               \
+                                      (2 * r + 1) * w + 2 * ow, (2 * r + 1) * w + 2 * ow + 1};  \
+                size_t arg = at[0];                                                             \
+                for (int q = 1; q < 4; q++)                                                     \
+                    if (x[at[q]] > x[arg]) arg = at[q];                                         \
+                want[arg] = dy[r * w_out + ow];                                                 \
+                y_want[r * w_out + ow] = x[arg];                                                \
+            }                                                                                   \
+        for (size_t k = 0; k < n && relu; k++) want[k] = x[k] > 0 ? want[k] : 0;               \
+        sets[v]->SFX.pool2_backward(dx, dy, x, n_rows, w_out, relu);                            \
+        ok &= memcmp(dx, want, (n + 1) * sizeof(REAL)) == 0;                                    \
+        sets[v]->SFX.pool2_forward(y, x, n_rows, w_out);                                        \
+        ok_f &= memcmp(y, y_want, (n_rows * w_out + 1) * sizeof(REAL)) == 0;                    \
+        cases++;                                                                                \
+        free(x), free(dy), free(want), free(dx), free(y), free(y_want);                         \
+    } while (0)
+
+static void test_pool2(void)
+{
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    const size_t widths[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17};
+    const size_t n_widths = sizeof widths / sizeof widths[0];
+    char name[160];
+    for (size_t v = 0; v < n_sets; v++)
+        for (int d = 0; d < 2; d++) {
+            int ok = 1, ok_f = 1, cases = 0;
+            for (uint64_t seed = 1; seed <= 200; seed++) {
+                if (d == 0) POOL2_CASE(float, f32);
+                else POOL2_CASE(double, f64);
+            }
+            snprintf(name, sizeof name,
+                     "%s %s pool2_forward == the first maximum of each window (%d planes)",
+                     sets[v]->name, d ? "f64" : "f32", cases);
+            par_check(ok_f, name);
+            snprintf(name, sizeof name,
+                     "%s %s pool2_backward == max-pool input gradient, then relu's or no "
+                     "derivative (%d planes)",
+                     sets[v]->name, d ? "f64" : "f32", cases);
+            par_check(ok, name);
+        }
+}
+
 // par_calloc_big zeroes by dropping pages on Linux: memory that malloc hands
 // back after a free (filled with 0xAB here) must read as zero again, for a
 // size under the huge page (calloc), one over it, and one not a multiple of it.
@@ -641,6 +714,7 @@ int main(void)
     test_signed_zero_fold();
     test_bn();
     test_conv_direct();
+    test_pool2();
     test_calloc_big();
     const size_t sizes[] = {1, 7, 16, 33, 128, 784, 785};
     const size_t n_sizes = sizeof sizes / sizeof sizes[0];
