@@ -16,6 +16,7 @@ enum { THREADS = 256 };
 // The dense forward's tile: DF_S samples x DF_O outputs a block, one thread
 // each, inputs staged DF_K at a time.
 enum { DF_S = 8, DF_O = 8, DF_K = 128 };
+enum { DF_NT = DF_S * DF_O, DF_L = DF_S * DF_K / DF_NT };   // threads; values a thread stages
 // Batchnorm's chunk chains (bn_chain_): a block of BN_THREADS, values staged
 // BN_T at a time; the chain's kind.
 enum { BN_THREADS = 128, BN_T = 1024 };
@@ -44,40 +45,43 @@ static dim3 grid(size_t rows, size_t cols)
     {                                                                                          \
         EACH2(s, f, B, nf) cuda_gather_##SFX(x, labels, data, lab_all, idx, nf, s, f);         \
     }                                                                                          \
+    /* Inputs k0 .. k0 + DF_K - 1 of the dense forward's tile (samples from s0, outputs        \
+       from o0) into registers: thread t's elements e = t + j DF_NT of the DF_S x DF_K         \
+       rows of x and of W (row e / DF_K), 0 outside the batch, the outputs or n_in. */         \
+    __device__ static void df_fetch_##SFX(REAL *px, REAL *pw, const REAL *x, const REAL *W,    \
+                                          size_t B, size_t n_in, size_t n_out, size_t s0,      \
+                                          size_t o0, size_t k0)                                \
+    {                                                                                          \
+        for (unsigned j = 0; j < DF_L; j++) {                                                  \
+            const unsigned e = threadIdx.x + j * DF_NT, r = e / DF_K, k = e % DF_K;            \
+            px[j] = s0 + r < B && k0 + k < n_in ? x[(s0 + r) * n_in + k0 + k] : 0;             \
+            pw[j] = o0 + r < n_out && k0 + k < n_in ? W[(o0 + r) * n_in + k0 + k] : 0;         \
+        }                                                                                      \
+    }                                                                                          \
     /* Block (blockIdx.y, blockIdx.x): samples DF_S by, outputs DF_O bx; thread (s, o) of      \
        the tile runs output (s0 + s, o0 + o)'s chain over tiles of DF_K inputs, which the      \
        block stages in shared memory (rows of x and of W), the next tile's values loaded       \
        into registers while the current one is used. Outside the batch or the outputs, a       \
        zero is staged and the chain is not stored. */                                          \
-    __global__ void __launch_bounds__(DF_S * DF_O)                                             \
+    __global__ void __launch_bounds__(DF_NT)                                                   \
         forward_##SFX(REAL *y, const REAL *x, const REAL *W, const REAL *b, int act, size_t B, \
                       size_t n_in, size_t n_out)                                               \
     {                                                                                          \
-        enum { NT = DF_S * DF_O, L = DF_S * DF_K / NT };                                       \
         __shared__ REAL xs[DF_S][DF_K + 1], ws[DF_O][DF_K + 1];                                \
         const unsigned t = threadIdx.x, ts = t / DF_O, to = t % DF_O;                          \
         const size_t s0 = (size_t)blockIdx.y * DF_S, o0 = (size_t)blockIdx.x * DF_O;           \
-        REAL px[L], pw[L];                                                                     \
-        for (unsigned j = 0; j < L; j++) { /* element e = t + j NT: row e / DF_K */            \
-            const unsigned r = (t + j * NT) / DF_K, k = (t + j * NT) % DF_K;                   \
-            px[j] = s0 + r < B && k < n_in ? x[(s0 + r) * n_in + k] : 0;                       \
-            pw[j] = o0 + r < n_out && k < n_in ? W[(o0 + r) * n_in + k] : 0;                   \
-        }                                                                                      \
+        REAL px[DF_L], pw[DF_L];                                                               \
+        df_fetch_##SFX(px, pw, x, W, B, n_in, n_out, s0, o0, 0);                               \
         REAL acc = o0 + to < n_out ? b[o0 + to] : 0;                                           \
         for (size_t k0 = 0; k0 < n_in; k0 += DF_K) {                                           \
-            for (unsigned j = 0; j < L; j++) {                                                 \
-                const unsigned r = (t + j * NT) / DF_K, k = (t + j * NT) % DF_K;               \
-                xs[r][k] = px[j];                                                              \
-                ws[r][k] = pw[j];                                                              \
+            for (unsigned j = 0; j < DF_L; j++) {                                              \
+                const unsigned e = t + j * DF_NT;                                              \
+                xs[e / DF_K][e % DF_K] = px[j];                                                \
+                ws[e / DF_K][e % DF_K] = pw[j];                                                \
             }                                                                                  \
             __syncthreads();                                                                   \
             const size_t k1 = k0 + DF_K;                                                       \
-            if (k1 < n_in)                                                                     \
-                for (unsigned j = 0; j < L; j++) {                                             \
-                    const unsigned r = (t + j * NT) / DF_K, k = (t + j * NT) % DF_K;           \
-                    px[j] = s0 + r < B && k1 + k < n_in ? x[(s0 + r) * n_in + k1 + k] : 0;     \
-                    pw[j] = o0 + r < n_out && k1 + k < n_in ? W[(o0 + r) * n_in + k1 + k] : 0; \
-                }                                                                              \
+            if (k1 < n_in) df_fetch_##SFX(px, pw, x, W, B, n_in, n_out, s0, o0, k1);           \
             acc = cuda_dot_run_##SFX(acc, xs[ts], ws[to], k1 < n_in ? DF_K : n_in - k0);       \
             __syncthreads();                                                                   \
         }                                                                                      \
@@ -328,10 +332,10 @@ void par_cuda_forward(par_dtype dt, void *y, const void *x, const void *W, const
 {
     const dim3 tiles((unsigned)((n_out + DF_O - 1) / DF_O), (unsigned)((B + DF_S - 1) / DF_S));
     if (dt == PAR_F32)
-        forward_f32<<<tiles, DF_S * DF_O>>>(F32(y), CF32(x), CF32(W), CF32(b), (int)act, B, n_in,
+        forward_f32<<<tiles, DF_NT>>>(F32(y), CF32(x), CF32(W), CF32(b), (int)act, B, n_in,
                                             n_out);
     else
-        forward_f64<<<tiles, DF_S * DF_O>>>(F64(y), CF64(x), CF64(W), CF64(b), (int)act, B, n_in,
+        forward_f64<<<tiles, DF_NT>>>(F64(y), CF64(x), CF64(W), CF64(b), (int)act, B, n_in,
                                             n_out);
 }
 
