@@ -55,15 +55,16 @@ static inline size_t par_conv_dz_elems(const par_layer *ly)
 }
 
 // Scratch of par_conv_backward_weights for no output channels. Stride 1:
-// one padded sample, its output gradient by position, and a chunk's partial
-// gradients by tap and of the bias (rows of par_dense_ldwt(no)); other
+// one padded sample, its output gradient by position, a chunk's partial
+// gradients by tap and of the bias, and the chunks' fold by tap (rows of
+// par_dense_ldwt(no)); other
 // strides: one sample's im2col rows, a chunk's partial gradient and 8 bias
 // chains.
 static inline size_t par_conv_wgrad_elems(const par_layer *ly, size_t no)
 {
     const size_t n_pos = ly->h_out * ly->w_out, rl = ly->row_len;
     if (ly->stride == 1)
-        return par_conv_padded_elems(ly) + (n_pos + rl + 1) * par_dense_ldwt(no);
+        return par_conv_padded_elems(ly) + (n_pos + 2 * rl + 1) * par_dense_ldwt(no);
     return n_pos * par_conv_ldcol(ly) + no * rl + 8;
 }
 

@@ -586,6 +586,100 @@ static void test_conv_direct(void)
         }
 }
 
+// par_conv_backward_weights: the weight and bias gradient of output channels
+// [o0, o1), chunks [c0, c1) folded left (cont: onto dW's and db's own values),
+// against the header's loops written out, with every kernel set active. Random
+// shapes, strides 1 (the direct chains, folded by tap and transposed into dW)
+// and 2 (im2col); rows of dW and db outside [o0, o1) must keep their values.
+#define WFOLD_CASE(REAL, SFX, FMA)                                                              \
+    do {                                                                                        \
+        const size_t rl = ly->row_len, co = ly->c_out, P = ly->h_out * ly->w_out;               \
+        REAL *x = malloc(B * ly->n_in * sizeof(REAL)), *dz = malloc(B * co * P * sizeof(REAL)); \
+        REAL *dW1 = malloc(co * rl * sizeof(REAL)), *dW2 = malloc(co * rl * sizeof(REAL));      \
+        REAL *db1 = malloc(co * sizeof(REAL)), *db2 = malloc(co * sizeof(REAL));                \
+        REAL *scr = malloc(par_conv_wgrad_elems(ly, o1 - o0) * sizeof(REAL));                   \
+        for (size_t i = 0; i < B * ly->n_in; i++) x[i] = (REAL)rnd(seed, i);                    \
+        for (size_t i = 0; i < B * co * P; i++) dz[i] = (REAL)rnd(seed + 1, i);                 \
+        for (size_t i = 0; i < co * rl; i++) dW1[i] = dW2[i] = (REAL)rnd(seed + 2, i);          \
+        for (size_t i = 0; i < co; i++) db1[i] = db2[i] = (REAL)rnd(seed + 3, i);               \
+        par_conv_backward_weights_##SFX(dW1, db1, dz, x, ly, B, C, c0, c1, o0, o1, cont, scr);  \
+        for (size_t o = o0; o < o1; o++)                                                        \
+            for (size_t t = 0; t <= rl; t++) { /* t == rl: the bias */                          \
+                REAL run = t < rl ? dW2[o * rl + t] : db2[o];                                   \
+                const size_t ci = t / (K * K), kh = t / K % K, kw = t % K;                      \
+                for (size_t c = c0; c < c1; c++) {                                              \
+                    REAL part = 0;                                                              \
+                    for (size_t s = c * C; s < B && s < (c + 1) * C; s++)                       \
+                        for (size_t p = 0; p < P; p++) {                                        \
+                            const REAL dv = dz[(s * co + o) * P + p];                           \
+                            const long ih = (long)(p / ly->w_out * S + kh) - (long)pad;          \
+                            const long iw = (long)(p % ly->w_out * S + kw) - (long)pad;          \
+                            const int in = ih >= 0 && ih < (long)ly->h_in && iw >= 0 &&         \
+                                           iw < (long)ly->w_in;                                 \
+                            const REAL xv = in ? x[s * ly->n_in + (ci * ly->h_in + (size_t)ih) * \
+                                                   ly->w_in + (size_t)iw] : (REAL)0;            \
+                            part = t < rl ? FMA(dv, xv, part) : part + dv;                      \
+                        }                                                                       \
+                    run = c == c0 && !cont ? part : run + part;                                 \
+                }                                                                               \
+                if (t < rl) dW2[o * rl + t] = run;                                              \
+                else db2[o] = run;                                                              \
+            }                                                                                   \
+        ok &= memcmp(dW1, dW2, co * rl * sizeof(REAL)) == 0;                                    \
+        ok &= memcmp(db1, db2, co * sizeof(REAL)) == 0;                                         \
+        free(x), free(dz), free(dW1), free(dW2), free(db1), free(db2), free(scr);              \
+    } while (0)
+
+static void test_conv_wfold(void)
+{
+    const par_kernel_set *sets[MAX_SETS];
+    const size_t n_sets = kernel_sets(sets);
+    char name[200];
+    for (size_t v = 0; v < n_sets; v++) {
+        par_kernels_use(sets[v]);
+        for (int d = 0; d < 2; d++) {
+            int ok_all = 1, cases = 0;
+            for (uint64_t seed = 1; seed <= 24; seed++) {
+                const size_t K = 1 + par_rng_bits(seed, 13, 0, 0) % 3;
+                const size_t S = 1 + seed % 2, pad = par_rng_bits(seed, 13, 0, 1) % K;
+                const size_t h = K + par_rng_bits(seed, 13, 0, 2) % 9;
+                const size_t n_ci = 1 + par_rng_bits(seed, 13, 0, 3) % 5;
+                const size_t n_co = 1 + par_rng_bits(seed, 13, 0, 4) % 21;
+                const size_t B = 1 + par_rng_bits(seed, 13, 0, 5) % 12;
+                const size_t C = 1 + par_rng_bits(seed, 13, 0, 6) % 4, nch = (B + C - 1) / C;
+                const size_t c0 = par_rng_bits(seed, 13, 0, 7) % nch;
+                const size_t c1 = c0 + 1 + par_rng_bits(seed, 13, 0, 8) % (nch - c0);
+                const size_t o0 = par_rng_bits(seed, 13, 0, 9) % n_co;
+                const size_t o1 = o0 + 1 + par_rng_bits(seed, 13, 0, 10) % (n_co - o0);
+                const int cont = (int)(seed / 2 % 2);
+                char spec[96];
+                snprintf(spec, sizeof spec, "cnn:%zux%zux%zu-c%zuk%zus%zup%zu-f-fc2", n_ci, h,
+                         h + 3, n_co, K, S, pad);
+                par_model m;
+                int ok = 1;
+                if (par_model_parse(&m, spec, PAR_ACT_RELU) != PAR_OK) {
+                    printf("  %s: %s\n", spec, par_last_error());
+                    ok_all = 0;
+                    continue;
+                }
+                const par_layer *ly = &m.layers[0];
+                if (d == 0) WFOLD_CASE(float, f32, fmaf);
+                else WFOLD_CASE(double, f64, fma);
+                if (!ok)
+                    printf("  seed %llu %s B=%zu C=%zu c=[%zu,%zu) o=[%zu,%zu) cont=%d: DIFF\n",
+                           (unsigned long long)seed, spec, B, C, c0, c1, o0, o1, cont);
+                ok_all &= ok;
+                cases++;
+            }
+            snprintf(name, sizeof name,
+                     "%s %s conv backward_weights (chunk fold, strides 1 and 2) == contract loops "
+                     "(%d shapes)", sets[v]->name, d ? "f64" : "f32", cases);
+            par_check(ok_all, name);
+        }
+    }
+    par_kernels_use(NULL);
+}
+
 // The 2 x 2 max-pool forward, pool2_forward, against the first maximum of
 // each window written out (y guarded after the plane); its input gradient
 // with relu's (or no) derivative, pool2_backward, against the contract's two
@@ -714,6 +808,7 @@ int main(void)
     test_signed_zero_fold();
     test_bn();
     test_conv_direct();
+    test_conv_wfold();
     test_pool2();
     test_calloc_big();
     const size_t sizes[] = {1, 7, 16, 33, 128, 784, 785};
