@@ -45,6 +45,16 @@ static inline size_t par_conv_padded_elems(const par_layer *ly)
     return ly->c_in * (ly->h_in + 2 * ly->pad) * par_conv_wp(ly) + PAR_CONV_SLACK;
 }
 
+// The weights of a stride-1 conv packed for a kernel set's conv_forward
+// (its conv_pack): per group of the set's tile rows (at most PAR_CONV_MR_MAX
+// output channels), the group's weights tap by tap, so that a tile reads one
+// contiguous run instead of a few values of every panel row.
+#define PAR_CONV_MR_MAX 8
+static inline size_t par_conv_pack_elems(const par_layer *ly)
+{
+    return (ly->c_out + PAR_CONV_MR_MAX - 1) * ly->row_len;
+}
+
 // The padded output gradient of a stride-1 conv (par_conv_pad_dz, the kernel
 // sets' conv_dgrad): (c_out, h_out + 2 (K - 1), w_out + 2 (K - 1)), K - 1
 // rows and columns of +0 on every side, and PAR_CONV_SLACK more values.

@@ -278,6 +278,7 @@ TRANSPOSE(f64, double, avx2, 4, tile_f64, PAR_TARGET_AVX2)
         .forward = CAT3(forward, _##SFX##_, VAR), .gemm_acc = CAT3(gemm_acc, _##SFX##_, VAR),    \
         .backward_data = CAT3(backward_data, _##SFX##_, VAR),                                  \
         .backward_weights = CAT3(backward_weights, _##SFX##_, VAR),                            \
+        .conv_pack = CAT3(conv_pack, _##SFX##_, VAR),                                          \
         .conv_forward = CAT3(conv_forward, _##SFX##_, VAR),                                    \
         .conv_wgrad = CAT3(conv_wgrad, _##SFX##_, VAR),                                        \
         .conv_dgrad = CAT3(conv_dgrad, _##SFX##_, VAR),                                        \

@@ -133,13 +133,18 @@ PAR_DECLARE_KERNELS(double, f64)
 // every set evaluates the same operations in the same order as the public
 // kernel it stands behind (par_dense_forward_* etc., above), so all sets give
 // the same bits; they differ only in speed and in the CPU they need.
+//   conv_pack: Wp = the layer's transposed panel WT (c_in K K rows of
+//              par_dense_ldwt(c_out)) packed for this set's conv_forward:
+//              for each group of the set's MR tile rows (1 for the portable
+//              set), the group's MR channels' weights, tap by tap; channels
+//              past c_out +0. Wp: par_conv_pack_elems(ly) values (par_conv.h);
 //   conv_forward: one sample of a stride-1 conv2d layer ly, from its padded
 //              input xp (par_conv_pad, par_conv.h): y[co][oh][ow] = b[co], then
-//              for taps t = (ci, kh, kw) ascending: y = fma(WT[t][co],
-//              xp[ci][oh + kh][ow + kw], y). WT: the layer's transposed panel
-//              (c_in K K rows of par_dense_ldwt(c_out)), y: (c_out, h_out,
-//              w_out). The chain the contract gives the conv forward
-//              (par_conv.h), read without im2col;
+//              for taps t = (ci, kh, kw) ascending: y = fma(W[co][t],
+//              xp[ci][oh + kh][ow + kw], y), the weights read from Wp (the
+//              same set's conv_pack). y: (c_out, h_out, w_out). The chain the
+//              contract gives the conv forward (par_conv.h), read without
+//              im2col;
 //   conv_wgrad: one sample's part of a stride-1 conv2d's weight gradient,
 //              channels [0, no) of the gradient dzT (positions x ld, channel
 //              i of position p at dzT[p ld + i]): for taps t = (ci, kh, kw) and
@@ -207,7 +212,8 @@ PAR_DECLARE_KERNELS(double, f64)
                                  const REAL *restrict x, size_t B, size_t C, size_t c0,         \
                                  size_t c1, size_t o0, size_t o1, size_t n_in, size_t n_out,    \
                                  int cont);                                                     \
-        void (*conv_forward)(REAL *restrict y, const REAL *restrict xp, const REAL *restrict WT, \
+        void (*conv_pack)(REAL *restrict Wp, const REAL *restrict WT, const par_layer *ly);     \
+        void (*conv_forward)(REAL *restrict y, const REAL *restrict xp, const REAL *restrict Wp, \
                              const REAL *restrict b, const par_layer *ly);                      \
         void (*conv_wgrad)(REAL *restrict g, REAL *restrict gb, const REAL *restrict xp,        \
                            const REAL *restrict dzT, size_t ld, const par_layer *ly, size_t no, \

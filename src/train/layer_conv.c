@@ -11,9 +11,10 @@
 //            within a sample, output positions ascending; chunks folded left.
 // Threads split samples (forward, input gradient: par_engine_own_samples)
 // and output channels (weight gradient). Scratch per thread (par_engine.c):
-// one padded sample, or one sample's im2col rows and outputs by position, or
-// one sample's padded output gradient and the weights by tap, or its tap
-// gradients, or par_conv_backward_weights' working space.
+// one padded sample and the packed weights, or one sample's im2col rows and
+// outputs by position, or one sample's padded output gradient and the
+// weights by tap, or its tap gradients, or par_conv_backward_weights'
+// working space.
 #include <string.h>
 
 #include "par_conv.h"
@@ -29,11 +30,12 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     par_engine_own_samples(s0, s1, c->t, c->T, &lo, &hi);
     if (hi <= lo) return;
     const void *b = par_at(e, e->w, m->views[ly->b_view].offset);
-    if (ly->stride == 1) {   // direct: each sample padded, then its chains
+    if (ly->stride == 1) {   // direct: the weights packed, each sample padded, its chains
+        void *Wp = par_at(e, c->scratch, par_conv_padded_elems(ly));
+        KSET(c, conv_pack, Wp, e->wt[l], ly);
         for (size_t s = lo; s < hi; s++) {
             PAR_DT_CALL(e->dt, par_conv_pad, c->scratch, e->a[l], ly, s);
-            KSET(c, conv_forward, par_at(e, e->a[l + 1], s * ly->n_out), c->scratch, e->wt[l], b,
-                 ly);
+            KSET(c, conv_forward, par_at(e, e->a[l + 1], s * ly->n_out), c->scratch, Wp, b, ly);
         }
     } else {   // on the sample's im2col rows, by position, then transposed
         const size_t ld = par_conv_ldcol(ly);

@@ -73,12 +73,14 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
         if (L->kind == PAR_LAYER_CONV2D && ok) {
             // Per thread (layer_conv.c): one sample's im2col rows, then its
             // outputs by position, or its tap gradients, or a chunk's partial
-            // weight gradient (par_conv_wgrad_elems); or one padded sample.
+            // weight gradient (par_conv_wgrad_elems); or one padded sample and
+            // the packed weights.
             const size_t n_pos = L->h_out * L->w_out, cols = n_pos * par_conv_ldcol(L);
             const size_t by_pos = n_pos * (L->row_len > L->c_out ? L->row_len : L->c_out);
             size_t need = par_conv_wgrad_elems(L, L->c_out);
             if (cols + by_pos > need) need = cols + by_pos;
-            if (par_conv_padded_elems(L) > need) need = par_conv_padded_elems(L);
+            const size_t fwd = par_conv_padded_elems(L) + par_conv_pack_elems(L);
+            if (fwd > need) need = fwd;
             const size_t dgrad = par_conv_dz_elems(L) + L->c_out * L->row_len;
             if (dgrad > need) need = dgrad;
             if (need > e->scratch_elems) e->scratch_elems = need;
