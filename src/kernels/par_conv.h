@@ -10,7 +10,7 @@
 //                    each input element the sum, from 0, of its taps' dcolT in
 //                    ascending output position. Stride 1: the kernel set's
 //                    conv_dgrad on the padded output gradient (par_conv_pad_dz)
-//                    and the weights by tap (par_conv_wtap), each chain added
+//                    and the weights by tap (its conv_dpack), each chain added
 //                    as soon as it ends; other strides: par_gemm_acc with C =
 //                    dcolT, A = W^T (the layer's transposed panel), B = dz, then
 //                    par_col2im_t;
@@ -55,6 +55,13 @@ static inline size_t par_conv_pack_elems(const par_layer *ly)
     return (ly->c_out + PAR_CONV_MR_MAX - 1) * ly->row_len;
 }
 
+// The weights by tap of a stride-1 conv packed for a kernel set's conv_dgrad
+// (its conv_dpack): per group of the set's tile rows of input channels.
+static inline size_t par_conv_dpack_elems(const par_layer *ly)
+{
+    return (ly->c_in + PAR_CONV_MR_MAX - 1) * ly->K * ly->K * ly->c_out;
+}
+
 // The padded output gradient of a stride-1 conv (par_conv_pad_dz, the kernel
 // sets' conv_dgrad): (c_out, h_out + 2 (K - 1), w_out + 2 (K - 1)), K - 1
 // rows and columns of +0 on every side, and PAR_CONV_SLACK more values.
@@ -88,9 +95,6 @@ static inline size_t par_conv_wgrad_elems(const par_layer *ly, size_t no)
                             size_t s);                                                         \
     /* dzp = one sample's output gradient dz padded (par_conv_dz_elems values). */            \
     void par_conv_pad_dz_##SFX(REAL *restrict dzp, const REAL *restrict dz, const par_layer *ly); \
-    /* Wk[kh K + kw][co][ci] = W[co][(ci K + kh) K + kw]: the weights by tap, for conv_dgrad   \
-       (c_out c_in K K values). */                                                              \
-    void par_conv_wtap_##SFX(REAL *restrict Wk, const REAL *restrict W, const par_layer *ly);  \
     /* y[r][j] = v[j] for r < rows, j < n: y (rows, n). */                                    \
     void par_fill_rows_##SFX(REAL *restrict y, const REAL *restrict v, size_t rows, size_t n); \
     /* y[j][i] = yT[i][j] for i < rows, j < cols: yT (rows, cols), y (cols, rows). */          \

@@ -281,6 +281,7 @@ TRANSPOSE(f64, double, avx2, 4, tile_f64, PAR_TARGET_AVX2)
         .conv_pack = CAT3(conv_pack, _##SFX##_, VAR),                                          \
         .conv_forward = CAT3(conv_forward, _##SFX##_, VAR),                                    \
         .conv_wgrad = CAT3(conv_wgrad, _##SFX##_, VAR),                                        \
+        .conv_dpack = CAT3(conv_dpack, _##SFX##_, VAR),                                        \
         .conv_dgrad = CAT3(conv_dgrad, _##SFX##_, VAR),                                        \
         .relu_forward = relu_forward_##SFX##_##EW, .relu_backward = relu_backward_##SFX##_##EW,  \
         .pool2_forward = pool2_forward_##SFX##_##EW,                                            \

@@ -158,10 +158,15 @@ PAR_DECLARE_KERNELS(double, f64)
 //              padded output gradient dzp (par_conv_pad_dz): dx[ci][ih][iw] =
 //              0, then for the taps (kh, kw) that reach an output position
 //              (oh, ow) = (ih + pad - kh, iw + pad - kw), in ascending output
-//              position: t = 0, for co ascending t = fma(Wk[kh K + kw][co][ci],
-//              dz[co][oh][ow], t); dx = dx + t. Wk: the weights by tap
-//              (par_conv_wtap). The contract's chain and col2im order
-//              (par_conv.h), without dcolT;
+//              position: t = 0, for co ascending t = fma(W[co][(ci K + kh) K +
+//              kw], dz[co][oh][ow], t); dx = dx + t, the weights read from Wd
+//              (the same set's conv_dpack). The contract's chain and col2im
+//              order (par_conv.h), without dcolT;
+//   conv_dpack: Wd = the layer's weights W (c_out, c_in K K) by tap for this
+//              set's conv_dgrad: for each group of the set's MR tile rows of
+//              input channels (1 for the portable set) and each tap k = kh K +
+//              kw, the c_out x MR values W[co][(ci K + kh) K + kw], channels
+//              past c_in +0. Wd: par_conv_dpack_elems(ly) values (par_conv.h);
 //   relu_forward / relu_backward: the PAR_ACT_RELU case of par_act_*;
 //   adam_head: Adam (par_optim_*'s order) on the first elements of [0, n),
 //              c = {b1, c1, b2, c2, bc1, bc2, eps, lr}; returns how many it did
@@ -218,7 +223,8 @@ PAR_DECLARE_KERNELS(double, f64)
         void (*conv_wgrad)(REAL *restrict g, REAL *restrict gb, const REAL *restrict xp,        \
                            const REAL *restrict dzT, size_t ld, const par_layer *ly, size_t no, \
                            int first);                                                          \
-        void (*conv_dgrad)(REAL *restrict dx, const REAL *restrict dzp, const REAL *restrict Wk, \
+        void (*conv_dpack)(REAL *restrict Wd, const REAL *restrict W, const par_layer *ly);     \
+        void (*conv_dgrad)(REAL *restrict dx, const REAL *restrict dzp, const REAL *restrict Wd, \
                            const par_layer *ly);                                                \
         void (*relu_forward)(REAL *restrict y, size_t n);                                       \
         void (*relu_backward)(REAL *restrict dy, const REAL *restrict y, size_t n);             \

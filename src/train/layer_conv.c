@@ -62,11 +62,11 @@ static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
     const size_t n_pos = ly->h_out * ly->w_out;
     if (ly->stride == 1) {   // direct, on each sample's padded output gradient
         if (s1 <= s0) return;
-        void *Wk = par_at(e, c->scratch, par_conv_dz_elems(ly));   // the weights by tap
-        PAR_DT_CALL(e->dt, par_conv_wtap, Wk, par_at(e, e->w, e->m->views[ly->w_view].offset), ly);
+        void *Wd = par_at(e, c->scratch, par_conv_dz_elems(ly));   // the weights by tap
+        KSET(c, conv_dpack, Wd, par_at(e, e->w, e->m->views[ly->w_view].offset), ly);
         for (size_t s = s0; s < s1; s++) {
             PAR_DT_CALL(e->dt, par_conv_pad_dz, c->scratch, par_at(e, e->d[l], s * ly->n_out), ly);
-            KSET(c, conv_dgrad, par_at(e, e->d[l - 1], s * ly->n_in), c->scratch, Wk, ly);
+            KSET(c, conv_dgrad, par_at(e, e->d[l - 1], s * ly->n_in), c->scratch, Wd, ly);
         }
         return;
     }

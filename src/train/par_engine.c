@@ -81,7 +81,7 @@ par_status par_engine_init(par_engine *e, const par_run_cfg *cfg)
             if (cols + by_pos > need) need = cols + by_pos;
             const size_t fwd = par_conv_padded_elems(L) + par_conv_pack_elems(L);
             if (fwd > need) need = fwd;
-            const size_t dgrad = par_conv_dz_elems(L) + L->c_out * L->row_len;
+            const size_t dgrad = par_conv_dz_elems(L) + par_conv_dpack_elems(L);
             if (dgrad > need) need = dgrad;
             if (need > e->scratch_elems) e->scratch_elems = need;
         }

@@ -520,10 +520,10 @@ static void test_bn(void)
                 }                                                                               \
             dx2[i] = acc;                                                                       \
         }                                                                                       \
-        REAL *Wk = malloc(co * rl * sizeof(REAL));                                              \
-        par_conv_wtap_##SFX(Wk, W, ly);                                                         \
-        sets[v]->SFX.conv_dgrad(dx1, dzp, Wk, ly);                                              \
-        free(Wk);                                                                               \
+        REAL *Wd = malloc(par_conv_dpack_elems(ly) * sizeof(REAL));                            \
+        sets[v]->SFX.conv_dpack(Wd, W, ly);                                                     \
+        sets[v]->SFX.conv_dgrad(dx1, dzp, Wd, ly);                                              \
+        free(Wd);                                                                               \
         ok_d &= memcmp(dx1, dx2, ly->n_in * sizeof(REAL)) == 0;                                 \
         REAL *Wp = malloc(par_conv_pack_elems(ly) * sizeof(REAL));                             \
         for (size_t i = 0; i < par_conv_pack_elems(ly); i++) Wp[i] = nan;                      \
