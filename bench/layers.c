@@ -2,12 +2,13 @@
 // thread, exact mode, the active kernel set: each layer's forward, input
 // gradient and weight gradient kernels (the engine's own ops, par_layers.h)
 // on a batch of random pixels, after one whole forward and backward pass has
-// filled every layer's inputs and output gradients. Per op the median of R
-// timed calls and its GFLOP/s (2 multiply-adds' flops per tap: dense and
-// conv; pooling and batchnorm count none). bench/layers.sh sets them against
-// the FMA peak bench_peak measures in the same run. Prints figures; it is a
-// benchmark, not a test.
-// Usage: bench_layers [MODEL [BATCH [REPEATS [f32|f64]]]]
+// filled every layer's inputs and output gradients. R rounds, each of one
+// timing of the FMA peak loop (peak.h; x86-64 with AVX2+FMA) and, for every
+// op, one call that warms it and one timed call: a burst of load on a shared
+// machine then slows one round of every op rather than all the calls of one. Per op the median over the
+// rounds of its time, of its GFLOP/s (2 flops a multiply-add: dense and
+// conv taps; pooling and batchnorm count none) and of its GFLOP/s over the
+// same round's peak. Prints figures; it is a benchmark, not a test.
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "par_model.h"
 #include "par_sort.h"
 #include "par_time.h"
+#include "peak.h"
 
 #define CIFAR_CNN "cnn:3x32x32-c32k3p1-bn-r-m2-c64k3p1-bn-r-m2-c128k3p1-bn-r-m2-f-fc256-r-fc10"
 
@@ -33,6 +35,24 @@ static double flops(const par_layer *ly, size_t B)
     // n_rows x row_len weights, each used once per output position and sample
     const double positions = ly->kind == PAR_LAYER_CONV2D ? (double)(ly->h_out * ly->w_out) : 1;
     return 2.0 * (double)B * positions * (double)ly->n_rows * (double)ly->row_len;
+}
+
+// The one-thread f32 FMA peak, GFLOP/s, over about 10 ms; 0 where the CPU
+// or the build has no AVX2+FMA.
+static double peak_gflops(void)
+{
+#ifdef PAR_HAVE_X86_64
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+    const long iters = 4000000;
+    volatile double sink;
+    const double t0 = par_now();
+    sink = peak_f32(iters);
+    (void)sink;
+    return 2.0 * 8 * 12 * (double)iters / (par_now() - t0) * 1e-9;
+#else
+    return 0;
+#endif
 }
 
 // One call of op on layer l with every sample of the batch, one thread.
@@ -61,8 +81,7 @@ int main(int argc, char **argv)
     const size_t sz = par_dtype_size(dt);
     void *w = malloc(m.n_params * sz), *x = malloc(B * m.n_inputs * sz);
     int32_t *labels = malloc(B * sizeof *labels);
-    double *t = malloc((size_t)R * sizeof *t);
-    if (!w || !x || !labels || !t) return 1;
+    if (!w || !x || !labels) return 1;
     par_model_init(&m, dt, 42, w);
     for (size_t i = 0; i < B * m.n_inputs; i++)   // pixels in [0, 1], a fixed pattern
         par_put_real(dt, x, i, (double)((i * 2654435761u) % 256) / 255.0);
@@ -78,30 +97,57 @@ int main(int argc, char **argv)
     par_engine_forward_backward(&e, &batch, 0, B, 1);   // every a[l] and d[l] filled
     const par_layer_ctx c = {.e = &e, .t = 0, .T = 1, .scratch = e.scratch,
                              .ks = par_kernels_active()};
-    printf("# model %s, batch %zu, %s, exact, 1 thread, kernels %s, median of %d\n", spec, B,
-           par_dtype_name(dt), par_kernels_active()->name, R);
-    printf("layer\tkind\top\tms\tGFLOP/s\n");
-    double total = 0, total_flops = 0;
-    for (int l = 0; l < m.n_layers; l++) {
-        const par_layer *ly = &m.layers[l];
+    // The ops (each run once: first touches), then R rounds.
+    enum { MAX_OPS = 3 * PAR_MAX_LAYERS };
+    int op_l[MAX_OPS], op_k[MAX_OPS], n_ops = 0;
+    for (int l = 0; l < m.n_layers; l++)
         for (int op = 0; op < OP_N; op++) {
-            if (op == OP_WEIGHT_GRAD && ly->n_rows == 0) continue;
+            if (op == OP_WEIGHT_GRAD && m.layers[l].n_rows == 0) continue;
             if (op == OP_INPUT_GRAD && l == 0) continue;   // no gradient of the pixels
-            run_op(&e, &c, l, op, B);   // warm: caches, first touches
-            for (int r = 0; r < R; r++) {
-                const double t0 = par_now();
-                run_op(&e, &c, l, op, B);
-                t[r] = par_now() - t0;
-            }
-            const double med = par_median_sort(t, R), f = flops(ly, B);
-            total += med;
-            total_flops += f;
-            printf("%d\t%s\t%s\t%.3f\t", l, e.ops[l]->name, op_names[op], 1e3 * med);
-            if (f > 0) printf("%.2f\n", f / med * 1e-9);
-            else printf("-\n");
+            run_op(&e, &c, l, op, B);
+            op_l[n_ops] = l, op_k[n_ops++] = op;
+        }
+    double *t = malloc((size_t)R * n_ops * sizeof *t), *frac = malloc((size_t)R * n_ops * sizeof *frac);
+    double *peak = malloc((size_t)R * sizeof *peak), *col = malloc((size_t)R * sizeof *col);
+    if (!t || !frac || !peak || !col) return 1;
+    for (int r = 0; r < R; r++) {
+        peak[r] = peak_gflops();
+        for (int i = 0; i < n_ops; i++) {
+            run_op(&e, &c, op_l[i], op_k[i], B);   // warm again: the op's own data in cache
+            const double t0 = par_now();
+            run_op(&e, &c, op_l[i], op_k[i], B);
+            t[i * R + r] = par_now() - t0;
+            const double f = flops(&m.layers[op_l[i]], B);
+            frac[i * R + r] = peak[r] > 0 && f > 0 ? f / t[i * R + r] * 1e-9 / peak[r] : 0;
         }
     }
-    printf("all\t-\t-\t%.3f\t%.2f\n", 1e3 * total, total_flops / total * 1e-9);
+    const double peak_med = par_median_sort(peak, R);
+    printf("# model %s, batch %zu, %s, exact, 1 thread, kernels %s, medians of %d rounds; "
+           "peak f32 1 thread %.1f GFLOP/s\n",
+           spec, B, par_dtype_name(dt), par_kernels_active()->name, R, peak_med);
+    printf("layer\tkind\top\tms\tGFLOP/s\t%% peak\n");
+    double total = 0, total_flops = 0;
+    for (int i = 0; i < n_ops; i++) {
+        const int l = op_l[i];
+        const double f = flops(&m.layers[l], B);
+        for (int r = 0; r < R; r++) col[r] = t[i * R + r];
+        const double med = par_median_sort(col, R);
+        total += med;
+        total_flops += f;
+        printf("%d\t%s\t%s\t%.3f\t", l, e.ops[l]->name, op_names[op_k[i]], 1e3 * med);
+        for (int r = 0; r < R; r++) col[r] = f / t[i * R + r] * 1e-9;
+        if (f > 0) printf("%.2f\t", par_median_sort(col, R));
+        else printf("-\t");
+        for (int r = 0; r < R; r++) col[r] = frac[i * R + r];
+        if (f > 0 && peak_med > 0) printf("%.0f%%\n", 100 * par_median_sort(col, R));
+        else printf("-\n");
+    }
+    printf("all\t-\t-\t%.3f\t%.2f\t", 1e3 * total, total_flops / total * 1e-9);
+    if (peak_med > 0) printf("%.0f%%\n", 100 * total_flops / total * 1e-9 / peak_med);
+    else printf("-\n");
+    free(frac);
+    free(peak);
+    free(col);
     par_engine_free(&e);
     free(w);
     free(x);

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Where a CNN's training step goes, layer by layer: bench_layers times each
 # layer's forward, input-gradient and weight-gradient kernels (one thread,
-# exact, f32, batch 64, medians of 15 calls), and bench_peak measures the
-# one-thread f32 FMA peak in the same run; the table sets each op's GFLOP/s
-# against that peak. Models: the studies' CIFAR-10 CNN with batchnorm and the
-# MNIST CNN. Writes bench/results/layers.md (bench/results_lib.sh); not a test.
+# exact, f32, batch 64) and the one-thread f32 FMA peak in interleaved
+# rounds (medians of 15), and sets each op's GFLOP/s against its round's
+# peak; bench_peak measures the kernel set's register-tile ceiling. Models:
+# the studies' CIFAR-10 CNN with batchnorm and the MNIST CNN. Writes
+# bench/results/layers.md (bench/results_lib.sh); not a test.
 # Usage: bench/layers.sh [REPEATS]   (15)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,11 +23,25 @@ report() {
     /usr/bin/python3 - "$T" <<'PY'
 import re, sys
 d = sys.argv[1]
-peak = float(re.search(r"peak f32 1 thread\s*: ([\d.]+)", open(f"{d}/peak").read()).group(1))
-print("One thread, exact mode, f32, batch 64; each op the median of its timed calls")
-print("(`bench_layers MODEL 64 R`). %% peak: its GFLOP/s (2 flops a multiply-add of a dense or"
-      " conv tap) over the one-thread f32 FMA peak `bench_peak` measured in the same run,"
-      " **%.1f GFLOP/s**. Pooling and batchnorm count no flops: their time is the figure." % peak)
+head = open(f"{d}/cifar").readline()
+kset = re.search(r"kernels (\S+),", head).group(1)
+peak = float(re.search(r"peak f32 1 thread ([\d.]+)", head).group(1))
+pk = open(f"{d}/peak").read()
+tile = re.search(r"tile f32 1 thread, (\d+) x 2 \(%s\): ([\d.]+)" % re.escape(kset), pk)
+tpeak = float(re.search(r"peak f32 1 thread\s*: ([\d.]+)", pk).group(1))
+print("One thread, exact mode, f32, batch 64, kernels %s (`bench_layers MODEL 64 R`): R rounds,"
+      " each timing the FMA peak loop once and every op once, warm (after an untimed call);"
+      " each figure the median over the rounds. %% peak: the op's GFLOP/s (2 flops a"
+      " multiply-add of a dense or conv tap) over the same round's one-thread f32 FMA peak"
+      " (median **%.1f GFLOP/s**). Pooling and batchnorm count no flops: their time is the"
+      " figure." % (kset, peak))
+if tile:
+    mr, tg = int(tile.group(1)), float(tile.group(2))
+    print()
+    print("The ceiling of this kernel set's register tile (`bench_peak`, best of 5): its"
+          " %d broadcasts and 2 vector loads from L1 for every %d independent fmas run at"
+          " **%.1f GFLOP/s, %.0f%% of the peak it measured (%.1f)**. The conv and dense ops' inner"
+          " loops are that tile." % (mr, 2 * mr, tg, 100 * tg / tpeak, tpeak))
 for name, label in (("cifar", "CIFAR-10 CNN with batchnorm"), ("mnist", "MNIST CNN")):
     lines = open(f"{d}/{name}").read().splitlines()
     print()
@@ -35,8 +50,7 @@ for name, label in (("cifar", "CIFAR-10 CNN with batchnorm"), ("mnist", "MNIST C
     print("| layer | kind | op | ms | GFLOP/s | % peak |")
     print("|--:|---|---|--:|--:|--:|")
     for l in lines[2:]:
-        layer, kind, op, ms, gf = l.split("\t")
-        pct = "-" if gf == "-" else "%.0f%%" % (100 * float(gf) / peak)
+        layer, kind, op, ms, gf, pct = l.split("\t")
         if layer == "all":
             print("| all | | the step's kernels | **%s** | %s | %s |" % (ms, gf, pct))
         else:
