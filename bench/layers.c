@@ -5,10 +5,10 @@
 // filled every layer's inputs and output gradients. R rounds, each of one
 // timing of the FMA peak loop (peak.h; x86-64 with AVX2+FMA) and, for every
 // op, one call that warms it and one timed call: a burst of load on a shared
-// machine then slows one round of every op rather than all the calls of one. Per op the median over the
-// rounds of its time, of its GFLOP/s (2 flops a multiply-add: dense and
-// conv taps; pooling and batchnorm count none) and of its GFLOP/s over the
-// same round's peak. Prints figures; it is a benchmark, not a test.
+// machine then slows one round of every op rather than all the calls of
+// one. Per op the median over the rounds of its time, of its GFLOP/s (2
+// flops a multiply-add: dense and conv taps; pooling and batchnorm count
+// none) and of its GFLOP/s over the same round's peak. Prints figures; it is a benchmark, not a test.
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,7 +107,8 @@ int main(int argc, char **argv)
             run_op(&e, &c, l, op, B);
             op_l[n_ops] = l, op_k[n_ops++] = op;
         }
-    double *t = malloc((size_t)R * n_ops * sizeof *t), *frac = malloc((size_t)R * n_ops * sizeof *frac);
+    double *t = malloc((size_t)R * n_ops * sizeof *t);
+    double *frac = malloc((size_t)R * n_ops * sizeof *frac);
     double *peak = malloc((size_t)R * sizeof *peak), *col = malloc((size_t)R * sizeof *col);
     if (!t || !frac || !peak || !col) return 1;
     for (int r = 0; r < R; r++) {

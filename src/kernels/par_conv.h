@@ -2,7 +2,8 @@
 // contract. Every element gets exactly the fma chain the contract states:
 //   forward:         y[co][p] = b[co], then the chain over taps ascending.
 //                    Stride 1: the kernel set's conv_forward on the padded
-//                    sample (par_conv_pad), vectorised across positions;
+//                    sample (par_conv_pad) and its packed weights (the set's
+//                    conv_pack), vectorised across positions;
 //                    other strides: par_gemm_acc with C = yT (positions x
 //                    c_out), A = col (par_im2col), B = W^T (the layer's
 //                    transposed panel), then y = yT^T;
