@@ -132,6 +132,14 @@ def main():
     commits = sorted({provenance(t, "commit").split()[0] for t in cpu_files
                       if provenance(t, "commit")})
     cpu = provenance(trainers, "CPU") or provenance(ver, "CPU") or "unknown"
+    # The CPUs behind one name may differ (a shared machine's host changes):
+    # the kernel set each run chose says which vector units it had.
+    ksets = sorted({m.group(1) for m in (re.search(r"kernels (\S+)", provenance(t, "compiler"))
+                                         for t in cpu_files) if m})
+    if len(ksets) == 1:
+        cpu += ", kernel set %s" % ksets[0]
+    elif ksets:
+        cpu += ", kernel sets %s (each results file names its run's)" % " and ".join(ksets)
     when = "%s to %s" % (dates[0][:16], dates[-1][:16]) if dates else "never"
     gpu_when = provenance(gpu, "date (UTC)")[:16] or "never"
     out += ["", "Measured on %s, commit %s, %s UTC, by the commands named (`bench/run-all.sh "
