@@ -8,7 +8,9 @@
 // machine then slows one round of every op rather than all the calls of
 // one. Per op the median over the rounds of its time, of its GFLOP/s (2
 // flops a multiply-add: dense and conv taps; pooling and batchnorm count
-// none) and of its GFLOP/s over the same round's peak. Prints figures; it is a benchmark, not a test.
+// none) and of its GFLOP/s over the same round's peak. Prints figures; it
+// is a benchmark, not a test.
+// Usage: bench_layers [MODEL [BATCH [REPEATS [f32|f64]]]]
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
