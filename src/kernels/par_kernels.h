@@ -199,7 +199,8 @@ PAR_DECLARE_KERNELS(double, f64)
 //              add = 0: p0[c] = a0 (what 2: p1[c] = a1); add = 1: p0[c] = p0[c] + a0
 //              (p1[c] = p1[c] + a1), continuing a fold. dz may be NULL unless what 2;
 //              p1 is written only for what 2;
-//     bn_normalize: y = fma((x - mean) * inv, gamma, beta) elementwise;
+//     bn_normalize: y = fma((x - mean) * inv, gamma, beta) elementwise, then
+//              with relu 1 y = y > 0 ? y : 0 (relu_forward's, in the same pass);
 //     bn_dx:   a = gamma * inv; a = a / N; then elementwise h = (x - mean) * inv;
 //              t = N * dz; t = t - D; u = h * G; t = t - u; dx = a * t.
 #define PAR_KERNEL_SET_DTYPE(REAL)                                                              \
@@ -243,7 +244,7 @@ PAR_DECLARE_KERNELS(double, f64)
         void (*bn_normalize)(REAL *restrict y, const REAL *restrict x, const REAL *restrict mean, \
                              const REAL *restrict inv, const REAL *restrict gamma,              \
                              const REAL *restrict beta, size_t n, size_t nc, size_t P,          \
-                             size_t c0, size_t c1);                                             \
+                             size_t c0, size_t c1, int relu);                                   \
         void (*bn_dx)(REAL *restrict dx, const REAL *restrict x, const REAL *restrict dz,       \
                       const REAL *restrict mean, const REAL *restrict inv,                      \
                       const REAL *restrict gamma, const REAL *restrict G,                       \

@@ -342,7 +342,7 @@ static void test_signed_zero_fold(void)
                                            const REAL *mean, const REAL *inv, const REAL *gamma, \
                                            const REAL *beta, const REAL *G, const REAL *D,      \
                                            REAL N, size_t n, size_t nc, size_t P, size_t c0,    \
-                                           size_t c1)                                           \
+                                           size_t c1, int relu)                                 \
     {                                                                                           \
         for (size_t s = 0; s < n; s++)                                                          \
             for (size_t c = c0; c < c1; c++)                                                    \
@@ -350,6 +350,7 @@ static void test_signed_zero_fold(void)
                     const size_t i = (s * nc + c) * P + q;                                      \
                     const REAL h = (x[i] - mean[c]) * inv[c];                                   \
                     y[i] = FMA(h, gamma[c], beta[c]);                                           \
+                    if (relu && !(y[i] > 0)) y[i] = 0;                                          \
                     const REAL a = gamma[c] * inv[c] / N;                                       \
                     dx[i] = a * ((N * dz[i] - D[c]) - h * G[c]);                                \
                 }                                                                               \
@@ -391,18 +392,20 @@ BN_NAIVE(double, f64, fma)
         }                                                                                       \
         const size_t o = nc * P;                                                                \
         const REAL N = (REAL)(B * P);                                                           \
-        sets[v]->SFX.bn_normalize(y1 + o, x + o, mean, inv, gamma, beta, B - 1, nc, P, c0, c1); \
+        sets[v]->SFX.bn_normalize(y1 + o, x + o, mean, inv, gamma, beta, B - 1, nc, P, c0, c1,  \
+                                  relu);                                                        \
         sets[v]->SFX.bn_dx(dx1 + o, x + o, dz + o, mean, inv, gamma, G, D, N, B - 1, nc, P, c0, \
                            c1);                                                                 \
         naive_bn_elementwise_##SFX(y2 + o, dx2 + o, x + o, dz + o, mean, inv, gamma, beta, G, D, \
-                                   N, B - 1, nc, P, c0, c1);                                    \
+                                   N, B - 1, nc, P, c0, c1, relu);                              \
         ok_e &= memcmp(y1, y2, T * sizeof(REAL)) == 0 && memcmp(dx1, dx2, T * sizeof(REAL)) == 0; \
         free(x), free(dz), free(y1), free(y2), free(dx1), free(dx2), free(par);                 \
     } while (0)
 
 // Every set's batchnorm kernels against the contract's loops: channel counts
 // around the vector widths (1 .. 33), positions 1, 7, 9, 49 and 64 (vector
-// tails and none), batches and chunks that do not divide, channel sub-ranges.
+// tails and none), batches and chunks that do not divide, channel sub-ranges,
+// normalize with and without its ReLU.
 static void test_bn(void)
 {
     const par_kernel_set *sets[MAX_SETS];
@@ -418,7 +421,7 @@ static void test_bn(void)
                 const size_t B = 2 + par_rng_bits(seed, 8, 1, 2) % 12;
                 const size_t C = 1 + par_rng_bits(seed, 8, 1, 3) % 5;
                 // every channel in a third of the cases, else a sub-range
-                const int all = seed % 3 == 0;
+                const int all = seed % 3 == 0, relu = seed % 2 == 0;
                 const size_t c0 = all ? 0 : par_rng_bits(seed, 8, 1, 4) % nc;
                 const size_t c1 = all ? nc : c0 + 1 + par_rng_bits(seed, 8, 1, 5) % (nc - c0);
                 const int ok_s0 = ok_s, ok_e0 = ok_e;
@@ -436,7 +439,7 @@ static void test_bn(void)
                      "(%d shapes)",
                      sets[v]->name, d ? "f64" : "f32", cases);
             par_check(ok_s, name);
-            snprintf(name, sizeof name, "%s %s bn_normalize, bn_dx == contract loops",
+            snprintf(name, sizeof name, "%s %s bn_normalize (relu and none), bn_dx == contract loops",
                      sets[v]->name, d ? "f64" : "f32");
             par_check(ok_e, name);
         }
