@@ -2,7 +2,8 @@
 //   forward: y[s][co][oh][ow] = b[co], then an fma chain over the taps
 //            (ci, kh, kw) ascending, padding taps included with input +0;
 //            stride 1 on the padded sample (conv_forward), others on the
-//            sample's im2col rows (par_gemm_acc, then transposed).
+//            sample's im2col rows (par_gemm_acc, then transposed); the
+//            activation on each sample's outputs as soon as they are written.
 //   input gradient: per output position and tap, t = 0, an fma chain over co
 //            ascending; each input element adds its taps' t in ascending
 //            output position, from 0: stride 1 on the padded output gradient
@@ -35,7 +36,9 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
         KSET(c, conv_pack, Wp, e->wt[l], ly);
         for (size_t s = lo; s < hi; s++) {
             PAR_DT_CALL(e->dt, par_conv_pad, c->scratch, e->a[l], ly, s);
-            KSET(c, conv_forward, par_at(e, e->a[l + 1], s * ly->n_out), c->scratch, Wp, b, ly);
+            void *y = par_at(e, e->a[l + 1], s * ly->n_out);
+            KSET(c, conv_forward, y, c->scratch, Wp, b, ly);
+            PAR_DT_CALL(e->dt, par_act_forward, y, ly->n_out, ly->act);   // while in cache
         }
     } else {   // on the sample's im2col rows, by position, then transposed
         const size_t ld = par_conv_ldcol(ly);
@@ -46,12 +49,11 @@ static void forward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
             PAR_DT_CALL(e->dt, par_fill_rows, yT, b, n_pos, ly->c_out);   // chains from the bias
             KSET(c, gemm_acc, yT, ly->c_out, col, ld, e->wt[l], par_dense_ldwt(ly->c_out), 0,
                  n_pos, ly->c_out, ly->row_len);
-            PAR_DT_CALL(e->dt, par_transpose, par_at(e, e->a[l + 1], s * ly->n_out), yT, n_pos,
-                        ly->c_out);
+            void *y = par_at(e, e->a[l + 1], s * ly->n_out);
+            PAR_DT_CALL(e->dt, par_transpose, y, yT, n_pos, ly->c_out);
+            PAR_DT_CALL(e->dt, par_act_forward, y, ly->n_out, ly->act);
         }
     }
-    PAR_DT_CALL(e->dt, par_act_forward, par_at(e, e->a[l + 1], lo * ly->n_out), (hi - lo) * ly->n_out,
-          ly->act);
 }
 
 static void backward(const par_layer_ctx *c, int l, size_t s0, size_t s1)
