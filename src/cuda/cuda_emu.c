@@ -93,7 +93,7 @@ void par_cuda_prof_end(const char *label, double flops) { (void)label, (void)flo
             return;                                                                            \
         }                                                                                      \
         static REAL sm[CF_SMEM / sizeof(REAL)], acc[CF_TP][CF_CO];                             \
-        const size_t P = ly->h_out * ly->w_out, np = ct.PH * ct.PW, nw = ly->K * ly->K * CF_CO; \
+        const size_t P = ly->h_out * ly->w_out, np = ct.PH * ct.PW;                            \
         const size_t S = ly->stride, wo = ly->w_out;                                           \
         REAL *xp = sm, *wp = sm + ct.CI * np;                                                  \
         for (size_t s = 0; s < B; s++)                                                         \
@@ -103,9 +103,9 @@ void par_cuda_prof_end(const char *label, double flops) { (void)label, (void)flo
                     for (size_t t = 0; t < n; t++) cuda_cf_init_##SFX(acc[t], b, ly, co0);     \
                     for (size_t ci0 = 0; ci0 < ly->c_in; ci0 += ct.CI) {                       \
                         const size_t nci = ly->c_in - ci0 < ct.CI ? ly->c_in - ci0 : ct.CI;    \
-                        for (size_t e = 0; e < nci * (np > nw ? np : nw); e++)                 \
+                        for (unsigned t = 0; t < ct.threads; t++)                              \
                             cuda_cf_stage_##SFX(xp, wp, x + s * ly->n_in, W, ly, &ct, oh0, co0, \
-                                                ci0, nci, e);                                  \
+                                                ci0, nci, t, (unsigned)ct.threads);            \
                         for (size_t t = 0; t < n; t++) {                                       \
                             const size_t p = p0 + t;                                           \
                             const size_t base = (p / wo - oh0) * S * ct.PW + p % wo * S;       \
@@ -135,10 +135,10 @@ void par_cuda_prof_end(const char *label, double flops) { (void)label, (void)flo
                             for (size_t p0 = 0; p0 < P; p0 += ct.TP) {                         \
                                 const size_t n = P - p0 < ct.TP ? P - p0 : ct.TP;              \
                                 const size_t oh0 = p0 / ly->w_out;                             \
-                                for (size_t e = 0; e < nci * np || e < n * CF_CO; e++)         \
+                                for (unsigned t = 0; t < ct.threads; t++)                      \
                                     cuda_cw_stage_##SFX(xp, dzt, x + s * ly->n_in,             \
                                                         dz + s * ly->n_out, ly, &ct, oh0, p0, n, \
-                                                        co0, ci0, nci, e);                     \
+                                                        co0, ci0, nci, t, (unsigned)ct.threads); \
                                 for (size_t t = 0; t < nci * KK; t++)                          \
                                     cuda_cw_run_##SFX(g[t], xp, dzt, ly, &ct, oh0, p0, n, t / KK, \
                                                       t % KK / ly->K, t % ly->K);              \

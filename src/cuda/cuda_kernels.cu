@@ -123,15 +123,15 @@ static dim3 grid(size_t rows, size_t cols)
         REAL *xp = (REAL *)cf_smem, *wp = xp + ct.CI * ct.PH * ct.PW;                          \
         const size_t s = blockIdx.z, co0 = (size_t)blockIdx.y * CF_CO, P = ly.h_out * ly.w_out; \
         const size_t p0 = (size_t)blockIdx.x * ct.TP, p = p0 + threadIdx.x;                    \
-        const size_t oh0 = p0 / ly.w_out, np = ct.PH * ct.PW, nw = ly.K * ly.K * CF_CO;        \
+        const size_t oh0 = p0 / ly.w_out;                                                      \
         const bool live = threadIdx.x < ct.TP && p < P;                                        \
         const size_t base = (p / ly.w_out - oh0) * ly.stride * ct.PW + p % ly.w_out * ly.stride; \
         REAL acc[CF_CO];                                                                       \
         cuda_cf_init_##SFX(acc, b, &ly, co0);                                                  \
         for (size_t ci0 = 0; ci0 < ly.c_in; ci0 += ct.CI) {                                    \
             const size_t nci = ly.c_in - ci0 < ct.CI ? ly.c_in - ci0 : ct.CI;                  \
-            for (size_t e = threadIdx.x; e < nci * (np > nw ? np : nw); e += blockDim.x)       \
-                cuda_cf_stage_##SFX(xp, wp, x + s * ly.n_in, W, &ly, &ct, oh0, co0, ci0, nci, e); \
+            cuda_cf_stage_##SFX(xp, wp, x + s * ly.n_in, W, &ly, &ct, oh0, co0, ci0, nci,      \
+                                threadIdx.x, blockDim.x);                                      \
             __syncthreads();                                                                   \
             if (live) cuda_cf_run_##SFX(acc, xp, wp, &ly, &ct, base, nci);                     \
             __syncthreads();                                                                   \
@@ -152,20 +152,19 @@ static dim3 grid(size_t rows, size_t cols)
         REAL *xp = (REAL *)cf_smem, *dzt = xp + ct.CI * ct.PH * ct.PW;                         \
         const size_t ci0 = (size_t)blockIdx.x * ct.CI, co0 = (size_t)blockIdx.y * CF_CO;       \
         const size_t k = blockIdx.z, t = threadIdx.x, K = ly.K, P = ly.h_out * ly.w_out;       \
-        const size_t nci = ly.c_in - ci0 < ct.CI ? ly.c_in - ci0 : ct.CI, np = ct.PH * ct.PW;  \
+        const size_t nci = ly.c_in - ci0 < ct.CI ? ly.c_in - ci0 : ct.CI;                      \
         const bool wt = t < nci * K * K, bias = t == nci * K * K && ci0 == 0;                  \
+        const size_t tc = t / (K * K), tkh = t % (K * K) / K, tkw = t % K;   /* wt's tap */    \
         REAL g[CF_CO];                                                                         \
         for (int r = 0; r < CF_CO; r++) g[r] = 0;                                              \
         for (size_t s = k * C; s < cuda_chunk_end(k, C, B); s++)                               \
             for (size_t p0 = 0; p0 < P; p0 += ct.TP) {                                         \
                 const size_t n = P - p0 < ct.TP ? P - p0 : ct.TP, oh0 = p0 / ly.w_out;         \
-                for (size_t e = t; e < nci * np || e < n * CF_CO; e += blockDim.x)             \
-                    cuda_cw_stage_##SFX(xp, dzt, x + s * ly.n_in, dz + s * ly.n_out, &ly, &ct, \
-                                        oh0, p0, n, co0, ci0, nci, e);                         \
+                cuda_cw_stage_##SFX(xp, dzt, x + s * ly.n_in, dz + s * ly.n_out, &ly, &ct,     \
+                                    oh0, p0, n, co0, ci0, nci, threadIdx.x, blockDim.x);       \
                 __syncthreads();                                                               \
                 if (wt)                                                                        \
-                    cuda_cw_run_##SFX(g, xp, dzt, &ly, &ct, oh0, p0, n, t / (K * K),           \
-                                      t % (K * K) / K, t % K);                                 \
+                    cuda_cw_run_##SFX(g, xp, dzt, &ly, &ct, oh0, p0, n, tc, tkh, tkw);         \
                 else if (bias)                                                                 \
                     cuda_cw_bias_run_##SFX(g, dzt, n);                                         \
                 __syncthreads();                                                               \
