@@ -65,22 +65,23 @@ PAR_HD static inline int cuda_conv_tile_of(const par_layer *ly, size_t sz, size_
 }
 
 // The conv weight gradient's tiles (conv_wtile_): the same positions and
-// patches, CI = 8 channels a block; the output gradient of the TP positions
-// for CF_CO output channels staged beside them (TP CF_CO values). threads:
-// one for each (ci, kh, kw) of the CI channels, and one for the biases. 0
-// (one thread a chain instead) below 8 input channels: there a block has a
-// warp or less to stage each sample's patches and output gradient, and the
-// tiles time slower than a thread a chain (docs/gpu.md); and for kernels
-// past 5 x 5, whose threads would pass a block's CF_TP.
+// patches, CI = 8 channels a block (all of them below 8); the output gradient
+// of the TP positions for CF_CO output channels staged beside them (TP CF_CO
+// values). threads: one for each (ci, kh, kw) of the CI channels and one for
+// the biases, at least CW_THREADS (the others only stage: a block of one
+// warp spent most of its time staging, docs/gpu.md). 0 (one thread a chain
+// instead) for kernels past 5 x 5, whose threads would pass a block's CF_TP.
+enum { CW_THREADS = 128 };
 PAR_HD static inline int cuda_conv_wtile_of(const par_layer *ly, size_t sz, size_t cap,
                                             cuda_conv_tile *ct)
 {
     if (!cuda_conv_tile_of(ly, sz, cap, ct)) return 0;
+    const size_t CI = ly->c_in < 8 ? ly->c_in : 8;
     const size_t dz = ct->TP * CF_CO * sz, per_ci = ct->PH * ct->PW * sz;
-    const size_t threads = (8 * ly->K * ly->K + 1 + 31) / 32 * 32;
-    if (dz + 8 * per_ci > cap || ly->c_in < 8 || threads > CF_TP) return 0;
-    ct->CI = 8;
-    ct->threads = threads;
+    const size_t threads = (CI * ly->K * ly->K + 1 + 31) / 32 * 32;
+    if (dz + CI * per_ci > cap || threads > CF_TP) return 0;
+    ct->CI = CI;
+    ct->threads = threads < CW_THREADS ? (size_t)CW_THREADS : threads;
     return 1;
 }
 
