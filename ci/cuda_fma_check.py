@@ -32,8 +32,8 @@ import sys
 import tempfile
 
 FMA_KERNELS = ("forward_", "backward_data_", "grad_update_", "conv_forward_", "conv_tile_",
-               "conv_wtile_", "conv_grad_part_", "conv_backward_data_", "bn_chain_", "bn_out_",
-               "dense_grad_part_")
+               "conv_wtile_", "conv_dtile_", "conv_grad_part_", "conv_backward_data_",
+               "bn_chain_", "bn_out_", "dense_grad_part_")
 
 
 def entries(ptx):

@@ -85,6 +85,36 @@ PAR_HD static inline int cuda_conv_wtile_of(const par_layer *ly, size_t sz, size
     return 1;
 }
 
+// The conv input gradient's tiles (conv_dtile_; stride 1): a block takes TR
+// whole input rows of one sample and CD_G input channels, one thread an input
+// position with CD_G chains. It stages its channels' weights for every output
+// channel and tap (K K c_out CD_G values) and the output gradient's padded
+// patch that the rows' windows reach, every output channel (c_out DH DW, DH =
+// TR + K - 1, DW = w_in + K - 1), within CD_SMEM bytes. threads: TR w_in
+// rounded up to a warp, at most CD_TP. 0 (one thread an input element) for a
+// stride past 1, padding of K or more, rows wider than CD_TP, or a patch of
+// one row past CD_SMEM.
+enum { CD_G = 8, CD_TP = 128, CD_SMEM = 128 * 1024 };
+typedef struct cuda_conv_dtile {
+    size_t TR, DH, DW, threads, tiles;
+} cuda_conv_dtile;
+
+PAR_HD static inline int cuda_conv_dtile_of(const par_layer *ly, size_t sz, size_t cap,
+                                            cuda_conv_dtile *dt)
+{
+    const size_t K = ly->K, wi = ly->w_in, w = K * K * ly->c_out * CD_G * sz;
+    if (ly->stride != 1 || ly->pad >= K || wi > CD_TP) return 0;
+    dt->DW = wi + K - 1;
+    size_t TR = CD_TP / wi < ly->h_in ? CD_TP / wi : ly->h_in;
+    while (TR > 0 && w + ly->c_out * (TR + K - 1) * dt->DW * sz > cap) TR--;
+    if (TR == 0) return 0;
+    dt->TR = TR;
+    dt->DH = TR + K - 1;
+    dt->threads = (TR * wi + 31) / 32 * 32;
+    dt->tiles = (ly->h_in + TR - 1) / TR;
+    return 1;
+}
+
 #define REAL float
 #define NAME(f) cuda_##f##_f32
 #define FMA CUDA_FMAF

@@ -159,8 +159,27 @@ void par_cuda_prof_end(const char *label, double flops) { (void)label, (void)flo
                                             const REAL *x, par_act act, const par_layer *ly,   \
                                             size_t B)                                          \
     {                                                                                          \
-        for (size_t t = 0; t < B * ly->n_in; t++)                                              \
-            cuda_conv_backward_data_##SFX(dx, dz, W, x, (int)act, ly, t);                      \
+        cuda_conv_dtile dt;                                                                    \
+        if (!cuda_conv_dtile_of(ly, sizeof(REAL), CD_SMEM, &dt)) {                             \
+            for (size_t t = 0; t < B * ly->n_in; t++)                                          \
+                cuda_conv_backward_data_##SFX(dx, dz, W, x, (int)act, ly, t);                  \
+            return;                                                                            \
+        }                                                                                      \
+        static REAL sm[CD_SMEM / sizeof(REAL)];   /* the kernels' tiles (conv_dtile_) */       \
+        REAL *ws = sm, *dp = sm + ly->K * ly->K * ly->c_out * CD_G, acc[CD_G];                 \
+        for (size_t s = 0; s < B; s++)                                                         \
+            for (size_t ci0 = 0; ci0 < ly->c_in; ci0 += CD_G)                                  \
+                for (size_t ih0 = 0; ih0 < ly->h_in; ih0 += dt.TR) {                           \
+                    for (unsigned t = 0; t < dt.threads; t++)                                  \
+                        cuda_cd_stage_##SFX(ws, dp, dz + s * ly->n_out, W, ly, &dt, ih0, ci0, t, \
+                                            (unsigned)dt.threads);                             \
+                    for (size_t ih = ih0; ih < ih0 + dt.TR && ih < ly->h_in; ih++)             \
+                        for (size_t iw = 0; iw < ly->w_in; iw++) {                             \
+                            cuda_cd_run_##SFX(acc, ws, dp, ly, &dt, ih, ih - ih0, iw);         \
+                            cuda_cd_store_##SFX(dx + s * ly->n_in, x + s * ly->n_in, acc,      \
+                                                (int)act, ly, ci0, ih, iw);                    \
+                        }                                                                      \
+                }                                                                              \
     }                                                                                          \
     static void conv_update_go_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, const REAL *part,     \
                                      const par_layer *ly, size_t wo, size_t bo, size_t nk,     \

@@ -1,7 +1,7 @@
 // The CUDA trainer's kernels (cuda_api.h): each thread runs the bodies of
 // cuda_bodies.h for its indices, so every element is the CPU kernel's chain
 // in the CPU's order. The tiled kernels (dense and conv forward, the conv
-// weight gradient, batchnorm's chunk chains) first stage their operands in
+// gradients, batchnorm's chunk chains) first stage their operands in
 // shared memory, the block's threads each a share, then run the chains on
 // them after a __syncthreads; otherwise no thread reads what another writes
 // in the same launch. Compiled with -fmad=false (no contraction of a*b + c):
@@ -182,6 +182,28 @@ static dim3 grid(size_t rows, size_t cols)
                                              const REAL *y, int act, par_layer ly, size_t n)   \
     {                                                                                          \
         EACH2(r, t, 1, n) cuda_conv_backward_data_##SFX(dx, dz, W, y, act, &ly, t);            \
+    }                                                                                          \
+    /* Conv input gradient, one tile (cuda_conv_dtile_of) a block: blockIdx (x, y, z) =     \
+       (input rows / TR, input channels / CD_G, sample); thread t runs input position t of    \
+       the rows, CD_G chains, over the weights and output gradient the block staged in        \
+       shared memory once (the bodies cd_stage, cd_run, cd_store). */                         \
+    __global__ void __launch_bounds__(CD_TP)                                                   \
+        conv_dtile_##SFX(REAL *dx, const REAL *dz, const REAL *W, const REAL *y, int act,      \
+                         par_layer ly, cuda_conv_dtile dt)                                     \
+    {                                                                                          \
+        extern __shared__ __align__(16) unsigned char cf_smem[];                               \
+        REAL *ws = (REAL *)cf_smem, *dp = ws + ly.K * ly.K * ly.c_out * CD_G;                  \
+        const size_t s = blockIdx.z, ci0 = (size_t)blockIdx.y * CD_G;                          \
+        const size_t ih0 = (size_t)blockIdx.x * dt.TR;                                         \
+        const unsigned t = threadIdx.x, ir = t / (unsigned)ly.w_in, iw = t % (unsigned)ly.w_in; \
+        cuda_cd_stage_##SFX(ws, dp, dz + s * ly.n_out, W, &ly, &dt, ih0, ci0, t, blockDim.x);  \
+        __syncthreads();                                                                       \
+        if (ir < dt.TR && ih0 + ir < ly.h_in) {                                                \
+            REAL acc[CD_G];                                                                    \
+            cuda_cd_run_##SFX(acc, ws, dp, &ly, &dt, ih0 + ir, ir, iw);                        \
+            cuda_cd_store_##SFX(dx + s * ly.n_in, y + s * ly.n_in, acc, act, &ly, ci0, ih0 + ir, \
+                                iw);                                                           \
+        }                                                                                      \
     }                                                                                          \
     __global__ void conv_update_##SFX(REAL *w, REAL *g, REAL *m, REAL *v, const REAL *part,    \
                                       par_layer ly, size_t wo, size_t bo, size_t nk, size_t n, \
@@ -424,7 +446,21 @@ void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, siz
                                             const void *x, par_act act, const par_layer *ly,   \
                                             size_t B)                                          \
     {                                                                                          \
-        const size_t n = B * ly->n_in;                                                         \
+        cuda_conv_dtile dt;                                                                    \
+        if (cuda_conv_dtile_of(ly, sizeof(REAL), CD_SMEM, &dt)) {                              \
+            static int big;   /* the kernel may take CD_SMEM, past the default 48 KB */        \
+            if (!big)                                                                          \
+                cudaFuncSetAttribute(conv_dtile_##SFX,                                         \
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, CD_SMEM);    \
+            big = 1;                                                                           \
+            const dim3 blocks((unsigned)dt.tiles, (unsigned)((ly->c_in + CD_G - 1) / CD_G),    \
+                              (unsigned)B);                                                    \
+            const size_t smem = ly->c_out * (ly->K * ly->K * CD_G + dt.DH * dt.DW) * sizeof(REAL); \
+            conv_dtile_##SFX<<<blocks, (unsigned)dt.threads, smem>>>(                          \
+                (REAL *)dx, (const REAL *)dz, (const REAL *)W, (const REAL *)x, (int)act, *ly, dt); \
+            return;                                                                            \
+        }                                                                                      \
+        const size_t n = B * ly->n_in;   /* one thread an input element */                     \
         conv_backward_data_##SFX<<<grid(1, n), THREADS>>>((REAL *)dx, (const REAL *)dz,        \
                                                           (const REAL *)W, (const REAL *)x,    \
                                                           (int)act, *ly, n);                   \
