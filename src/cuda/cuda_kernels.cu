@@ -446,18 +446,24 @@ void par_cuda_loss_fold(par_dtype dt, void *out, const void *loss, size_t B, siz
                                             const void *x, par_act act, const par_layer *ly,   \
                                             size_t B)                                          \
     {                                                                                          \
+        static size_t cap;   /* CD_SMEM or the device's most a block may take, past 48 KB */ \
+        if (!cap) {                                                                            \
+            int dev = 0, most = 0;                                                             \
+            cudaGetDevice(&dev);                                                               \
+            cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);       \
+            cap = most > 0 && (size_t)most < CD_SMEM ? (size_t)most : (size_t)CD_SMEM;         \
+            cudaFuncSetAttribute(conv_dtile_##SFX, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                 (int)cap);                                                    \
+        }                                                                                      \
         cuda_conv_dtile dt;                                                                    \
-        if (cuda_conv_dtile_of(ly, sizeof(REAL), CD_SMEM, &dt)) {                              \
-            static int big;   /* the kernel may take CD_SMEM, past the default 48 KB */        \
-            if (!big)                                                                          \
-                cudaFuncSetAttribute(conv_dtile_##SFX,                                         \
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, CD_SMEM);    \
-            big = 1;                                                                           \
+        if (cuda_conv_dtile_of(ly, sizeof(REAL), cap, &dt)) {                                  \
             const dim3 blocks((unsigned)dt.tiles, (unsigned)((ly->c_in + CD_G - 1) / CD_G),    \
                               (unsigned)B);                                                    \
-            const size_t smem = ly->c_out * (ly->K * ly->K * CD_G + dt.DH * dt.DW) * sizeof(REAL); \
+            const size_t per_co = ly->K * ly->K * CD_G + dt.DH * dt.DW;   /* weights, patch */ \
+            const size_t smem = ly->c_out * per_co * sizeof(REAL);                             \
             conv_dtile_##SFX<<<blocks, (unsigned)dt.threads, smem>>>(                          \
-                (REAL *)dx, (const REAL *)dz, (const REAL *)W, (const REAL *)x, (int)act, *ly, dt); \
+                (REAL *)dx, (const REAL *)dz, (const REAL *)W, (const REAL *)x, (int)act, *ly,  \
+                dt);                                                                           \
             return;                                                                            \
         }                                                                                      \
         const size_t n = B * ly->n_in;   /* one thread an input element */                     \
