@@ -38,11 +38,15 @@
 # BIN holds parity, test_cuda, libpar_cuda.a, cuda_kernels.ptx (a CUDA build's),
 # COMMIT (the commit they were built from) and lib/ (shared libraries the GPU
 # machine lacks): ci/gpu_bin.sh puts it together. PARITY_DATA holds the datasets
-# fashion-mnist and mnist. Logs go to OUT (at most 6 files: gpu.log, gpu.md,
-# test_cuda.log, times.txt, runs.tgz, layers.txt). Exit 0 when every check passed.
+# fashion-mnist and mnist. Logs go to OUT (at most 7 files: gpu.log, gpu.md,
+# test_cuda.log, times.txt, runs.tgz, layers.txt, base.txt). Exit 0 when every
+# check passed.
 # SECTIONS=test,ranks,... runs those sections alone (names below, at want()).
 # Usage: ci/gpu.sh BIN OUT [SCRIPTS]   (SCRIPTS: where ci/, bench/, src/ are; default .)
 # TRAINER=serial ci/gpu.sh ...: the same steps with serial for cuda (a dry run).
+# BASE=DIR (another build's parity, lib/ and COMMIT, from ci/gpu_bin.sh): the
+# layers and timings sections also profile and time it, after BIN, on the
+# same machine, into OUT/base.txt: a before and after that one device gives.
 set -uo pipefail
 BIN=$(cd "$1" && pwd)
 OUT=$2
@@ -272,6 +276,11 @@ for row in "mnist-cnn --dataset mnist --model $CNN --optim adam --lr 0.001" \
     # shellcheck disable=SC2086
     PARITY_CUDA_PROFILE=1 timeout "$RUN_LIMIT" "$BIN/parity" train --trainer "$TR" $args \
         --steps 200 --no-eval --quiet 2>> "$OUT/layers.txt" > /dev/null || fail "profile $n"
+    [ -n "${BASE:-}" ] || continue
+    echo "# $n: BASE $(cat "$BASE/COMMIT"), the same" >> "$OUT/base.txt"
+    # shellcheck disable=SC2086
+    PARITY_CUDA_PROFILE=1 timeout "$RUN_LIMIT" "$BASE/parity" train --trainer "$TR" $args \
+        --steps 200 --no-eval --quiet 2>> "$OUT/base.txt" > /dev/null || fail "BASE profile $n"
 done
 echo "# PyTorch on the same shapes (bench/gpu_layers.py): model layer pass seconds TFLOP/s" \
     >> "$OUT/layers.txt"
@@ -295,17 +304,22 @@ in_budget() {   # in_budget WHAT: false, a failure counted, once BUDGET seconds 
 }
 # TIMED: the keys to time (default all: mlp-f32 cnn-f32 cifar-f32 mlp-f64).
 timed() { [[ " ${TIMED:-mlp-f32 cnn-f32 cifar-f32 mlp-f64} " == *" $1 "* ]]; }
-# time_parity KEY PER_EPOCH ARGS...: seconds of the 2nd of 2 epochs, 3 runs
+# time_parity KEY PER_EPOCH ARGS...: seconds of the 2nd of 2 epochs, 3 runs;
+# with BASE, BASE's three after them, into OUT/base.txt.
 time_parity() {
-    local key=$1 per=$2 t0 _
-    shift 2
+    time_runs "$BIN/parity" "$times" "$@"
+    [ -z "${BASE:-}" ] || time_runs "$BASE/parity" "$OUT/base.txt" "$@"
+}
+time_runs() {   # time_runs PARITY TO KEY PER_EPOCH ARGS...
+    local bin=$1 to=$2 key=$3 per=$4 t0 _
+    shift 4
     timed "$key" || return 0
     for _ in 1 2 3; do
         in_budget "parity $key" || return
         t0=$SECONDS
-        if timeout "$RUN_LIMIT" "$BIN/parity" train --trainer "$TR" --epochs 2 \
+        if timeout "$RUN_LIMIT" "$bin" train --trainer "$TR" --epochs 2 \
             --warmup-steps "$per" --no-eval --quiet --json "$@" > "$W/t.json"; then
-            echo "parity-$key $(field "$W/t.json" seconds)" >> "$times"
+            echo "parity-$key $(field "$W/t.json" seconds)" >> "$to"
         else
             fail "timing parity $key: $(exit_of $?)"
             return
@@ -337,6 +351,7 @@ time_torch cifar-f32 f32 cifar "$W/cifar-time"
 time_parity mlp-f64 844 --dataset fashion-mnist --dtype f64
 time_torch mlp-f64 f64 mlp
 cat "$times"
+[ -z "${BASE:-}" ] || cat "$OUT/base.txt"
 section "report"
 python3 "$S/ci/gpu_report.py" "$times" "$BIN/COMMIT" "$fails" > "$OUT/gpu.md" || fail "report"
 cat "$OUT/gpu.md"

@@ -20,6 +20,10 @@ done
 mkdir -p "$DEST/lib"
 cp "$BUILD/parity" "$BUILD/tests/gpu/test_cuda" "$BUILD/libpar_cuda.a" "$ptx" "$DEST/"
 [ -f "$BUILD/tests/mpi/test_mpi_cnn" ] && cp "$BUILD/tests/mpi/test_mpi_cnn" "$DEST/"   # --ranks
+# Without their debug sections (the device code stays): so BIN, a BASE build
+# and the datasets travel together within a device call's 64 MiB.
+strip "$DEST/parity" "$DEST/test_cuda"
+[ -f "$DEST/test_mpi_cnn" ] && strip "$DEST/test_mpi_cnn"
 commit=$(git -C "$SRC" rev-parse --short=12 HEAD)
 git -C "$SRC" diff --quiet HEAD || commit+=-dirty
 echo "$commit" > "$DEST/COMMIT"
