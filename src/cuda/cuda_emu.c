@@ -175,7 +175,7 @@ void par_cuda_prof_end(const char *label, double flops) { (void)label, (void)flo
                                             (unsigned)dt.threads);                             \
                     for (size_t ih = ih0; ih < ih0 + dt.TR && ih < ly->h_in; ih++)             \
                         for (size_t iw = 0; iw < ly->w_in; iw++) {                             \
-                            cuda_cd_run_##SFX(acc, ws, dp, ly, &dt, ih, ih - ih0, iw);         \
+                            cuda_cd_run_##SFX(acc, ws, dp, ly, &dt, ih0, ih, iw);              \
                             cuda_cd_store_##SFX(dx + s * ly->n_in, x + s * ly->n_in, acc,      \
                                                 (int)act, ly, ci0, ih, iw);                    \
                         }                                                                      \

@@ -200,7 +200,7 @@ static dim3 grid(size_t rows, size_t cols)
         __syncthreads();                                                                       \
         if (ir < dt.TR && ih0 + ir < ly.h_in) {                                                \
             REAL acc[CD_G];                                                                    \
-            cuda_cd_run_##SFX(acc, ws, dp, &ly, &dt, ih0 + ir, ir, iw);                        \
+            cuda_cd_run_##SFX(acc, ws, dp, &ly, &dt, ih0, ih0 + ir, iw);                       \
             cuda_cd_store_##SFX(dx + s * ly.n_in, y + s * ly.n_in, acc, act, &ly, ci0, ih0 + ir, \
                                 iw);                                                           \
         }                                                                                      \
