@@ -36,7 +36,7 @@ echo "== without MPI (build-nompi: -DPARITY_MPI=OFF, unit tests) =="
 cmake -S . -B build-nompi -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARITY_WERROR=ON \
       -DPARITY_MPI=OFF -DPARITY_CUDA=OFF >/dev/null
 cmake --build build-nompi -j"$(nproc)" >/dev/null
-ctest --test-dir build-nompi --output-on-failure -j1 -L unit
+ctest --test-dir build-nompi --output-on-failure -j"$(nproc)" -L unit
 
 echo
 echo "== clang (build-clang: -Werror, unit tests; its bits: ctest -L cross) =="
