@@ -621,8 +621,8 @@ static void test_conv_direct(void)
                             const REAL dv = dz[(s * co + o) * P + p];                           \
                             const long ih = (long)(p / ly->w_out * S + kh) - (long)pad;          \
                             const long iw = (long)(p % ly->w_out * S + kw) - (long)pad;          \
-                            const int in = ih >= 0 && ih < (long)ly->h_in && iw >= 0 &&         \
-                                           iw < (long)ly->w_in;                                 \
+                            const int in = t < rl && ih >= 0 && ih < (long)ly->h_in &&          \
+                                           iw >= 0 && iw < (long)ly->w_in; /* t = rl: no x */  \
                             const REAL xv = in ? x[s * ly->n_in + (ci * ly->h_in + (size_t)ih) * \
                                                    ly->w_in + (size_t)iw] : (REAL)0;            \
                             part = t < rl ? FMA(dv, xv, part) : part + dv;                      \
