@@ -72,17 +72,32 @@ static inline size_t par_conv_dz_elems(const par_layer *ly)
     return ly->c_out * (ly->h_out + 2 * (ly->K - 1)) * par_conv_dz_wp(ly) + PAR_CONV_SLACK;
 }
 
+// Samples a stride-1 conv's weight gradient hands conv_wgrad at once: as
+// many padded samples and output gradients by position (of all c_out
+// channels, so that fewer channels need no more scratch) as fit 64 Ki
+// values, 1 to 8. A tile of the kernel then runs over all their positions
+// before it stores: on 8 x 8 images one sample's 64 positions left the
+// tile's loads, stores and set-up a fifth of its time.
+static inline size_t par_conv_wgrad_group(const par_layer *ly)
+{
+    const size_t per =
+        par_conv_padded_elems(ly) + ly->h_out * ly->w_out * par_dense_ldwt(ly->c_out);
+    const size_t n = 65536 / per;
+    return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+
 // Scratch of par_conv_backward_weights for no output channels. Stride 1:
-// one padded sample, its output gradient by position, a chunk's partial
-// gradients by tap and of the bias, and the chunks' fold by tap (rows of
-// par_dense_ldwt(no)); other
-// strides: one sample's im2col rows, a chunk's partial gradient and 8 bias
-// chains.
+// par_conv_wgrad_group padded samples and their output gradients by
+// position, a chunk's partial gradients by tap and of the bias, and the
+// chunks' fold by tap (rows of par_dense_ldwt(no)); other strides: one
+// sample's im2col rows, a chunk's partial gradient and 8 bias chains.
 static inline size_t par_conv_wgrad_elems(const par_layer *ly, size_t no)
 {
     const size_t n_pos = ly->h_out * ly->w_out, rl = ly->row_len;
     if (ly->stride == 1)
-        return par_conv_padded_elems(ly) + (n_pos + 2 * rl + 1) * par_dense_ldwt(no);
+        return par_conv_wgrad_group(ly) *
+                   (par_conv_padded_elems(ly) + n_pos * par_dense_ldwt(no)) +
+               (2 * rl + 1) * par_dense_ldwt(no);
     return n_pos * par_conv_ldcol(ly) + no * rl + 8;
 }
 

@@ -123,7 +123,7 @@ typedef struct par_optim_coef {
     /* The active set's conv_wgrad (below). */                                                \
     void par_conv_wgrad_##SFX(REAL *restrict g, REAL *restrict gb, const REAL *restrict xp,    \
                               const REAL *restrict dzT, size_t ld, const par_layer *ly,        \
-                              size_t no, int first);
+                              size_t no, size_t ns, int first);
 
 PAR_DECLARE_KERNELS(float, f32)
 PAR_DECLARE_KERNELS(double, f64)
@@ -145,13 +145,15 @@ PAR_DECLARE_KERNELS(double, f64)
 //              same set's conv_pack). y: (c_out, h_out, w_out). The chain the
 //              contract gives the conv forward (par_conv.h), read without
 //              im2col;
-//   conv_wgrad: one sample's part of a stride-1 conv2d's weight gradient,
+//   conv_wgrad: ns samples' part of a stride-1 conv2d's weight gradient,
 //              channels [0, no) of the gradient dzT (positions x ld, channel
-//              i of position p at dzT[p ld + i]): for taps t = (ci, kh, kw) and
-//              i < no, g[t][i] = 0 (first) or g's own value, then for p =
-//              (oh, ow) ascending: g[t][i] = fma(xp[ci][oh + kh][ow + kw],
+//              i of position p at dzT[p ld + i]; sample k's padded input at
+//              xp + k par_conv_padded_elems(ly), its dzT at dzT + k h_out
+//              w_out ld): for taps t = (ci, kh, kw) and i < no, g[t][i] = 0
+//              (first) or g's own value, then for the samples in order and
+//              p = (oh, ow) ascending: g[t][i] = fma(xp[ci][oh + kh][ow + kw],
 //              dzT[p][i], g[t][i]); and the bias's, gb[i] = 0 (first) or its
-//              own value, then for p ascending: gb[i] = gb[i] + dzT[p][i].
+//              own value, then likewise gb[i] = gb[i] + dzT[p][i].
 //              g: (c_in K K, ld); ld >= no rounded up to PAR_DENSE_OB, dzT
 //              read (never stored) up to there;
 //   conv_dgrad: one sample's input gradient of a stride-1 conv2d, from its
@@ -223,7 +225,7 @@ PAR_DECLARE_KERNELS(double, f64)
                              const REAL *restrict b, const par_layer *ly);                      \
         void (*conv_wgrad)(REAL *restrict g, REAL *restrict gb, const REAL *restrict xp,        \
                            const REAL *restrict dzT, size_t ld, const par_layer *ly, size_t no, \
-                           int first);                                                          \
+                           size_t ns, int first);                                               \
         void (*conv_dpack)(REAL *restrict Wd, const REAL *restrict W, const par_layer *ly);     \
         void (*conv_dgrad)(REAL *restrict dx, const REAL *restrict dzp, const REAL *restrict Wd, \
                            const par_layer *ly);                                                \

@@ -534,18 +534,23 @@ static void test_bn(void)
         sets[v]->SFX.conv_forward(y1, xp, Wp, b, ly);                                           \
         free(Wp);                                                                               \
         for (size_t o = 0; o < 40; o++) gb[0][o] = nan; /* past co: must stay NaN */            \
-        sets[v]->SFX.conv_wgrad(g1, gb[0], xp, dzT, ld, ly, co, 1);                             \
-        sets[v]->SFX.conv_wgrad(g1, gb[0], xp + np, dzT + P * ld, ld, ly, co, 0);               \
+        sets[v]->SFX.conv_wgrad(g1, gb[0], xp, dzT, ld, ly, co, 1, 1);   /* a sample a call */  \
+        sets[v]->SFX.conv_wgrad(g1, gb[0], xp + np, dzT + P * ld, ld, ly, co, 1, 0);            \
         for (size_t o = co; o < 40; o++) gb[1][o] = nan;                                        \
         ok_f &= memcmp(y1, y2, co * P * sizeof(REAL)) == 0;                                     \
+        ok_w &= memcmp(g1, g2, rl * ld * sizeof(REAL)) == 0;                                    \
+        ok_w &= memcmp(gb[0], gb[1], sizeof gb[0]) == 0;                                        \
+        for (size_t o = 0; o < 40; o++) gb[0][o] = nan;                                         \
+        sets[v]->SFX.conv_wgrad(g1, gb[0], xp, dzT, ld, ly, co, 2, 1);   /* both in one */      \
         ok_w &= memcmp(g1, g2, rl * ld * sizeof(REAL)) == 0;                                    \
         ok_w &= memcmp(gb[0], gb[1], sizeof gb[0]) == 0;                                        \
         free(x), free(W), free(WT), free(b), free(xp), free(dz), free(dzT), free(y1), free(y2); \
         free(g1), free(g2), free(dzp), free(dx1), free(dx2);                                    \
     } while (0)
 
-// Every set's direct conv kernels (forward, weight gradient over two samples,
-// input gradient) against the contract's loops on random stride-1 shapes:
+// Every set's direct conv kernels (forward; weight gradient over two
+// samples, a call each and both in one call; input gradient) against the
+// contract's loops on random stride-1 shapes:
 // channels 1 .. 37 in and out (register-tile tails), kernels 1 .. 5, padding
 // 0 .. K - 1, images 1 .. 23 wide (vector tails). The padded sample's slack,
 // the transposed weight panel's padding, dzT's columns past c_out and the
