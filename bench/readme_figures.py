@@ -64,9 +64,9 @@ def external_figure(text):
 
 def layers_figure(text):
     r = row(text, "all")   # the first "all" row: the CIFAR-10 CNN's
-    if not r or len(r) < 6:
+    if not r or len(r) < 7:
         return MISSING
-    return "%.1f ms; %s" % (float(r[3].strip("*")), r[5])
+    return "%.1f ms; %s; best %s" % (float(r[3].strip("*")), r[5], r[6])
 
 
 def cnn_ratios_figure(mnist, cifar):
@@ -109,7 +109,8 @@ def main():
         ("PyTorch one thread / parity serial exact, the same epoch (above 1: parity is faster)",
          cell(vs, "PyTorch 1 thread / parity serial exact", 1), "bench/vs_pytorch.sh"),
         ("CIFAR-10 CNN with batchnorm, batch 64, one thread, f32 exact: the step's kernels; "
-         "their share of the FMA peak", layers_figure(lay), "bench/layers.sh"),
+         "their share of the FMA peak (medians; best rounds)", layers_figure(lay),
+         "bench/layers.sh"),
         ("PyTorch / parity exact, one epoch, f32 (above 1: parity is faster): MNIST CNN, one "
          "thread; CIFAR-10 CNN, one thread; CIFAR-10 CNN, two cores (PyTorch's best setup)",
          cnn_ratios_figure(vs_cnn, vs_cifar),
