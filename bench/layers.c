@@ -126,9 +126,8 @@ int main(int argc, char **argv)
             frac[i * R + r] = peak[r] > 0 && f > 0 ? f / t[i * R + r] * 1e-9 / peak[r] : 0;
         }
     }
-    double peak_best = 0;
-    for (int r = 0; r < R; r++) peak_best = peak[r] > peak_best ? peak[r] : peak_best;
-    const double peak_med = par_median_sort(peak, R);
+    const double peak_med = par_median_sort(peak, R);   // peak sorted ascending
+    const double peak_best = peak[R - 1];
     printf("# model %s, batch %zu, %s, exact, 1 thread, kernels %s, medians of %d rounds; "
            "peak f32 1 thread %.1f GFLOP/s (best %.1f)\n",
            spec, B, par_dtype_name(dt), par_kernels_active()->name, R, peak_med, peak_best);
@@ -137,9 +136,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_ops; i++) {
         const int l = op_l[i];
         const double f = flops(&m.layers[l], B);
-        double best = t[i * R];
-        for (int r = 0; r < R; r++) col[r] = t[i * R + r], best = col[r] < best ? col[r] : best;
-        const double med = par_median_sort(col, R);
+        for (int r = 0; r < R; r++) col[r] = t[i * R + r];
+        const double med = par_median_sort(col, R), best = col[0];   // col sorted ascending
         total += med;
         total_best += best;
         total_flops += f;
