@@ -12,7 +12,7 @@
 // fastest round's GFLOP/s over the fastest round of the peak loop (load only
 // ever adds time, so the best of each is what the kernel does undisturbed).
 // Prints figures; it is a benchmark, not a test.
-// Usage: bench_layers [MODEL [BATCH [REPEATS [f32|f64]]]]
+// Usage: bench_layers [MODEL [BATCH [REPEATS [f32|f64 [exact|fast]]]]]
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,9 +73,11 @@ int main(int argc, char **argv)
     const size_t B = argc > 2 ? (size_t)atol(argv[2]) : 64;
     const int R = argc > 3 ? atoi(argv[3]) : 15;
     const par_dtype dt = argc > 4 && strcmp(argv[4], "f64") == 0 ? PAR_F64 : PAR_F32;
+    const par_mode mode = argc > 5 && strcmp(argv[5], "fast") == 0 ? PAR_MODE_FAST : PAR_MODE_EXACT;
     par_model m;
     if (B < 1 || R < 1) {
-        fprintf(stderr, "usage: bench_layers [MODEL [BATCH >= 1 [REPEATS >= 1 [f32|f64]]]]\n");
+        fprintf(stderr, "usage: bench_layers [MODEL [BATCH >= 1 [REPEATS >= 1 [f32|f64 "
+                        "[exact|fast]]]]]\n");
         return 2;
     }
     if (par_model_parse(&m, spec, PAR_ACT_RELU) != PAR_OK) {
@@ -90,7 +92,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < B * m.n_inputs; i++)   // pixels in [0, 1], a fixed pattern
         par_put_real(dt, x, i, (double)((i * 2654435761u) % 256) / 255.0);
     for (size_t s = 0; s < B; s++) labels[s] = (int32_t)(s % m.n_classes);
-    const par_run_cfg cfg = {.model = &m, .dtype = dt, .mode = PAR_MODE_EXACT, .batch = B,
+    const par_run_cfg cfg = {.model = &m, .dtype = dt, .mode = mode, .batch = B,
                              .chunk = 8, .lr = 0.01, .threads = 1, .init_params = w};
     par_engine e;
     if (par_engine_init(&e, &cfg) != PAR_OK) {
@@ -128,9 +130,10 @@ int main(int argc, char **argv)
     }
     const double peak_med = par_median_sort(peak, R);   // peak sorted ascending
     const double peak_best = peak[R - 1];
-    printf("# model %s, batch %zu, %s, exact, 1 thread, kernels %s, medians of %d rounds; "
+    printf("# model %s, batch %zu, %s, %s, 1 thread, kernels %s, medians of %d rounds; "
            "peak f32 1 thread %.1f GFLOP/s (best %.1f)\n",
-           spec, B, par_dtype_name(dt), par_kernels_active()->name, R, peak_med, peak_best);
+           spec, B, par_dtype_name(dt), mode == PAR_MODE_FAST ? "fast" : "exact",
+           par_kernels_active()->name, R, peak_med, peak_best);
     printf("layer\tkind\top\tms\tGFLOP/s\t%% peak\tbest %% peak\n");
     double total = 0, total_best = 0, total_flops = 0;
     for (int i = 0; i < n_ops; i++) {
