@@ -1,16 +1,18 @@
 // bench_layers: where a model's training step goes, layer by layer. One
-// thread, exact mode, the active kernel set: each layer's forward, input
-// gradient and weight gradient kernels (the engine's own ops, par_layers.h)
-// on a batch of random pixels, after one whole forward and backward pass has
-// filled every layer's inputs and output gradients. R rounds, each of one
-// timing of the FMA peak loop (peak.h; x86-64 with AVX2+FMA) and, for every
-// op, one call that warms it and one timed call: a burst of load on a shared
-// machine then slows one round of every op rather than all the calls of
-// one. Per op the median over the rounds of its time, of its GFLOP/s (2
-// flops a multiply-add: dense and conv taps; pooling and batchnorm count
-// none) and of its GFLOP/s over the same round's peak; and, as "best", its
-// fastest round's GFLOP/s over the fastest round of the peak loop (load only
-// ever adds time, so the best of each is what the kernel does undisturbed).
+// thread, exact mode (or fast: then only the weight gradients differ, one
+// chain over the batch instead of a chain a chunk), the active kernel set:
+// each layer's forward, input gradient and weight gradient kernels (the
+// engine's own ops, par_layers.h) on a batch of random pixels, after one
+// whole forward and backward pass has filled every layer's inputs and output
+// gradients. R rounds, each of one timing of the FMA peak loop (peak.h;
+// x86-64 with AVX2+FMA) and, for every op, one call that warms it and one
+// timed call: a burst of load on a shared machine then slows one round of
+// every op rather than all the calls of one. Per op the median over the
+// rounds of its time, of its GFLOP/s (2 flops a multiply-add: dense and conv
+// taps; pooling and batchnorm count none) and of its GFLOP/s over the same
+// round's peak; and, as "best", its fastest round's GFLOP/s over the fastest
+// round of the peak loop (load only ever adds time, so the best of each is
+// what the kernel does undisturbed).
 // Prints figures; it is a benchmark, not a test.
 // Usage: bench_layers [MODEL [BATCH [REPEATS [f32|f64 [exact|fast]]]]]
 #define _POSIX_C_SOURCE 200809L
