@@ -444,9 +444,9 @@ const char *par_kernels_variant(void) { return kset()->name; }
     }                                                                                           \
     void par_conv_wgrad_##SFX(REAL *restrict g, REAL *restrict gb, const REAL *restrict xp,    \
                               const REAL *restrict dzT, size_t ld, const par_layer *ly,        \
-                              size_t no, size_t ns, int first)                                 \
+                              size_t no, size_t ns, int first, REAL *restrict fold)            \
     {                                                                                           \
-        kset()->SFX.conv_wgrad(g, gb, xp, dzT, ld, ly, no, ns, first);                          \
+        kset()->SFX.conv_wgrad(g, gb, xp, dzT, ld, ly, no, ns, first, fold);                    \
     }
 
 DEFINE_DENSE(float, f32)

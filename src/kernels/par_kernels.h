@@ -123,7 +123,7 @@ typedef struct par_optim_coef {
     /* The active set's conv_wgrad (below). */                                                \
     void par_conv_wgrad_##SFX(REAL *restrict g, REAL *restrict gb, const REAL *restrict xp,    \
                               const REAL *restrict dzT, size_t ld, const par_layer *ly,        \
-                              size_t no, size_t ns, int first);
+                              size_t no, size_t ns, int first, REAL *restrict fold);
 
 PAR_DECLARE_KERNELS(float, f32)
 PAR_DECLARE_KERNELS(double, f64)
@@ -153,9 +153,12 @@ PAR_DECLARE_KERNELS(double, f64)
 //              (first) or g's own value, then for the samples in order and
 //              p = (oh, ow) ascending: g[t][i] = fma(xp[ci][oh + kh][ow + kw],
 //              dzT[p][i], g[t][i]); and the bias's, gb[i] = 0 (first) or its
-//              own value, then likewise gb[i] = gb[i] + dzT[p][i].
-//              g: (c_in K K, ld); ld >= no rounded up to PAR_DENSE_OB, dzT
-//              read (never stored) up to there;
+//              own value, then likewise gb[i] = gb[i] + dzT[p][i]. With
+//              fold (not NULL), g[t][i] goes to fold[t][i] = fold[t][i] +
+//              g[t][i] instead (g is read when not first, never written): the
+//              last samples of a chunk end its chains in the chunks' fold.
+//              g, fold: (c_in K K, ld); ld >= no rounded up to PAR_DENSE_OB,
+//              dzT read (never stored) up to there;
 //   conv_dgrad: one sample's input gradient of a stride-1 conv2d, from its
 //              padded output gradient dzp (par_conv_pad_dz): dx[ci][ih][iw] =
 //              0, then for the taps (kh, kw) that reach an output position
@@ -225,7 +228,7 @@ PAR_DECLARE_KERNELS(double, f64)
                              const REAL *restrict b, const par_layer *ly);                      \
         void (*conv_wgrad)(REAL *restrict g, REAL *restrict gb, const REAL *restrict xp,        \
                            const REAL *restrict dzT, size_t ld, const par_layer *ly, size_t no, \
-                           size_t ns, int first);                                               \
+                           size_t ns, int first, REAL *restrict fold);                          \
         void (*conv_dpack)(REAL *restrict Wd, const REAL *restrict W, const par_layer *ly);     \
         void (*conv_dgrad)(REAL *restrict dx, const REAL *restrict dzp, const REAL *restrict Wd, \
                            const par_layer *ly);                                                \

@@ -534,23 +534,33 @@ static void test_bn(void)
         sets[v]->SFX.conv_forward(y1, xp, Wp, b, ly);                                           \
         free(Wp);                                                                               \
         for (size_t o = 0; o < 40; o++) gb[0][o] = nan; /* past co: must stay NaN */            \
-        sets[v]->SFX.conv_wgrad(g1, gb[0], xp, dzT, ld, ly, co, 1, 1);   /* a sample a call */  \
-        sets[v]->SFX.conv_wgrad(g1, gb[0], xp + np, dzT + P * ld, ld, ly, co, 1, 0);            \
+        sets[v]->SFX.conv_wgrad(g1, gb[0], xp, dzT, ld, ly, co, 1, 1, NULL); /* a sample a call */ \
+        sets[v]->SFX.conv_wgrad(g1, gb[0], xp + np, dzT + P * ld, ld, ly, co, 1, 0, NULL);      \
         for (size_t o = co; o < 40; o++) gb[1][o] = nan;                                        \
         ok_f &= memcmp(y1, y2, co * P * sizeof(REAL)) == 0;                                     \
         ok_w &= memcmp(g1, g2, rl * ld * sizeof(REAL)) == 0;                                    \
         ok_w &= memcmp(gb[0], gb[1], sizeof gb[0]) == 0;                                        \
         for (size_t o = 0; o < 40; o++) gb[0][o] = nan;                                         \
-        sets[v]->SFX.conv_wgrad(g1, gb[0], xp, dzT, ld, ly, co, 2, 1);   /* both in one */      \
+        sets[v]->SFX.conv_wgrad(g1, gb[0], xp, dzT, ld, ly, co, 2, 1, NULL); /* both in one */  \
         ok_w &= memcmp(g1, g2, rl * ld * sizeof(REAL)) == 0;                                    \
         ok_w &= memcmp(gb[0], gb[1], sizeof gb[0]) == 0;                                        \
+        /* the second sample's call ending in a fold: f1 = f + (both samples' chains) */        \
+        REAL *f1 = malloc(rl * ld * sizeof(REAL)), *f2 = malloc(rl * ld * sizeof(REAL));        \
+        for (size_t i = 0; i < rl * ld; i++) f1[i] = f2[i] = (REAL)((i * 37) % 101) / 7;       \
+        for (size_t t = 0; t < rl; t++)                                                         \
+            for (size_t i = 0; i < co; i++) f2[t * ld + i] = f2[t * ld + i] + g2[t * ld + i];  \
+        sets[v]->SFX.conv_wgrad(g1, gb[0], xp, dzT, ld, ly, co, 1, 1, NULL);                   \
+        sets[v]->SFX.conv_wgrad(g1, gb[0], xp + np, dzT + P * ld, ld, ly, co, 1, 0, f1);        \
+        ok_w &= memcmp(f1, f2, rl * ld * sizeof(REAL)) == 0;                                    \
+        free(f1), free(f2);                                                                     \
         free(x), free(W), free(WT), free(b), free(xp), free(dz), free(dzT), free(y1), free(y2); \
         free(g1), free(g2), free(dzp), free(dx1), free(dx2);                                    \
     } while (0)
 
 // Every set's direct conv kernels (forward; weight gradient over two
-// samples, a call each and both in one call; input gradient) against the
-// contract's loops on random stride-1 shapes:
+// samples, a call each, both in one call, and a call each with the second
+// ending in a fold; input gradient) against the contract's loops on random
+// stride-1 shapes:
 // channels 1 .. 37 in and out (register-tile tails), kernels 1 .. 5, padding
 // 0 .. K - 1, images 1 .. 23 wide (vector tails). The padded sample's slack,
 // the transposed weight panel's padding, dzT's columns past c_out and the
