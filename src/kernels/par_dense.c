@@ -88,28 +88,31 @@ static inline PAR_TARGET_AVX2 __m256i lane_mask64(size_t n)
 }
 
 #define TARGET PAR_TARGET_AVX2
-#define MR 6   // 12 accumulators of AVX2's 16 registers
+#define MR 6        // 12 accumulators of AVX2's 16 registers
+#define FOLD_L1 1   // and the exact weight gradient's fold in L1 (dense_simd.inc)
 #define VARIANT avx2
 #include "bn_avx.inc"
 #include "dense_avx.inc"
 #undef TARGET
 #undef MR
+#undef FOLD_L1
 #undef VARIANT
 
 // --- AVX-512VL variant: the same 256-bit code, compiled where AVX-512VL's
 // EVEX encoding gives it 32 vector registers, not 16. Tiles of 8 rows: 16
 // accumulators, and the exact weight gradient's 16 running sums stay in
-// registers too (with 16 registers they go to the stack once per chunk).
-// The same chains, so the same bits; relu, Adam and the transposes are
-// AVX2's.
+// registers too (with 16 registers they live in L1). The same chains, so
+// the same bits; relu, Adam and the transposes are AVX2's.
 #define PAR_HAVE_AVX512VL_VARIANT 1
 #define TARGET PAR_TARGET_AVX512VL
 #define MR 8
+#define FOLD_L1 0
 #define VARIANT avx512vl
 #include "bn_avx.inc"
 #include "dense_avx.inc"
 #undef TARGET
 #undef MR
+#undef FOLD_L1
 #undef VARIANT
 
 // ReLU forward y = y > 0 ? y : 0 and backward dy = y > 0 ? dy : 0 with the
