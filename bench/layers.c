@@ -77,7 +77,9 @@ int main(int argc, char **argv)
     const par_dtype dt = argc > 4 && strcmp(argv[4], "f64") == 0 ? PAR_F64 : PAR_F32;
     const par_mode mode = argc > 5 && strcmp(argv[5], "fast") == 0 ? PAR_MODE_FAST : PAR_MODE_EXACT;
     par_model m;
-    if (B < 1 || R < 1) {
+    const int bad_dt = argc > 4 && strcmp(argv[4], "f32") != 0 && strcmp(argv[4], "f64") != 0;
+    const int bad_mode = argc > 5 && strcmp(argv[5], "exact") != 0 && strcmp(argv[5], "fast") != 0;
+    if (B < 1 || R < 1 || bad_dt || bad_mode) {
         fprintf(stderr, "usage: bench_layers [MODEL [BATCH >= 1 [REPEATS >= 1 [f32|f64 "
                         "[exact|fast]]]]]\n");
         return 2;
